@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian 12 machine lacks to build and test attention-wasm.
+# Idempotent: every step checks first and says what it does. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf '[setup] %s\n' "$*"; }
+
+# Debian packages: the toolchain (emscripten 3.1.6 with clang-14), the header-only
+# libraries (xsimd 8.1, Catch2 2.x), and Chromium for the browser tests.
+APT_PACKAGES=(emscripten libxsimd-dev catch2 chromium fonts-liberation)
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  say "installing Debian packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  say "Debian packages present: ${APT_PACKAGES[*]}"
+fi
+
+# Node dev dependencies (test tools, TypeScript). Re-run npm ci when the lock file changed.
+if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  say "installing npm dev dependencies (npm ci)"
+  npm ci --no-audit --no-fund --loglevel=error
+else
+  say "npm dev dependencies up to date"
+fi
+say "ready"

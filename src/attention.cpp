@@ -1,0 +1,328 @@
+// The forward driver: for every (batch, kv head), pack Kᵀ once, then walk blocks of query rows
+// over blocks of keys with an online softmax (flash attention). Only the primitives in simd.h
+// and the register-tiled micro-kernel below touch vectors.
+#include "attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <memory>
+
+#include "simd.h"
+
+namespace attn {
+namespace {
+
+using simd::vfloat;
+using simd::W;
+
+constexpr int kRowsPerBlock = 16;  // query rows that share one pass over a key block
+constexpr int kKeysPerBlock = 64;  // keys per block: S (16×64) and a Kᵀ block stay in L1
+constexpr int kTileRows = 4;       // micro-tile: 4 rows × 2 vectors = 8 independent accumulators
+constexpr int kTileVecs = 2;
+constexpr float kLog2e = 1.44269504088896341f;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+inline int round_up(int x, int m) { return (x + m - 1) / m * m; }
+
+// C[R × N·W] = (Acc ? C : 0) + A[R × K] · B[K × N·W].
+// A is given by row pointers (each element is broadcast), B has row stride ldb and is loaded
+// as vectors, C rows are c + i·ldc. R·N accumulators live in registers for the whole K loop.
+template <int R, int N, bool Acc>
+inline void micro_tile(const float* const* a, const float* b, std::ptrdiff_t ldb, int k_len,
+                       float* c, std::ptrdiff_t ldc) {
+  vfloat acc[R][N];
+  for (int i = 0; i < R; ++i)
+    for (int n = 0; n < N; ++n) acc[i][n] = Acc ? simd::load(c + i * ldc + n * W) : vfloat(0.0f);
+  for (int k = 0; k < k_len; ++k) {
+    vfloat bv[N];
+    for (int n = 0; n < N; ++n) bv[n] = simd::load(b + k * ldb + n * W);
+    for (int i = 0; i < R; ++i) {
+      const vfloat ai(a[i][k]);
+      for (int n = 0; n < N; ++n) acc[i][n] += ai * bv[n];
+    }
+  }
+  for (int i = 0; i < R; ++i)
+    for (int n = 0; n < N; ++n) simd::store(c + i * ldc + n * W, acc[i][n]);
+}
+
+// Row-count dispatch for one column strip of N vectors.
+template <int N, bool Acc>
+inline void tile_rows(int rows, const float* const* a, const float* b, std::ptrdiff_t ldb,
+                      int k_len, float* c, std::ptrdiff_t ldc) {
+  switch (rows) {
+    case 4: micro_tile<4, N, Acc>(a, b, ldb, k_len, c, ldc); break;
+    case 3: micro_tile<3, N, Acc>(a, b, ldb, k_len, c, ldc); break;
+    case 2: micro_tile<2, N, Acc>(a, b, ldb, k_len, c, ldc); break;
+    default: micro_tile<1, N, Acc>(a, b, ldb, k_len, c, ldc); break;
+  }
+}
+
+// C[rows × cols] (+)= A[rows × k_len] · B[k_len × cols], cols a multiple of W except for a
+// scalar tail of cols % W columns (so B, which may be caller memory, is never read past cols).
+template <bool Acc>
+void gemm_rows(int rows, const float* const* a, const float* b, std::ptrdiff_t ldb, int k_len,
+               int cols, float* c, std::ptrdiff_t ldc) {
+  for (int i0 = 0; i0 < rows; i0 += kTileRows) {
+    const int r = std::min(kTileRows, rows - i0);
+    const float* const* ai = a + i0;
+    float* ci = c + i0 * ldc;
+    int col = 0;
+    for (; col + kTileVecs * W <= cols; col += kTileVecs * W)
+      tile_rows<kTileVecs, Acc>(r, ai, b + col, ldb, k_len, ci + col, ldc);
+    for (; col + W <= cols; col += W) tile_rows<1, Acc>(r, ai, b + col, ldb, k_len, ci + col, ldc);
+    for (; col < cols; ++col) {
+      for (int i = 0; i < r; ++i) {
+        float s = Acc ? ci[i * ldc + col] : 0.0f;
+        for (int k = 0; k < k_len; ++k) s += ai[i][k] * b[k * ldb + col];
+        ci[i * ldc + col] = s;
+      }
+    }
+  }
+}
+
+struct FreeDeleter {
+  void operator()(float* p) const { std::free(p); }
+};
+
+// Scratch for one (batch, kv head) pass; sizes depend only on the params.
+struct Workspace {
+  int kt_block_floats = 0;  // head_dim × kKeysPerBlock
+  int acc_ld = 0;           // value_dim rounded up to the vector width
+  std::unique_ptr<float, FreeDeleter> mem;
+  float* kt = nullptr;      // Kᵀ of one kv head, packed block by block: [block][head_dim][keys]
+  float* scores = nullptr;  // [kRowsPerBlock][kKeysPerBlock]
+  float* acc = nullptr;     // [kRowsPerBlock][acc_ld]
+  float* row_max = nullptr;  // running max per row, in log2 units
+  float* row_sum = nullptr;  // running sum of exp2(score − max) per row
+
+  bool reserve(const AttentionParams& p) {
+    const int blocks = (p.seq_k + kKeysPerBlock - 1) / kKeysPerBlock;
+    kt_block_floats = p.head_dim * kKeysPerBlock;
+    acc_ld = p.value ? round_up(p.value_dim, W) : 0;
+    const std::size_t kt_n = static_cast<std::size_t>(blocks) * kt_block_floats;
+    const std::size_t total = kt_n + kRowsPerBlock * (kKeysPerBlock + acc_ld + 2);
+    if (total > std::numeric_limits<std::size_t>::max() / sizeof(float)) return false;
+    mem.reset(static_cast<float*>(std::malloc(total * sizeof(float))));
+    if (!mem) return false;
+    kt = mem.get();
+    scores = kt + kt_n;
+    acc = scores + kRowsPerBlock * kKeysPerBlock;
+    row_max = acc + kRowsPerBlock * acc_ld;
+    row_sum = row_max + kRowsPerBlock;
+    return true;
+  }
+};
+
+// Transposes key rows [seq_k × head_dim] into blocks of [head_dim × keys]; the last block's
+// width is rounded up to W with zero columns so the micro-kernel can load whole vectors.
+void pack_keys_transposed(const float* key, std::ptrdiff_t row_stride, int seq_k, int head_dim,
+                          Workspace& ws) {
+  for (int kb = 0; kb < seq_k; kb += kKeysPerBlock) {
+    const int len = std::min(kKeysPerBlock, seq_k - kb);
+    const int ld = round_up(len, W);
+    float* dst = ws.kt + (kb / kKeysPerBlock) * ws.kt_block_floats;
+    for (int j = 0; j < len; ++j) {
+      const float* src = key + static_cast<std::ptrdiff_t>(kb + j) * row_stride;
+      for (int d = 0; d < head_dim; ++d) dst[d * ld + j] = src[d];
+    }
+    for (int j = len; j < ld; ++j)
+      for (int d = 0; d < head_dim; ++d) dst[d * ld + j] = 0.0f;
+  }
+}
+
+// One block of query rows of one (batch, kv head): the rows may come from different query
+// heads of the group, so every row carries its own pointers and causal limit.
+struct RowBlock {
+  int rows = 0;
+  const float* q[kRowsPerBlock];
+  float* o[kRowsPerBlock];
+  float* w[kRowsPerBlock];
+  const void* m[kRowsPerBlock];
+  int key_end[kRowsPerBlock];  // keys [0, key_end) are not causally masked
+};
+
+// Turns raw dot products of one row into log2-domain scores and folds them into the row's
+// running max and sum; leaves p = exp2(score − max) in s and rescales the row's accumulator.
+void softmax_update(const AttentionParams& p, const RowBlock& rb, int i, int kb, int len,
+                    float* s, Workspace& ws) {
+  const float scale2 = p.scale * kLog2e;
+  int j = 0;
+  for (; j + W <= len; j += W) simd::store(s + j, simd::load(s + j) * vfloat(scale2));
+  for (; j < len; ++j) s[j] *= scale2;
+
+  if (p.mask_type == MaskType::additive) {
+    const float* mrow = static_cast<const float*>(rb.m[i]) + kb;
+    for (j = 0; j < len; ++j) s[j] += mrow[j] * kLog2e;
+  } else if (p.mask_type == MaskType::boolean) {
+    const std::uint8_t* mrow = static_cast<const std::uint8_t*>(rb.m[i]) + kb;
+    for (j = 0; j < len; ++j)
+      if (!mrow[j]) s[j] = kNegInf;
+  }
+  for (j = std::max(0, rb.key_end[i] - kb); j < len; ++j) s[j] = kNegInf;  // causal
+  if (rb.w[i]) std::copy(s, s + len, rb.w[i] + kb);  // normalised once the row is done
+
+  vfloat vm(kNegInf);
+  for (j = 0; j + W <= len; j += W) vm = simd::vmax(vm, simd::load(s + j));
+  float block_max = simd::reduce_max(vm);
+  for (; j < len; ++j) block_max = std::max(block_max, s[j]);
+
+  const float old_max = ws.row_max[i];
+  const float new_max = std::max(old_max, block_max);
+  if (new_max == kNegInf) {  // every key so far is masked: nothing to add
+    std::fill(s, s + len, 0.0f);
+    return;
+  }
+  vfloat vsum(0.0f);
+  for (j = 0; j + W <= len; j += W) {
+    const vfloat e = simd::exp2_nonpos(simd::load(s + j) - vfloat(new_max));
+    simd::store(s + j, e);
+    vsum += e;
+  }
+  float sum = simd::reduce_add(vsum);
+  for (; j < len; ++j) {
+    s[j] = simd::exp2_nonpos(s[j] - new_max);
+    sum += s[j];
+  }
+  const float alpha = simd::exp2_nonpos(old_max - new_max);  // 0 while old_max is -inf
+  ws.row_max[i] = new_max;
+  ws.row_sum[i] = ws.row_sum[i] * alpha + sum;
+  if (p.value && alpha != 1.0f) {
+    float* acc = ws.acc + i * ws.acc_ld;
+    for (int c = 0; c < ws.acc_ld; c += W) simd::store(acc + c, simd::load(acc + c) * vfloat(alpha));
+  }
+}
+
+// Writes the normalised output and weights of every row in the block.
+void finish_rows(const AttentionParams& p, const RowBlock& rb, int key_end, Workspace& ws) {
+  for (int i = 0; i < rb.rows; ++i) {
+    const float sum = ws.row_sum[i];
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    if (p.value) {
+      const float* acc = ws.acc + i * ws.acc_ld;
+      float* o = rb.o[i];
+      int c = 0;
+      for (; c + W <= p.value_dim; c += W) simd::store(o + c, simd::load(acc + c) * vfloat(inv));
+      for (; c < p.value_dim; ++c) o[c] = acc[c] * inv;
+    }
+    if (float* w = rb.w[i]) {
+      const int visited = sum > 0.0f ? key_end : 0;
+      const float mx = ws.row_max[i];
+      for (int j = 0; j < visited; ++j) w[j] = simd::exp2_nonpos(w[j] - mx) * inv;
+      std::fill(w + visited, w + p.seq_k, 0.0f);
+    }
+  }
+}
+
+void attend_block(const AttentionParams& p, const RowBlock& rb, const float* value_head,
+                  Workspace& ws) {
+  int key_end = 0;
+  for (int i = 0; i < rb.rows; ++i) key_end = std::max(key_end, rb.key_end[i]);
+  std::fill(ws.row_max, ws.row_max + rb.rows, kNegInf);
+  std::fill(ws.row_sum, ws.row_sum + rb.rows, 0.0f);
+  if (p.value) std::fill(ws.acc, ws.acc + rb.rows * ws.acc_ld, 0.0f);
+
+  const float* p_rows[kRowsPerBlock];
+  for (int i = 0; i < rb.rows; ++i) p_rows[i] = ws.scores + i * kKeysPerBlock;
+
+  for (int kb = 0; kb < key_end; kb += kKeysPerBlock) {
+    const int len = std::min(kKeysPerBlock, key_end - kb);
+    const int block_len = std::min(kKeysPerBlock, p.seq_k - kb);
+    const float* kt = ws.kt + (kb / kKeysPerBlock) * ws.kt_block_floats;
+    // S = Q · Kᵀ for this block (padding columns of Kᵀ are zero and ignored below).
+    gemm_rows<false>(rb.rows, rb.q, kt, round_up(block_len, W), p.head_dim, round_up(len, W),
+                     ws.scores, kKeysPerBlock);
+    for (int i = 0; i < rb.rows; ++i)
+      softmax_update(p, rb, i, kb, len, ws.scores + i * kKeysPerBlock, ws);
+    // acc += P · V for this block.
+    if (p.value)
+      gemm_rows<true>(rb.rows, p_rows, value_head + kb * p.v.row, p.v.row, len, p.value_dim,
+                      ws.acc, ws.acc_ld);
+  }
+  finish_rows(p, rb, key_end, ws);
+}
+
+}  // namespace
+
+Strides dense_bhsd(int heads, int rows, int cols) {
+  return {static_cast<std::ptrdiff_t>(heads) * rows * cols,
+          static_cast<std::ptrdiff_t>(rows) * cols, cols};
+}
+
+Strides dense_bshd(int heads, int rows, int cols) {
+  return {static_cast<std::ptrdiff_t>(rows) * heads * cols, cols,
+          static_cast<std::ptrdiff_t>(heads) * cols};
+}
+
+const char* validate(const AttentionParams& p) {
+  if (p.batch < 1 || p.heads < 1 || p.kv_heads < 1 || p.seq_q < 1 || p.seq_k < 1 ||
+      p.head_dim < 1)
+    return "attention: batch, heads, kv_heads, seq_q, seq_k and head_dim must be positive";
+  if (p.heads % p.kv_heads != 0) return "attention: heads must be a multiple of kv_heads";
+  if (!p.query || !p.key) return "attention: query and key are required";
+  if (!p.value != !p.out) return "attention: value and out must be given together";
+  if (!p.value && !p.weights) return "attention: nothing to compute (no out and no weights)";
+  if (p.value && p.value_dim < 1) return "attention: value_dim must be positive";
+  if ((p.mask_type == MaskType::none) != (p.mask == nullptr))
+    return "attention: mask and mask_type disagree";
+  if (p.mask_type != MaskType::none && p.mask_type != MaskType::additive &&
+      p.mask_type != MaskType::boolean)
+    return "attention: unknown mask_type";
+  // Rows of the group are indexed with int; keep that product in range.
+  if (static_cast<std::int64_t>(p.seq_q) * (p.heads / p.kv_heads) >
+      std::numeric_limits<int>::max())
+    return "attention: seq_q × heads/kv_heads is too large";
+  return nullptr;
+}
+
+const char* attention(const AttentionParams& p) {
+  if (const char* err = validate(p)) return err;
+  Workspace ws;
+  if (!ws.reserve(p)) return "attention: out of memory for the workspace";
+
+  const int group = p.heads / p.kv_heads;
+  const int rows_per_kv_head = group * p.seq_q;
+  for (int b = 0; b < p.batch; ++b) {
+    for (int kvh = 0; kvh < p.kv_heads; ++kvh) {
+      pack_keys_transposed(p.key + b * p.k.batch + kvh * p.k.head, p.k.row, p.seq_k, p.head_dim,
+                           ws);
+      const float* value_head = p.value ? p.value + b * p.v.batch + kvh * p.v.head : nullptr;
+      // Rows are ordered query-position-major so a block's causal limits stay close together
+      // and, in a decode step, one block holds every query head of the group.
+      for (int r0 = 0; r0 < rows_per_kv_head; r0 += kRowsPerBlock) {
+        RowBlock rb;
+        rb.rows = std::min(kRowsPerBlock, rows_per_kv_head - r0);
+        for (int i = 0; i < rb.rows; ++i) {
+          const int qi = (r0 + i) / group;
+          const int h = kvh * group + (r0 + i) % group;
+          rb.q[i] = p.query + b * p.q.batch + h * p.q.head + qi * p.q.row;
+          rb.o[i] = p.out ? p.out + b * p.o.batch + h * p.o.head + qi * p.o.row : nullptr;
+          rb.w[i] = p.weights ? p.weights + b * p.w.batch + h * p.w.head + qi * p.w.row : nullptr;
+          rb.m[i] = nullptr;
+          if (p.mask_type == MaskType::additive)
+            rb.m[i] = static_cast<const float*>(p.mask) + b * p.m.batch + h * p.m.head + qi * p.m.row;
+          else if (p.mask_type == MaskType::boolean)
+            rb.m[i] = static_cast<const std::uint8_t*>(p.mask) + b * p.m.batch + h * p.m.head +
+                      qi * p.m.row;
+          const int limit = p.causal ? qi + 1 + (p.seq_k - p.seq_q) : p.seq_k;
+          rb.key_end[i] = std::clamp(limit, 0, p.seq_k);
+        }
+        attend_block(p, rb, value_head, ws);
+      }
+    }
+  }
+  return nullptr;
+}
+
+const char* simd_name() {
+#if defined(ATTN_SCALAR)
+  return "scalar";
+#elif defined(__EMSCRIPTEN__)
+  return "simd128";
+#else
+  return xsimd::default_arch::name();
+#endif
+}
+
+}  // namespace attn

@@ -1,0 +1,65 @@
+// attention-wasm: scaled dot-product attention, out = softmax(scale · Q Kᵀ + mask) · V.
+//
+// This is the one public C++ header. The kernel knows nothing about JavaScript: the Embind
+// translation unit (bindings.cpp) fills an AttentionParams from the JS side's heap arena.
+//
+// Tensors are described by a base pointer and element strides, so one kernel serves the
+// [batch, heads, seq, dim] layout, the [batch, seq, heads, dim] layout, grouped K/V heads and
+// a KV cache whose rows live inside a larger buffer, all without copies. The last dimension
+// (head_dim or value_dim, or seq_k for masks and weights) is always contiguous.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace attn {
+
+// Element strides of a 4-D tensor [batch, head, row, col]; the col stride is 1.
+// A stride of 0 broadcasts along that dimension (used by masks).
+struct Strides {
+  std::ptrdiff_t batch = 0;
+  std::ptrdiff_t head = 0;
+  std::ptrdiff_t row = 0;
+};
+
+enum class MaskType : int {
+  none = 0,
+  additive = 1,  // const float*: added to the scaled scores; -INFINITY masks a key
+  boolean = 2,   // const uint8_t*: nonzero = may attend, 0 = masked (PyTorch SDPA polarity)
+};
+
+struct AttentionParams {
+  // Query head h reads K/V head h / (heads / kv_heads) (PyTorch repeat_interleave).
+  const float* query = nullptr;  // [batch, heads,    seq_q, head_dim]
+  const float* key = nullptr;    // [batch, kv_heads, seq_k, head_dim]
+  const float* value = nullptr;  // [batch, kv_heads, seq_k, value_dim]; null: weights only
+  float* out = nullptr;          // [batch, heads,    seq_q, value_dim]; null iff value is null
+  float* weights = nullptr;      // optional softmax matrix [batch, heads, seq_q, seq_k]
+  const void* mask = nullptr;    // optional [batch, heads, seq_q, seq_k], see MaskType
+  MaskType mask_type = MaskType::none;
+
+  int batch = 1, heads = 1, kv_heads = 1, seq_q = 1, seq_k = 1, head_dim = 1, value_dim = 1;
+  Strides q, k, v, o, w, m;
+
+  float scale = 1.0f;   // multiplies Q·Kᵀ before the mask is added (0 is allowed)
+  bool causal = false;  // bottom-right aligned: query i attends key j iff j <= i + seq_k - seq_q
+};
+
+// Strides of a dense tensor stored as [batch, heads, rows, cols] ("bhsd").
+Strides dense_bhsd(int heads, int rows, int cols);
+// Strides of a dense tensor stored as [batch, rows, heads, cols] ("bshd").
+Strides dense_bshd(int heads, int rows, int cols);
+
+// Checks the sizes and pointers of p. Returns nullptr if p is usable, else a static message.
+const char* validate(const AttentionParams& p);
+
+// Computes out (and weights, when asked). A query row whose every key is masked yields zeros
+// in out and weights. Extra memory is O(rows per block · (keys per block + value_dim) + seq_k ·
+// head_dim), never seq_q × seq_k. Returns nullptr on success, else a static message (invalid
+// params, or out of memory); on failure out and weights are left in an unspecified state.
+const char* attention(const AttentionParams& p);
+
+// "simd128", "sse4.1", ... or "scalar": the instruction set this build was compiled for.
+const char* simd_name();
+
+}  // namespace attn

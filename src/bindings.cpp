@@ -1,0 +1,93 @@
+// The only Embind translation unit. The JS side (src/js/api.mjs) validates every argument,
+// copies the tensors into its heap arena and passes their addresses here; this file turns
+// them into an attn::AttentionParams. Errors come back as strings (empty = success), so no
+// C++ exception ever has to cross into JS.
+#include <emscripten/bind.h>
+
+#include <cstdint>
+#include <string>
+
+#include "attention.h"
+
+namespace {
+
+// Mirrors the object built by callKernel() in src/js/api.mjs. Addresses are byte offsets into
+// the wasm heap; 0 means "absent".
+struct JsAttentionCall {
+  std::uintptr_t query = 0, key = 0, value = 0, out = 0, weights = 0, mask = 0;
+  int maskType = 0;       // attn::MaskType
+  int maskBroadcast = 0;  // 0: [seqQ, seqK], 1: [batch, 1, seqQ, seqK], 2: [batch, heads, seqQ, seqK]
+  int batch = 1, heads = 1, kvHeads = 1, seqQ = 1, seqK = 1, headDim = 1, valueDim = 1;
+  bool bshd = false;  // layout of query, key, value and out: [batch, seq, heads, dim]
+  float scale = 1.0f;
+  bool causal = false;
+};
+
+template <class T>
+T* ptr(std::uintptr_t address) {
+  return reinterpret_cast<T*>(address);
+}
+
+std::string run_attention(const JsAttentionCall& c) {
+  attn::AttentionParams p;
+  p.query = ptr<const float>(c.query);
+  p.key = ptr<const float>(c.key);
+  p.value = ptr<const float>(c.value);
+  p.out = ptr<float>(c.out);
+  p.weights = ptr<float>(c.weights);
+  p.mask = ptr<const void>(c.mask);
+  p.mask_type = static_cast<attn::MaskType>(c.maskType);
+  p.batch = c.batch;
+  p.heads = c.heads;
+  p.kv_heads = c.kvHeads;
+  p.seq_q = c.seqQ;
+  p.seq_k = c.seqK;
+  p.head_dim = c.headDim;
+  p.value_dim = c.valueDim;
+  p.scale = c.scale;
+  p.causal = c.causal;
+
+  const auto dense = c.bshd ? attn::dense_bshd : attn::dense_bhsd;
+  p.q = dense(c.heads, c.seqQ, c.headDim);
+  p.k = dense(c.kvHeads, c.seqK, c.headDim);
+  p.v = dense(c.kvHeads, c.seqK, c.valueDim);
+  p.o = dense(c.heads, c.seqQ, c.valueDim);
+  p.w = attn::dense_bhsd(c.heads, c.seqQ, c.seqK);  // mask and weights are always bhsd
+  p.m = attn::dense_bhsd(c.maskBroadcast == 2 ? c.heads : 1, c.seqQ, c.seqK);
+  if (c.maskBroadcast == 0) p.m.batch = 0;
+  if (c.maskBroadcast != 2) p.m.head = 0;
+
+  const char* err = attn::attention(p);
+  return err ? err : "";
+}
+
+std::string version() { return ATTN_VERSION; }
+std::string simd_name() { return attn::simd_name(); }
+
+}  // namespace
+
+EMSCRIPTEN_BINDINGS(attention_wasm) {
+  using namespace emscripten;
+  value_object<JsAttentionCall>("AttentionCall")
+      .field("query", &JsAttentionCall::query)
+      .field("key", &JsAttentionCall::key)
+      .field("value", &JsAttentionCall::value)
+      .field("out", &JsAttentionCall::out)
+      .field("weights", &JsAttentionCall::weights)
+      .field("mask", &JsAttentionCall::mask)
+      .field("maskType", &JsAttentionCall::maskType)
+      .field("maskBroadcast", &JsAttentionCall::maskBroadcast)
+      .field("batch", &JsAttentionCall::batch)
+      .field("heads", &JsAttentionCall::heads)
+      .field("kvHeads", &JsAttentionCall::kvHeads)
+      .field("seqQ", &JsAttentionCall::seqQ)
+      .field("seqK", &JsAttentionCall::seqK)
+      .field("headDim", &JsAttentionCall::headDim)
+      .field("valueDim", &JsAttentionCall::valueDim)
+      .field("bshd", &JsAttentionCall::bshd)
+      .field("scale", &JsAttentionCall::scale)
+      .field("causal", &JsAttentionCall::causal);
+  function("attention", &run_attention);
+  function("version", &version);
+  function("simdName", &simd_name);
+}

@@ -1,0 +1,105 @@
+// The few vector primitives the kernel is written in, each with a scalar twin.
+//
+// `vfloat` is xsimd::batch<float> for the build's instruction set (SSE natively; under Emscripten
+// `-msimd128 -msse4.1`, which Emscripten translates to WebAssembly SIMD128), or a one-lane scalar
+// type when ATTN_SCALAR is defined. The kernel is written once against this header, so the
+// scalar build exercises the same blocking logic with a vector width of 1.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#if !defined(ATTN_SCALAR)
+#include <xsimd/xsimd.hpp>
+#endif
+
+namespace attn::simd {
+
+#if defined(ATTN_SCALAR)
+
+struct vfloat {
+  static constexpr std::size_t size = 1;
+  float x;
+  vfloat() = default;
+  vfloat(float v) : x(v) {}  // NOLINT: implicit like xsimd's broadcast constructor
+  friend vfloat operator+(vfloat a, vfloat b) { return a.x + b.x; }
+  friend vfloat operator-(vfloat a, vfloat b) { return a.x - b.x; }
+  friend vfloat operator*(vfloat a, vfloat b) { return a.x * b.x; }
+  vfloat& operator+=(vfloat b) { x += b.x; return *this; }
+  vfloat& operator*=(vfloat b) { x *= b.x; return *this; }
+};
+
+inline vfloat load(const float* p) { return *p; }
+inline void store(float* p, vfloat v) { *p = v.x; }
+inline vfloat vmax(vfloat a, vfloat b) { return a.x > b.x ? a : b; }
+inline float reduce_max(vfloat v) { return v.x; }
+inline float reduce_add(vfloat v) { return v.x; }
+
+#else
+
+using vfloat = xsimd::batch<float>;
+
+inline vfloat load(const float* p) { return xsimd::load_unaligned(p); }
+inline void store(float* p, vfloat v) { xsimd::store_unaligned(p, v); }
+inline vfloat vmax(vfloat a, vfloat b) { return xsimd::max(a, b); }
+inline float reduce_add(vfloat v) { return xsimd::hadd(v); }
+inline float reduce_max(vfloat v) {
+  alignas(64) float lanes[vfloat::size];
+  xsimd::store_aligned(lanes, v);
+  float m = lanes[0];
+  for (std::size_t i = 1; i < vfloat::size; ++i) m = lanes[i] > m ? lanes[i] : m;
+  return m;
+}
+
+#endif
+
+constexpr int W = static_cast<int>(vfloat::size);
+
+// 2^x ≈ 2^n · P(f) with n = round(x), f = x − n ∈ [−½, ½] and P Cephes' degree-6 minimax
+// polynomial for 2^f (exp2f; relative error < 2e-7 including float rounding). Built for softmax, where x = score − max ≤ 0: results
+// below 2^−126 (including x = −∞, a masked key) flush to exactly 0 so masked keys get no weight.
+namespace exp2_coef {
+constexpr float c1 = 6.931472028550421e-1f, c2 = 2.402264791363012e-1f, c3 = 5.550332471162809e-2f,
+                c4 = 9.618437357674640e-3f, c5 = 1.339887440266574e-3f, c6 = 1.535336188319500e-4f;
+constexpr float lowest = -126.0f;
+}  // namespace exp2_coef
+
+inline float exp2_nonpos(float x) {
+  using namespace exp2_coef;
+  if (!(x >= lowest)) return x != x ? x : 0.0f;  // NaN propagates; very negative -> 0
+  const float n = std::nearbyint(x > 0.0f ? 0.0f : x);
+  const float f = (x > 0.0f ? 0.0f : x) - n;
+  const float poly = 1.0f + f * (c1 + f * (c2 + f * (c3 + f * (c4 + f * (c5 + f * c6)))));
+  const std::int32_t bits = (static_cast<std::int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return poly * scale;
+}
+
+#if defined(ATTN_SCALAR)
+inline vfloat exp2_nonpos(vfloat x) { return exp2_nonpos(x.x); }
+#else
+inline vfloat exp2_nonpos(vfloat x) {
+  using namespace exp2_coef;
+  using vint = xsimd::batch<std::int32_t>;
+  const auto too_small = x < vfloat(lowest);  // also true for -inf; false for NaN
+  const vfloat xc = xsimd::min(xsimd::max(x, vfloat(lowest)), vfloat(0.0f));  // NaN -> lowest
+  const vfloat n = xsimd::nearbyint(xc);
+  const vfloat f = xc - n;
+  vfloat poly = vfloat(c6);
+  poly = xsimd::fma(poly, f, vfloat(c5));
+  poly = xsimd::fma(poly, f, vfloat(c4));
+  poly = xsimd::fma(poly, f, vfloat(c3));
+  poly = xsimd::fma(poly, f, vfloat(c2));
+  poly = xsimd::fma(poly, f, vfloat(c1));
+  poly = xsimd::fma(poly, f, vfloat(1.0f));
+  const vint bits = (xsimd::to_int(n) + vint(127)) << 23;
+  const vfloat r = poly * xsimd::bitwise_cast<vfloat>(bits);
+  // NaN in x must stay NaN (x + r is NaN exactly where x is); tiny values become 0.
+  return xsimd::select(too_small, vfloat(0.0f), xsimd::select(x != x, x, r));
+}
+#endif
+
+}  // namespace attn::simd

@@ -26,7 +26,7 @@ else
 fi
 
 # dist/: the emcc output plus the hand-written JS entry points and types.
-mkdir -p dist
+rm -rf dist && mkdir -p dist
 cp build/wasm/attn.mjs build/wasm/attn.wasm dist/
 cp src/js/*.mjs src/js/*.cjs dist/
 cp src/js/index.d.ts dist/index.d.ts

@@ -1,0 +1,145 @@
+// Argument checking for the public functions: every check runs before the wasm heap is touched,
+// and every message names the argument and gives what was expected and what came.
+
+const MAX_DIM = 2 ** 31 - 1;  // dims are C++ ints
+
+export function describe(value) {
+  if (value === null) return 'null';
+  if (value === undefined) return 'undefined';
+  if (Array.isArray(value)) return `Array(${value.length})`;
+  if (ArrayBuffer.isView(value)) return `${value.constructor.name}(${value.length ?? value.byteLength})`;
+  if (typeof value === 'string') return `string ${JSON.stringify(value.length > 40 ? value.slice(0, 40) + '…' : value)}`;
+  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') return `${typeof value} ${String(value)}`;
+  if (typeof value === 'function') return 'function';
+  return value.constructor?.name ?? 'object';
+}
+
+// The typed-array kind by its tag, so arrays from another realm (an iframe, a vm context) pass.
+export const kindOf = (value) => Object.prototype.toString.call(value).slice(8, -1);
+
+// `null` and `undefined` both mean "not given".
+const given = (value) => value !== undefined && value !== null;
+
+function checkOptionsObject(fn, options, known) {
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+    throw new TypeError(`${fn}: options must be an object with at least heads, seqQ and headDim, got ${describe(options)}`);
+  }
+  for (const name of Object.keys(options)) {
+    if (!known.includes(name)) {
+      throw new TypeError(`${fn}: unknown option '${name}' (known options: ${known.join(', ')})`);
+    }
+  }
+}
+
+function dim(options, name, fallback) {
+  const value = options[name];
+  if (!given(value)) {
+    if (fallback === undefined) throw new TypeError(`options.${name} is required (a positive integer)`);
+    return fallback;
+  }
+  if (typeof value !== 'number') throw new TypeError(`options.${name} must be a number, got ${describe(value)}`);
+  if (!Number.isInteger(value) || value < 1 || value > MAX_DIM) {
+    throw new RangeError(`options.${name} must be a positive integer, got ${value}`);
+  }
+  return value;
+}
+
+function bool(options, name) {
+  const value = options[name];
+  if (!given(value)) return false;
+  if (typeof value !== 'boolean') throw new TypeError(`options.${name} must be a boolean, got ${describe(value)}`);
+  return value;
+}
+
+export function checkFloat32(name, array, expected, formula) {
+  if (kindOf(array) !== 'Float32Array') {
+    throw new TypeError(`${name} must be a Float32Array, got ${describe(array)}`);
+  }
+  checkLength(name, array, expected, formula);
+}
+
+function checkLength(name, array, expected, formula) {
+  if (array.length !== expected) {
+    throw new RangeError(`${name} has length ${array.length}, expected ${expected} (${formula})`);
+  }
+}
+
+export const elementCount = (parts) => parts.reduce((n, [, v]) => n * v, 1);
+const formula = (parts) => parts.map(([k, v]) => `${k} ${v}`).join(' × ');
+
+// Resolves and checks the options shared by attention() and attentionWeights().
+// `known` lists the option names the calling function accepts.
+export function resolveShape(fn, options, known) {
+  checkOptionsObject(fn, options, known);
+  const heads = dim(options, 'heads');
+  const seqQ = dim(options, 'seqQ');
+  const headDim = dim(options, 'headDim');
+  const batch = dim(options, 'batch', 1);
+  const kvHeads = dim(options, 'kvHeads', heads);
+  const seqK = dim(options, 'seqK', seqQ);
+  const valueDim = known.includes('valueDim') ? dim(options, 'valueDim', headDim) : 0;
+  if (heads % kvHeads !== 0) {
+    throw new RangeError(`options.heads (${heads}) must be a multiple of options.kvHeads (${kvHeads})`);
+  }
+
+  const layout = given(options.layout) ? options.layout : 'bhsd';
+  if (layout !== 'bhsd' && layout !== 'bshd') {
+    throw new RangeError(`options.layout must be 'bhsd' or 'bshd', got ${describe(layout)}`);
+  }
+
+  let scale = 1 / Math.sqrt(headDim);
+  if (given(options.scale)) {
+    if (typeof options.scale !== 'number') throw new TypeError(`options.scale must be a number, got ${describe(options.scale)}`);
+    if (!Number.isFinite(options.scale)) throw new RangeError(`options.scale must be finite, got ${options.scale}`);
+    scale = options.scale;
+  }
+  const causal = bool(options, 'causal');
+  return { batch, heads, kvHeads, seqQ, seqK, headDim, valueDim, layout, scale, causal };
+}
+
+// The shape of each tensor as [name, size] pairs, in memory order for the layout.
+export function tensorParts(s) {
+  const bshd = s.layout === 'bshd';
+  const t = (h, hn, seq, seqn, d, dn) =>
+    bshd ? [['batch', s.batch], [seqn, seq], [hn, h], [dn, d]] : [['batch', s.batch], [hn, h], [seqn, seq], [dn, d]];
+  return {
+    query: t(s.heads, 'heads', s.seqQ, 'seqQ', s.headDim, 'headDim'),
+    key: t(s.kvHeads, 'kvHeads', s.seqK, 'seqK', s.headDim, 'headDim'),
+    value: t(s.kvHeads, 'kvHeads', s.seqK, 'seqK', s.valueDim, 'valueDim'),
+    out: t(s.heads, 'heads', s.seqQ, 'seqQ', s.valueDim, 'valueDim'),
+    weights: [['batch', s.batch], ['heads', s.heads], ['seqQ', s.seqQ], ['seqK', s.seqK]],
+  };
+}
+
+export function checkTensor(name, array, parts) {
+  checkFloat32(name, array, elementCount(parts), formula(parts));
+  return array;
+}
+
+// An optional caller-owned output array: checked like an input, or undefined.
+export function checkOutput(name, array, parts) {
+  return given(array) ? checkTensor(name, array, parts) : undefined;
+}
+
+export const MASK_ADDITIVE = 1;
+export const MASK_BOOLEAN = 2;
+
+// Returns undefined or { array, type, broadcast } with broadcast 0: [seqQ, seqK],
+// 1: [batch, 1, seqQ, seqK], 2: [batch, heads, seqQ, seqK].
+export function checkMask(mask, s) {
+  if (!given(mask)) return undefined;
+  let type;
+  if (kindOf(mask) === 'Float32Array') type = MASK_ADDITIVE;
+  else if (kindOf(mask) === 'Uint8Array') type = MASK_BOOLEAN;
+  else {
+    throw new TypeError(`options.mask must be a Float32Array (added to the scores) or a Uint8Array (1 = may attend, 0 = masked), got ${describe(mask)}`);
+  }
+  const plane = s.seqQ * s.seqK;
+  const lengths = [plane, s.batch * plane, s.batch * s.heads * plane];
+  const broadcast = lengths.indexOf(mask.length);
+  if (broadcast < 0) {
+    throw new RangeError(`options.mask has length ${mask.length}, expected ${lengths[0]} ([seqQ ${s.seqQ}, seqK ${s.seqK}]), ` +
+      `${lengths[1]} ([batch ${s.batch}, 1, seqQ, seqK]) or ${lengths[2]} ([batch ${s.batch}, heads ${s.heads}, seqQ, seqK])`);
+  }
+  return { array: mask, type, broadcast };
+}

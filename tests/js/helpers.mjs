@@ -1,0 +1,48 @@
+// Shared test helpers: the built library, seeded random tensors, and tolerant comparison.
+import assert from 'node:assert/strict';
+
+export { loadAttention } from '../../dist/node.mjs';
+
+// mulberry32: a small seeded PRNG so every run sees the same tensors.
+export function rng(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+export function randomTensor(n, random, scale = 1) {
+  const a = new Float32Array(n);
+  for (let i = 0; i < n; i++) a[i] = (random() * 2 - 1) * scale;
+  return a;
+}
+
+// Inputs are in [-1, 1) and outputs are convex combinations of value rows: float32 results
+// match the double reference to |got − want| <= 2e-5 + 1e-4·|want|.
+export function assertClose(got, want, what, atol = 2e-5) {
+  assert.equal(got.length, want.length, `${what}: length`);
+  for (let i = 0; i < got.length; i++) {
+    const err = Math.abs(got[i] - want[i]);
+    if (!(err <= atol + 1e-4 * Math.abs(want[i]))) {
+      assert.fail(`${what}[${i}] = ${got[i]}, want ${want[i]} (error ${err})`);
+    }
+  }
+}
+
+// Random q, k, v for a shape given as attention() options.
+export function makeInputs(opts, seed = 1) {
+  const random = rng(seed);
+  const batch = opts.batch ?? 1;
+  const kvHeads = opts.kvHeads ?? opts.heads;
+  const seqK = opts.seqK ?? opts.seqQ;
+  const valueDim = opts.valueDim ?? opts.headDim;
+  return {
+    query: randomTensor(batch * opts.heads * opts.seqQ * opts.headDim, random),
+    key: randomTensor(batch * kvHeads * seqK * opts.headDim, random),
+    value: randomTensor(batch * kvHeads * seqK * valueDim, random),
+  };
+}

@@ -1,0 +1,72 @@
+// Plain JavaScript attention in double precision, written from the definition for the tests.
+// It shares no code with the library.
+
+// Index of element (b, h, s, d) in a [batch, heads, seq, dim] ('bhsd') or [batch, seq, heads, dim]
+// ('bshd') tensor.
+export function indexOf(layout, heads, seq, dim, b, h, s, d) {
+  return layout === 'bshd'
+    ? ((b * seq + s) * heads + h) * dim + d
+    : ((b * heads + h) * seq + s) * dim + d;
+}
+
+// Returns { out, weights } (Float64Arrays; out in the same layout as the query).
+export function referenceAttention(query, key, value, opts) {
+  const batch = opts.batch ?? 1;
+  const heads = opts.heads;
+  const kvHeads = opts.kvHeads ?? heads;
+  const seqQ = opts.seqQ;
+  const seqK = opts.seqK ?? seqQ;
+  const headDim = opts.headDim;
+  const valueDim = opts.valueDim ?? headDim;
+  const layout = opts.layout ?? 'bhsd';
+  const scale = opts.scale ?? 1 / Math.sqrt(headDim);
+  const mask = opts.mask ?? null;
+  const group = heads / kvHeads;
+  const out = new Float64Array(batch * heads * seqQ * valueDim);
+  const weights = new Float64Array(batch * heads * seqQ * seqK);
+  const plane = seqQ * seqK;
+
+  for (let b = 0; b < batch; b++) {
+    for (let h = 0; h < heads; h++) {
+      const kvh = Math.floor(h / group);
+      for (let i = 0; i < seqQ; i++) {
+        const scores = new Float64Array(seqK);
+        const visible = new Array(seqK).fill(true);
+        for (let j = 0; j < seqK; j++) {
+          let dot = 0;
+          for (let d = 0; d < headDim; d++) {
+            dot += query[indexOf(layout, heads, seqQ, headDim, b, h, i, d)] *
+              key[indexOf(layout, kvHeads, seqK, headDim, b, kvh, j, d)];
+          }
+          let s = scale * dot;
+          if (opts.causal && j > i + (seqK - seqQ)) visible[j] = false;
+          if (mask) {
+            const m = mask.length === plane ? i * seqK + j
+              : mask.length === batch * plane ? b * plane + i * seqK + j
+                : (b * heads + h) * plane + i * seqK + j;
+            if (mask instanceof Uint8Array) { if (!mask[m]) visible[j] = false; } else s += mask[m];
+          }
+          if (s === -Infinity) visible[j] = false;
+          scores[j] = s;
+        }
+        let max = -Infinity;
+        for (let j = 0; j < seqK; j++) if (visible[j] && scores[j] > max) max = scores[j];
+        let sum = 0;
+        for (let j = 0; j < seqK; j++) {
+          scores[j] = visible[j] ? Math.exp(scores[j] - max) : 0;
+          sum += scores[j];
+        }
+        if (sum === 0) continue;  // every key masked: zeros
+        for (let j = 0; j < seqK; j++) {
+          const w = scores[j] / sum;
+          weights[((b * heads + h) * seqQ + i) * seqK + j] = w;
+          for (let c = 0; c < valueDim; c++) {
+            out[indexOf(layout, heads, seqQ, valueDim, b, h, i, c)] +=
+              w * value[indexOf(layout, kvHeads, seqK, valueDim, b, kvh, j, c)];
+          }
+        }
+      }
+    }
+  }
+  return { out, weights };
+}

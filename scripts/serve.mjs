@@ -1,0 +1,53 @@
+// A tiny static server for the demo page and the browser tests: serves web/ and dist/ from the
+// repository root ('/' redirects to '/web/'), with the right MIME types for .mjs and .wasm.
+//   node scripts/serve.mjs [--port 8080]
+import { createReadStream } from 'node:fs';
+import { stat } from 'node:fs/promises';
+import { createServer } from 'node:http';
+import { extname, join, normalize, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const SERVED = ['web', 'dist'];
+const TYPES = {
+  '.html': 'text/html; charset=utf-8', '.mjs': 'text/javascript', '.js': 'text/javascript',
+  '.css': 'text/css', '.wasm': 'application/wasm', '.json': 'application/json', '.png': 'image/png',
+  '.svg': 'image/svg+xml', '.ts': 'text/plain; charset=utf-8',
+};
+
+// Starts the server; resolves to { url, close() }. `headers` are added to every response.
+export function startServer({ port = 0, host = '127.0.0.1', headers = {} } = {}) {
+  const server = createServer(async (req, res) => {
+    const path = decodeURIComponent(new URL(req.url, 'http://x').pathname);
+    if (path === '/') {
+      res.writeHead(302, { Location: '/web/' }).end();
+      return;
+    }
+    let file = normalize(join(ROOT, path));
+    const allowed = SERVED.some((dir) => file.startsWith(join(ROOT, dir) + sep));
+    try {
+      if (!allowed) throw new Error('not served');
+      if ((await stat(file)).isDirectory()) file = join(file, 'index.html');
+      await stat(file);
+    } catch {
+      res.writeHead(404, { 'Content-Type': 'text/plain', ...headers }).end('not found');
+      return;
+    }
+    res.writeHead(200, { 'Content-Type': TYPES[extname(file)] ?? 'application/octet-stream', 'Cache-Control': 'no-cache', ...headers });
+    createReadStream(file).pipe(res);
+  });
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      const url = `http://${host}:${server.address().port}/`;
+      resolve({ url, close: () => new Promise((done) => server.close(done)) });
+    });
+  });
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const i = process.argv.indexOf('--port');
+  const port = i > 0 ? Number(process.argv[i + 1]) : Number(process.env.PORT ?? 8080);
+  const { url } = await startServer({ port });
+  console.log(`attention-wasm demo: ${url}web/  (Ctrl+C to stop)`);
+}

@@ -1,0 +1,27 @@
+// Headless Debian Chromium through playwright-core, with the flags this machine needs
+// (no sandbox as root, no background networking on a closed network).
+import { mkdirSync } from 'node:fs';
+import { chromium } from 'playwright-core';
+
+export const ARTIFACTS = new URL('../../artifacts/', import.meta.url);
+
+export async function launchBrowser() {
+  mkdirSync(ARTIFACTS, { recursive: true });
+  return chromium.launch({
+    executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync'],
+  });
+}
+
+// Opens url in a new page and collects console errors/warnings and page errors into `problems`.
+export async function openPage(browser, url, { viewport = { width: 1200, height: 900 } } = {}) {
+  const page = await browser.newPage({ viewport });
+  const problems = [];
+  page.on('console', (m) => { if (m.type() === 'error' || m.type() === 'warning') problems.push(`${m.type()}: ${m.text()}`); });
+  page.on('pageerror', (e) => problems.push(`pageerror: ${e.message}`));
+  page.on('requestfailed', (r) => problems.push(`requestfailed: ${r.url()}`));
+  await page.goto(url);
+  return { page, problems };
+}

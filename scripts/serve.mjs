@@ -1,5 +1,5 @@
-// A tiny static server for the demo page and the browser tests: serves web/ and dist/ from the
-// repository root ('/' redirects to '/web/'), with the right MIME types for .mjs and .wasm.
+// A tiny static server for the demo page and the browser tests: by default serves web/ and dist/
+// from the repository root ('/' redirects to '/web/'), with the right MIME types for .mjs and .wasm.
 //   node scripts/serve.mjs [--port 8080]
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
@@ -7,8 +7,7 @@ import { createServer } from 'node:http';
 import { extname, join, normalize, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const SERVED = ['web', 'dist'];
+const REPO = fileURLToPath(new URL('..', import.meta.url));
 const TYPES = {
   '.html': 'text/html; charset=utf-8', '.mjs': 'text/javascript', '.js': 'text/javascript',
   '.css': 'text/css', '.wasm': 'application/wasm', '.json': 'application/json', '.png': 'image/png',
@@ -16,15 +15,18 @@ const TYPES = {
 };
 
 // Starts the server; resolves to { url, close() }. `headers` are added to every response.
-export function startServer({ port = 0, host = '127.0.0.1', headers = {} } = {}) {
+// `root` serves one whole folder instead (e.g. a bundler's output), with '/' as its index.html.
+export function startServer({ port = 0, host = '127.0.0.1', headers = {}, root } = {}) {
+  const base = root ?? REPO;
+  const served = root ? [''] : ['web', 'dist'];
   const server = createServer(async (req, res) => {
     const path = decodeURIComponent(new URL(req.url, 'http://x').pathname);
-    if (path === '/') {
+    if (path === '/' && !root) {
       res.writeHead(302, { Location: '/web/' }).end();
       return;
     }
-    let file = normalize(join(ROOT, path));
-    const allowed = SERVED.some((dir) => file.startsWith(join(ROOT, dir) + sep));
+    let file = normalize(join(base, path));
+    const allowed = served.some((dir) => file.startsWith(join(base, dir, sep)));
     try {
       if (!allowed) throw new Error('not served');
       if ((await stat(file)).isDirectory()) file = join(file, 'index.html');

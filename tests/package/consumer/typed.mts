@@ -1,0 +1,22 @@
+// Type-checked with tsc --strict: correct calls compile, wrong ones must not (@ts-expect-error
+// fails the check if the types ever stop catching them).
+import { loadAttention, type AttentionLibrary, type AttentionOptions } from 'attention-wasm';
+
+const lib: AttentionLibrary = await loadAttention({ wasmUrl: new URL('https://cdn.example/attn.wasm') });
+const q = new Float32Array(8);
+const options: AttentionOptions = { heads: 2, seqQ: 1, headDim: 4, causal: true, mask: new Uint8Array(1), layout: 'bshd' };
+const out: Float32Array = lib.attention(q, q, q, options);
+const w: Float32Array = lib.attentionWeights(q, q, { heads: 2, seqQ: 1, headDim: 4, out: null });
+const version: string = lib.info.version;
+console.log(out, w, version, lib.memoryUsage().wasmMemory);
+
+// @ts-expect-error a plain array is not a Float32Array
+lib.attention([1, 2], q, q, options);
+// @ts-expect-error headDim is required
+lib.attention(q, q, q, { heads: 2, seqQ: 1 });
+// @ts-expect-error no such layout
+lib.attention(q, q, q, { ...options, layout: 'bsdh' });
+// @ts-expect-error attentionWeights has no valueDim
+lib.attentionWeights(q, q, { heads: 2, seqQ: 1, headDim: 4, valueDim: 4 });
+// @ts-expect-error info is read-only
+lib.info.threads = 2;

@@ -26,7 +26,9 @@ function checkResult(json) {
 let app, tarball;
 before(() => {
   app = mkdtempSync(join(tmpdir(), 'attention-wasm-app-'));
-  const packed = JSON.parse(run('npm', ['pack', '--json', '--pack-destination', app], repo));
+  // npm test has just built dist/; --ignore-scripts skips prepack, which would rebuild it while
+  // other test files may be reading it.
+  const packed = JSON.parse(run('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', app], repo));
   tarball = packed[0];
   cpSync(fileURLToPath(new URL('./consumer', import.meta.url)), app, { recursive: true });
   writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'scratch-app', private: true }));

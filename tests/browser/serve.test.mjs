@@ -1,0 +1,29 @@
+// `npm start`'s server, as a user runs it: prints its URL, serves the page and the package with
+// the right MIME types, and nothing outside web/ and dist/.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+test('scripts/serve.mjs prints its URL and serves web/ and dist/ only', async () => {
+  const server = spawn(process.execPath, [fileURLToPath(new URL('../../scripts/serve.mjs', import.meta.url)), '--port', '0']);
+  try {
+    const [line] = await once(server.stdout, 'data');
+    const url = String(line).match(/(http:\/\/127\.0\.0\.1:\d+\/web\/)/)?.[1];
+    assert.ok(url, `printed a URL: ${line}`);
+    const page = await fetch(url);
+    assert.equal(page.status, 200);
+    assert.match(page.headers.get('content-type'), /^text\/html/);
+    assert.match(await page.text(), /<title>attention-wasm/);
+    const origin = new URL(url).origin;
+    assert.equal((await fetch(`${origin}/dist/attn.wasm`)).headers.get('content-type'), 'application/wasm');
+    assert.equal((await fetch(`${origin}/dist/index.mjs`)).headers.get('content-type'), 'text/javascript');
+    assert.equal((await fetch(`${origin}/`, { redirect: 'manual' })).headers.get('location'), '/web/');
+    for (const path of ['/package.json', '/src/attention.cpp', '/web/../package.json', '/web/%2e%2e/package.json']) {
+      assert.equal((await fetch(`${origin}${path}`)).status, 404, path);
+    }
+  } finally {
+    server.kill();
+  }
+});

@@ -20,27 +20,29 @@ using simd::W;
 constexpr int kRowsPerBlock = 16;  // query rows that share one pass over a key block
 constexpr int kKeysPerBlock = 64;  // keys per block: S (16×64) and a Kᵀ block stay in L1
 constexpr int kTileRows = 4;       // micro-tile: 4 rows × 2 vectors = 8 independent accumulators
-constexpr int kTileVecs = 2;
+constexpr int kTileVecs = 2;       // (wider or taller tiles spill registers in V8 and ran slower)
 constexpr float kLog2e = 1.44269504088896341f;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 inline int round_up(int x, int m) { return (x + m - 1) / m * m; }
 
 // C[R × N·W] = (Acc ? C : 0) + A[R × K] · B[K × N·W].
-// A is given by row pointers (each element is broadcast), B has row stride ldb and is loaded
-// as vectors, C rows are c + i·ldc. R·N accumulators live in registers for the whole K loop.
-template <int R, int N, bool Acc>
-inline void micro_tile(const float* const* a, const float* b, std::ptrdiff_t ldb, int k_len,
-                       float* c, std::ptrdiff_t ldc) {
+// Element (i, k) of A is a[i·AI + k·AK]: compile-time strides, so each step broadcasts R values
+// at constant offsets from one moving pointer (V8 spends an address computation per row and
+// step on per-row pointers). B rows are ldb apart and loaded as N vectors; C rows are ldc apart.
+// The R·N accumulators live in registers for the whole K loop.
+template <int R, int N, bool Acc, int AI, int AK>
+inline void micro_tile(const float* a, const float* b, std::ptrdiff_t ldb, int k_len, float* c,
+                       std::ptrdiff_t ldc) {
   vfloat acc[R][N];
   for (int i = 0; i < R; ++i)
     for (int n = 0; n < N; ++n) acc[i][n] = Acc ? simd::load(c + i * ldc + n * W) : vfloat(0.0f);
-  for (int k = 0; k < k_len; ++k) {
+  for (int k = 0; k < k_len; ++k, a += AK, b += ldb) {
     vfloat bv[N];
-    for (int n = 0; n < N; ++n) bv[n] = simd::load(b + k * ldb + n * W);
+    for (int n = 0; n < N; ++n) bv[n] = simd::load(b + n * W);
     for (int i = 0; i < R; ++i) {
-      const vfloat ai(a[i][k]);
-      for (int n = 0; n < N; ++n) acc[i][n] += ai * bv[n];
+      const vfloat av(a[i * AI]);
+      for (int n = 0; n < N; ++n) acc[i][n] += av * bv[n];
     }
   }
   for (int i = 0; i < R; ++i)
@@ -48,35 +50,37 @@ inline void micro_tile(const float* const* a, const float* b, std::ptrdiff_t ldb
 }
 
 // Row-count dispatch for one column strip of N vectors.
-template <int N, bool Acc>
-inline void tile_rows(int rows, const float* const* a, const float* b, std::ptrdiff_t ldb,
-                      int k_len, float* c, std::ptrdiff_t ldc) {
+template <int N, bool Acc, int AI, int AK>
+inline void tile_rows(int rows, const float* a, const float* b, std::ptrdiff_t ldb, int k_len,
+                      float* c, std::ptrdiff_t ldc) {
   switch (rows) {
-    case 4: micro_tile<4, N, Acc>(a, b, ldb, k_len, c, ldc); break;
-    case 3: micro_tile<3, N, Acc>(a, b, ldb, k_len, c, ldc); break;
-    case 2: micro_tile<2, N, Acc>(a, b, ldb, k_len, c, ldc); break;
-    default: micro_tile<1, N, Acc>(a, b, ldb, k_len, c, ldc); break;
+    case 4: micro_tile<4, N, Acc, AI, AK>(a, b, ldb, k_len, c, ldc); break;
+    case 3: micro_tile<3, N, Acc, AI, AK>(a, b, ldb, k_len, c, ldc); break;
+    case 2: micro_tile<2, N, Acc, AI, AK>(a, b, ldb, k_len, c, ldc); break;
+    default: micro_tile<1, N, Acc, AI, AK>(a, b, ldb, k_len, c, ldc); break;
   }
 }
 
-// C[rows × cols] (+)= A[rows × k_len] · B[k_len × cols], cols a multiple of W except for a
-// scalar tail of cols % W columns (so B, which may be caller memory, is never read past cols).
-template <bool Acc>
-void gemm_rows(int rows, const float* const* a, const float* b, std::ptrdiff_t ldb, int k_len,
-               int cols, float* c, std::ptrdiff_t ldc) {
+// C[rows × cols] (+)= A[rows × k_len] · B[k_len × cols], in tiles of kTileRows rows (tile t of A
+// starts at a + t·a_tile) and kTileVecs vectors; the cols % W last columns take a scalar loop,
+// so B, which may be caller memory, is never read past cols.
+template <bool Acc, int AI, int AK>
+void gemm_rows(int rows, const float* a, std::ptrdiff_t a_tile, const float* b,
+               std::ptrdiff_t ldb, int k_len, int cols, float* c, std::ptrdiff_t ldc) {
   for (int i0 = 0; i0 < rows; i0 += kTileRows) {
     const int r = std::min(kTileRows, rows - i0);
-    const float* const* ai = a + i0;
-    float* ci = c + i0 * ldc;
+    const float* at = a + (i0 / kTileRows) * a_tile;
+    float* ct = c + i0 * ldc;
     int col = 0;
     for (; col + kTileVecs * W <= cols; col += kTileVecs * W)
-      tile_rows<kTileVecs, Acc>(r, ai, b + col, ldb, k_len, ci + col, ldc);
-    for (; col + W <= cols; col += W) tile_rows<1, Acc>(r, ai, b + col, ldb, k_len, ci + col, ldc);
+      tile_rows<kTileVecs, Acc, AI, AK>(r, at, b + col, ldb, k_len, ct + col, ldc);
+    for (; col + W <= cols; col += W)
+      tile_rows<1, Acc, AI, AK>(r, at, b + col, ldb, k_len, ct + col, ldc);
     for (; col < cols; ++col) {
       for (int i = 0; i < r; ++i) {
-        float s = Acc ? ci[i * ldc + col] : 0.0f;
-        for (int k = 0; k < k_len; ++k) s += ai[i][k] * b[k * ldb + col];
-        ci[i * ldc + col] = s;
+        float s = Acc ? ct[i * ldc + col] : 0.0f;
+        for (int k = 0; k < k_len; ++k) s += at[i * AI + k * AK] * b[k * ldb + col];
+        ct[i * ldc + col] = s;
       }
     }
   }
@@ -92,6 +96,7 @@ struct Workspace {
   int acc_ld = 0;           // value_dim rounded up to the vector width
   std::unique_ptr<float, FreeDeleter> mem;
   float* kt = nullptr;      // Kᵀ of one kv head, packed block by block: [block][head_dim][keys]
+  float* qpack = nullptr;   // the block's query rows, tile by tile: [tile][head_dim][kTileRows]
   float* scores = nullptr;  // [kRowsPerBlock][kKeysPerBlock]
   float* acc = nullptr;     // [kRowsPerBlock][acc_ld]
   float* row_max = nullptr;  // running max per row, in log2 units
@@ -102,35 +107,20 @@ struct Workspace {
     kt_block_floats = p.head_dim * kKeysPerBlock;
     acc_ld = p.value ? round_up(p.value_dim, W) : 0;
     const std::size_t kt_n = static_cast<std::size_t>(blocks) * kt_block_floats;
-    const std::size_t total = kt_n + kRowsPerBlock * (kKeysPerBlock + acc_ld + 2);
+    const std::size_t total =
+        kt_n + kRowsPerBlock * (static_cast<std::size_t>(p.head_dim) + kKeysPerBlock + acc_ld + 2);
     if (total > std::numeric_limits<std::size_t>::max() / sizeof(float)) return false;
     mem.reset(static_cast<float*>(std::malloc(total * sizeof(float))));
     if (!mem) return false;
     kt = mem.get();
-    scores = kt + kt_n;
+    qpack = kt + kt_n;
+    scores = qpack + kRowsPerBlock * static_cast<std::size_t>(p.head_dim);
     acc = scores + kRowsPerBlock * kKeysPerBlock;
     row_max = acc + kRowsPerBlock * acc_ld;
     row_sum = row_max + kRowsPerBlock;
     return true;
   }
 };
-
-// Transposes key rows [seq_k × head_dim] into blocks of [head_dim × keys]; the last block's
-// width is rounded up to W with zero columns so the micro-kernel can load whole vectors.
-void pack_keys_transposed(const float* key, std::ptrdiff_t row_stride, int seq_k, int head_dim,
-                          Workspace& ws) {
-  for (int kb = 0; kb < seq_k; kb += kKeysPerBlock) {
-    const int len = std::min(kKeysPerBlock, seq_k - kb);
-    const int ld = round_up(len, W);
-    float* dst = ws.kt + (kb / kKeysPerBlock) * ws.kt_block_floats;
-    for (int j = 0; j < len; ++j) {
-      const float* src = key + static_cast<std::ptrdiff_t>(kb + j) * row_stride;
-      for (int d = 0; d < head_dim; ++d) dst[d * ld + j] = src[d];
-    }
-    for (int j = len; j < ld; ++j)
-      for (int d = 0; d < head_dim; ++d) dst[d * ld + j] = 0.0f;
-  }
-}
 
 // One block of query rows of one (batch, kv head): the rows may come from different query
 // heads of the group, so every row carries its own pointers and causal limit.
@@ -142,6 +132,35 @@ struct RowBlock {
   const void* m[kRowsPerBlock];
   int key_end[kRowsPerBlock];  // keys [0, key_end) are not causally masked
 };
+
+// Transposes key rows [seq_k × head_dim] into blocks of [head_dim × kKeysPerBlock]; the last
+// block's width is rounded up to W with zero columns so the micro-kernel can load whole vectors.
+void pack_keys_transposed(const float* key, std::ptrdiff_t row_stride, int seq_k, int head_dim,
+                          Workspace& ws) {
+  constexpr int ld = kKeysPerBlock;
+  for (int kb = 0; kb < seq_k; kb += kKeysPerBlock) {
+    const int len = std::min(kKeysPerBlock, seq_k - kb);
+    float* dst = ws.kt + (kb / kKeysPerBlock) * ws.kt_block_floats;
+    for (int j = 0; j < len; ++j) {
+      const float* src = key + static_cast<std::ptrdiff_t>(kb + j) * row_stride;
+      for (int d = 0; d < head_dim; ++d) dst[d * ld + j] = src[d];
+    }
+    for (int j = len; j < round_up(len, W); ++j)
+      for (int d = 0; d < head_dim; ++d) dst[d * ld + j] = 0.0f;
+  }
+}
+
+// Copies the block's query rows into tiles of kTileRows rows stored [head_dim][kTileRows], the
+// A layout of the Q·Kᵀ micro-kernel; rows past the block's end are zero.
+void pack_queries(const RowBlock& rb, int head_dim, float* qpack) {
+  for (int i0 = 0; i0 < rb.rows; i0 += kTileRows) {
+    float* tile = qpack + static_cast<std::ptrdiff_t>(i0 / kTileRows) * head_dim * kTileRows;
+    for (int i = 0; i < kTileRows; ++i) {
+      const float* q = i0 + i < rb.rows ? rb.q[i0 + i] : nullptr;
+      for (int d = 0; d < head_dim; ++d) tile[d * kTileRows + i] = q ? q[d] : 0.0f;
+    }
+  }
+}
 
 // Turns raw dot products of one row into log2-domain scores and folds them into the row's
 // running max and sum; leaves p = exp2(score − max) in s and rescales the row's accumulator.
@@ -223,22 +242,21 @@ void attend_block(const AttentionParams& p, const RowBlock& rb, const float* val
   std::fill(ws.row_sum, ws.row_sum + rb.rows, 0.0f);
   if (p.value) std::fill(ws.acc, ws.acc + rb.rows * ws.acc_ld, 0.0f);
 
-  const float* p_rows[kRowsPerBlock];
-  for (int i = 0; i < rb.rows; ++i) p_rows[i] = ws.scores + i * kKeysPerBlock;
+  pack_queries(rb, p.head_dim, ws.qpack);
 
   for (int kb = 0; kb < key_end; kb += kKeysPerBlock) {
     const int len = std::min(kKeysPerBlock, key_end - kb);
-    const int block_len = std::min(kKeysPerBlock, p.seq_k - kb);
     const float* kt = ws.kt + (kb / kKeysPerBlock) * ws.kt_block_floats;
     // S = Q · Kᵀ for this block (padding columns of Kᵀ are zero and ignored below).
-    gemm_rows<false>(rb.rows, rb.q, kt, round_up(block_len, W), p.head_dim, round_up(len, W),
-                     ws.scores, kKeysPerBlock);
+    gemm_rows<false, 1, kTileRows>(rb.rows, ws.qpack, p.head_dim * kTileRows, kt, kKeysPerBlock,
+                                   p.head_dim, round_up(len, W), ws.scores, kKeysPerBlock);
     for (int i = 0; i < rb.rows; ++i)
       softmax_update(p, rb, i, kb, len, ws.scores + i * kKeysPerBlock, ws);
     // acc += P · V for this block.
     if (p.value)
-      gemm_rows<true>(rb.rows, p_rows, value_head + kb * p.v.row, p.v.row, len, p.value_dim,
-                      ws.acc, ws.acc_ld);
+      gemm_rows<true, kKeysPerBlock, 1>(rb.rows, ws.scores, kTileRows * kKeysPerBlock,
+                                        value_head + kb * p.v.row, p.v.row, len, p.value_dim,
+                                        ws.acc, ws.acc_ld);
   }
   finish_rows(p, rb, key_end, ws);
 }

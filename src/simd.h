@@ -58,21 +58,32 @@ inline float reduce_max(vfloat v) {
 constexpr int W = static_cast<int>(vfloat::size);
 
 // 2^x ≈ 2^n · P(f) with n = round(x), f = x − n ∈ [−½, ½] and P Cephes' degree-6 minimax
-// polynomial for 2^f (exp2f; relative error < 2e-7 including float rounding). Built for softmax, where x = score − max ≤ 0: results
-// below 2^−126 (including x = −∞, a masked key) flush to exactly 0 so masked keys get no weight.
+// polynomial for 2^f (exp2f; relative error < 2e-7 including float rounding). Built for softmax,
+// where x = score − max ≤ 0: results below 2^−126 (including x = −∞, a masked key) are exactly 0,
+// so masked keys get no weight; NaN stays NaN.
+//
+// Rounding and 2^n use the 1.5·2^23 trick instead of float→int conversions, which have no
+// WebAssembly SIMD equivalent with SSE semantics (Emscripten emulates _mm_cvttps_epi32 lane by
+// lane, which made exp the slowest part of the kernel): t = x + 1.5·2^23 holds round(x) in its
+// low mantissa bits, and shifting t's bits left by 23 moves them into the exponent field.
 namespace exp2_coef {
 constexpr float c1 = 6.931472028550421e-1f, c2 = 2.402264791363012e-1f, c3 = 5.550332471162809e-2f,
                 c4 = 9.618437357674640e-3f, c5 = 1.339887440266574e-3f, c6 = 1.535336188319500e-4f;
 constexpr float lowest = -126.0f;
+constexpr float round_magic = 12582912.0f;  // 1.5·2^23
+constexpr std::int32_t exponent_bias = 127 << 23;
 }  // namespace exp2_coef
 
 inline float exp2_nonpos(float x) {
   using namespace exp2_coef;
-  if (!(x >= lowest)) return x != x ? x : 0.0f;  // NaN propagates; very negative -> 0
-  const float n = std::nearbyint(x > 0.0f ? 0.0f : x);
-  const float f = (x > 0.0f ? 0.0f : x) - n;
+  if (x < lowest) return 0.0f;
+  const float t = x + round_magic;
+  const float n = t - round_magic;
+  const float f = x - n;
   const float poly = 1.0f + f * (c1 + f * (c2 + f * (c3 + f * (c4 + f * (c5 + f * c6)))));
-  const std::int32_t bits = (static_cast<std::int32_t>(n) + 127) << 23;
+  std::uint32_t bits;
+  std::memcpy(&bits, &t, sizeof bits);
+  bits = (bits << 23) + exponent_bias;
   float scale;
   std::memcpy(&scale, &bits, sizeof scale);
   return poly * scale;
@@ -84,10 +95,9 @@ inline vfloat exp2_nonpos(vfloat x) { return exp2_nonpos(x.x); }
 inline vfloat exp2_nonpos(vfloat x) {
   using namespace exp2_coef;
   using vint = xsimd::batch<std::int32_t>;
-  const auto too_small = x < vfloat(lowest);  // also true for -inf; false for NaN
-  const vfloat xc = xsimd::min(xsimd::max(x, vfloat(lowest)), vfloat(0.0f));  // NaN -> lowest
-  const vfloat n = xsimd::nearbyint(xc);
-  const vfloat f = xc - n;
+  const vfloat t = x + vfloat(round_magic);
+  const vfloat n = t - vfloat(round_magic);
+  const vfloat f = x - n;
   vfloat poly = vfloat(c6);
   poly = xsimd::fma(poly, f, vfloat(c5));
   poly = xsimd::fma(poly, f, vfloat(c4));
@@ -95,10 +105,8 @@ inline vfloat exp2_nonpos(vfloat x) {
   poly = xsimd::fma(poly, f, vfloat(c2));
   poly = xsimd::fma(poly, f, vfloat(c1));
   poly = xsimd::fma(poly, f, vfloat(1.0f));
-  const vint bits = (xsimd::to_int(n) + vint(127)) << 23;
-  const vfloat r = poly * xsimd::bitwise_cast<vfloat>(bits);
-  // NaN in x must stay NaN (x + r is NaN exactly where x is); tiny values become 0.
-  return xsimd::select(too_small, vfloat(0.0f), xsimd::select(x != x, x, r));
+  const vint bits = (xsimd::bitwise_cast<vint>(t) << 23) + vint(exponent_bias);
+  return xsimd::select(x < vfloat(lowest), vfloat(0.0f), poly * xsimd::bitwise_cast<vfloat>(bits));
 }
 #endif
 

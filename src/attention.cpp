@@ -1,6 +1,6 @@
 // The forward driver: for every (batch, kv head), pack Kᵀ once, then walk blocks of query rows
 // over blocks of keys with an online softmax (flash attention). Only the primitives in simd.h
-// and the register-tiled micro-kernel below touch vectors.
+// and the register-tiled micro-kernel in microkernel.h touch vectors.
 #include "attention.h"
 
 #include <algorithm>
@@ -9,82 +9,23 @@
 #include <limits>
 #include <memory>
 
+#include "microkernel.h"
 #include "simd.h"
 
 namespace attn {
 namespace {
 
+using kernel::Init;
+using kernel::kTileRows;
 using simd::vfloat;
 using simd::W;
 
 constexpr int kRowsPerBlock = 16;  // query rows that share one pass over a key block
 constexpr int kKeysPerBlock = 64;  // keys per block: S (16×64) and a Kᵀ block stay in L1
-constexpr int kTileRows = 4;       // micro-tile: 4 rows × 2 vectors = 8 independent accumulators
-constexpr int kTileVecs = 2;       // (wider or taller tiles spill registers in V8 and ran slower)
 constexpr float kLog2e = 1.44269504088896341f;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 inline int round_up(int x, int m) { return (x + m - 1) / m * m; }
-
-// C[R × N·W] = (Acc ? C : 0) + A[R × K] · B[K × N·W].
-// Element (i, k) of A is a[i·AI + k·AK]: compile-time strides, so each step broadcasts R values
-// at constant offsets from one moving pointer (V8 spends an address computation per row and
-// step on per-row pointers). B rows are ldb apart and loaded as N vectors; C rows are ldc apart.
-// The R·N accumulators live in registers for the whole K loop.
-template <int R, int N, bool Acc, int AI, int AK>
-inline void micro_tile(const float* a, const float* b, std::ptrdiff_t ldb, int k_len, float* c,
-                       std::ptrdiff_t ldc) {
-  vfloat acc[R][N];
-  for (int i = 0; i < R; ++i)
-    for (int n = 0; n < N; ++n) acc[i][n] = Acc ? simd::load(c + i * ldc + n * W) : vfloat(0.0f);
-  for (int k = 0; k < k_len; ++k, a += AK, b += ldb) {
-    vfloat bv[N];
-    for (int n = 0; n < N; ++n) bv[n] = simd::load(b + n * W);
-    for (int i = 0; i < R; ++i) {
-      const vfloat av(a[i * AI]);
-      for (int n = 0; n < N; ++n) acc[i][n] += av * bv[n];
-    }
-  }
-  for (int i = 0; i < R; ++i)
-    for (int n = 0; n < N; ++n) simd::store(c + i * ldc + n * W, acc[i][n]);
-}
-
-// Row-count dispatch for one column strip of N vectors.
-template <int N, bool Acc, int AI, int AK>
-inline void tile_rows(int rows, const float* a, const float* b, std::ptrdiff_t ldb, int k_len,
-                      float* c, std::ptrdiff_t ldc) {
-  switch (rows) {
-    case 4: micro_tile<4, N, Acc, AI, AK>(a, b, ldb, k_len, c, ldc); break;
-    case 3: micro_tile<3, N, Acc, AI, AK>(a, b, ldb, k_len, c, ldc); break;
-    case 2: micro_tile<2, N, Acc, AI, AK>(a, b, ldb, k_len, c, ldc); break;
-    default: micro_tile<1, N, Acc, AI, AK>(a, b, ldb, k_len, c, ldc); break;
-  }
-}
-
-// C[rows × cols] (+)= A[rows × k_len] · B[k_len × cols], in tiles of kTileRows rows (tile t of A
-// starts at a + t·a_tile) and kTileVecs vectors; the cols % W last columns take a scalar loop,
-// so B, which may be caller memory, is never read past cols.
-template <bool Acc, int AI, int AK>
-void gemm_rows(int rows, const float* a, std::ptrdiff_t a_tile, const float* b,
-               std::ptrdiff_t ldb, int k_len, int cols, float* c, std::ptrdiff_t ldc) {
-  for (int i0 = 0; i0 < rows; i0 += kTileRows) {
-    const int r = std::min(kTileRows, rows - i0);
-    const float* at = a + (i0 / kTileRows) * a_tile;
-    float* ct = c + i0 * ldc;
-    int col = 0;
-    for (; col + kTileVecs * W <= cols; col += kTileVecs * W)
-      tile_rows<kTileVecs, Acc, AI, AK>(r, at, b + col, ldb, k_len, ct + col, ldc);
-    for (; col + W <= cols; col += W)
-      tile_rows<1, Acc, AI, AK>(r, at, b + col, ldb, k_len, ct + col, ldc);
-    for (; col < cols; ++col) {
-      for (int i = 0; i < r; ++i) {
-        float s = Acc ? ct[i * ldc + col] : 0.0f;
-        for (int k = 0; k < k_len; ++k) s += at[i * AI + k * AK] * b[k * ldb + col];
-        ct[i * ldc + col] = s;
-      }
-    }
-  }
-}
 
 struct FreeDeleter {
   void operator()(float* p) const { std::free(p); }
@@ -130,6 +71,7 @@ struct RowBlock {
   float* o[kRowsPerBlock];
   float* w[kRowsPerBlock];
   const void* m[kRowsPerBlock];
+  const std::uint8_t* key_padding = nullptr;  // this block's batch entry, or null
   int key_end[kRowsPerBlock];  // keys [0, key_end) are not causally masked
 };
 
@@ -178,6 +120,11 @@ void softmax_update(const AttentionParams& p, const RowBlock& rb, int i, int kb,
     const std::uint8_t* mrow = static_cast<const std::uint8_t*>(rb.m[i]) + kb;
     for (j = 0; j < len; ++j)
       if (!mrow[j]) s[j] = kNegInf;
+  }
+  if (rb.key_padding) {
+    const std::uint8_t* pad = rb.key_padding + kb;
+    for (j = 0; j < len; ++j)
+      if (pad[j]) s[j] = kNegInf;
   }
   for (j = std::max(0, rb.key_end[i] - kb); j < len; ++j) s[j] = kNegInf;  // causal
   if (rb.w[i]) std::copy(s, s + len, rb.w[i] + kb);  // normalised once the row is done
@@ -248,13 +195,13 @@ void attend_block(const AttentionParams& p, const RowBlock& rb, const float* val
     const int len = std::min(kKeysPerBlock, key_end - kb);
     const float* kt = ws.kt + (kb / kKeysPerBlock) * ws.kt_block_floats;
     // S = Q · Kᵀ for this block (padding columns of Kᵀ are zero and ignored below).
-    gemm_rows<false, 1, kTileRows>(rb.rows, ws.qpack, p.head_dim * kTileRows, kt, kKeysPerBlock,
+    kernel::gemm_rows<Init::zero, 1, kTileRows>(rb.rows, ws.qpack, p.head_dim * kTileRows, kt, kKeysPerBlock,
                                    p.head_dim, round_up(len, W), ws.scores, kKeysPerBlock);
     for (int i = 0; i < rb.rows; ++i)
       softmax_update(p, rb, i, kb, len, ws.scores + i * kKeysPerBlock, ws);
     // acc += P · V for this block.
     if (p.value)
-      gemm_rows<true, kKeysPerBlock, 1>(rb.rows, ws.scores, kTileRows * kKeysPerBlock,
+      kernel::gemm_rows<Init::load, kKeysPerBlock, 1>(rb.rows, ws.scores, kTileRows * kKeysPerBlock,
                                         value_head + kb * p.v.row, p.v.row, len, p.value_dim,
                                         ws.acc, ws.acc_ld);
   }
@@ -266,6 +213,13 @@ void attend_block(const AttentionParams& p, const RowBlock& rb, const float* val
 Strides dense_bhsd(int heads, int rows, int cols) {
   return {static_cast<std::ptrdiff_t>(heads) * rows * cols,
           static_cast<std::ptrdiff_t>(rows) * cols, cols};
+}
+
+Strides mask_strides(MaskShape shape, int heads, int seq_q, int seq_k) {
+  Strides m = dense_bhsd(shape == MaskShape::per_head ? heads : 1, seq_q, seq_k);
+  if (shape == MaskShape::plane) m.batch = 0;
+  if (shape != MaskShape::per_head) m.head = 0;
+  return m;
 }
 
 Strides dense_bshd(int heads, int rows, int cols) {
@@ -311,6 +265,7 @@ const char* attention(const AttentionParams& p) {
       for (int r0 = 0; r0 < rows_per_kv_head; r0 += kRowsPerBlock) {
         RowBlock rb;
         rb.rows = std::min(kRowsPerBlock, rows_per_kv_head - r0);
+        rb.key_padding = p.key_padding ? p.key_padding + b * p.key_padding_batch_stride : nullptr;
         for (int i = 0; i < rb.rows; ++i) {
           const int qi = (r0 + i) / group;
           const int h = kvh * group + (r0 + i) % group;

@@ -37,6 +37,10 @@ struct AttentionParams {
   float* weights = nullptr;      // optional softmax matrix [batch, heads, seq_q, seq_k]
   const void* mask = nullptr;    // optional [batch, heads, seq_q, seq_k], see MaskType
   MaskType mask_type = MaskType::none;
+  // Optional [batch, seq_k] bytes, nonzero = padding: that key is ignored by every query of its
+  // batch entry (PyTorch key_padding_mask polarity). Combines with mask and causal.
+  const std::uint8_t* key_padding = nullptr;
+  std::ptrdiff_t key_padding_batch_stride = 0;
 
   int batch = 1, heads = 1, kv_heads = 1, seq_q = 1, seq_k = 1, head_dim = 1, value_dim = 1;
   Strides q, k, v, o, w, m;
@@ -44,6 +48,15 @@ struct AttentionParams {
   float scale = 1.0f;   // multiplies Q·Kᵀ before the mask is added (0 is allowed)
   bool causal = false;  // bottom-right aligned: query i attends key j iff j <= i + seq_k - seq_q
 };
+
+// The three shapes a mask may have, and the strides that broadcast it to
+// [batch, heads, seq_q, seq_k].
+enum class MaskShape : int {
+  plane = 0,      // [seq_q, seq_k]
+  per_batch = 1,  // [batch, 1, seq_q, seq_k]
+  per_head = 2,   // [batch, heads, seq_q, seq_k]
+};
+Strides mask_strides(MaskShape shape, int heads, int seq_q, int seq_k);
 
 // Strides of a dense tensor stored as [batch, heads, rows, cols] ("bhsd").
 Strides dense_bhsd(int heads, int rows, int cols);

@@ -53,9 +53,7 @@ std::string run_attention(const JsAttentionCall& c) {
   p.v = dense(c.kvHeads, c.seqK, c.valueDim);
   p.o = dense(c.heads, c.seqQ, c.valueDim);
   p.w = attn::dense_bhsd(c.heads, c.seqQ, c.seqK);  // mask and weights are always bhsd
-  p.m = attn::dense_bhsd(c.maskBroadcast == 2 ? c.heads : 1, c.seqQ, c.seqK);
-  if (c.maskBroadcast == 0) p.m.batch = 0;
-  if (c.maskBroadcast != 2) p.m.head = 0;
+  p.m = attn::mask_strides(static_cast<attn::MaskShape>(c.maskBroadcast), c.heads, c.seqQ, c.seqK);
 
   const char* err = attn::attention(p);
   return err ? err : "";

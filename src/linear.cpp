@@ -1,0 +1,112 @@
+// y = x·Wᵀ + b as a packed, blocked GEMM: Wᵀ is packed once into panels of kPanel columns, x is
+// packed per call into tiles of kTileRows rows, and the micro-kernel runs over K in blocks of
+// kDepth so a panel block and the x tiles it meets stay in cache.
+#include "linear.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "microkernel.h"
+
+namespace attn {
+namespace {
+
+using kernel::Init;
+using kernel::kTileRows;
+constexpr int kPanel = kernel::kTileVecs * simd::W;  // output columns per packed panel
+constexpr int kDepth = 256;                           // K per block: a panel block is 8 KiB
+
+inline std::size_t round_up(std::size_t x, std::size_t m) { return (x + m - 1) / m * m; }
+
+template <Init I>
+void panel_tiles(int rows, const float* xpack, std::ptrdiff_t x_tile, const float* panel,
+                 int k_len, float* y, std::ptrdiff_t ldy, const float* bias) {
+  for (int i0 = 0; i0 < rows; i0 += kTileRows) {
+    kernel::tile_rows<kernel::kTileVecs, I, 1, kTileRows>(std::min(kTileRows, rows - i0),
+                                                          xpack + (i0 / kTileRows) * x_tile, panel,
+                                                          kPanel, k_len, y + i0 * ldy, ldy, bias);
+  }
+}
+
+}  // namespace
+
+bool FloatBuffer::allocate(std::size_t n) {
+  size = 0;
+  data.reset();
+  if (n > std::numeric_limits<std::size_t>::max() / sizeof(float)) return false;
+  data.reset(static_cast<float*>(std::malloc(std::max<std::size_t>(n, 1) * sizeof(float))));
+  if (!data) return false;
+  size = n;
+  return true;
+}
+
+const char* PackedLinear::pack(const float* w, const float* b, int out_features,
+                               int in_features) {
+  if (!w || out_features < 1 || in_features < 1) return "linear: invalid weight shape";
+  const std::size_t out_pad = round_up(static_cast<std::size_t>(out_features), kPanel);
+  if (!packed_.allocate(out_pad * in_features) || !bias_.allocate(out_pad)) {
+    packed_.data.reset();
+    return "linear: out of memory for the packed weights";
+  }
+  out_ = out_features;
+  in_ = in_features;
+  float* dst = packed_.get();
+  for (std::size_t p = 0; p < out_pad / kPanel; ++p)
+    for (int k = 0; k < in_; ++k)
+      for (int c = 0; c < kPanel; ++c, ++dst) {
+        const std::size_t row = p * kPanel + c;
+        *dst = row < static_cast<std::size_t>(out_) ? w[row * in_ + k] : 0.0f;
+      }
+  for (std::size_t c = 0; c < out_pad; ++c)
+    bias_.get()[c] = b && c < static_cast<std::size_t>(out_) ? b[c] : 0.0f;
+  return nullptr;
+}
+
+std::size_t PackedLinear::scratch_floats(int rows) const {
+  return round_up(static_cast<std::size_t>(rows), kTileRows) * in_ + kTileRows * kPanel;
+}
+
+void PackedLinear::apply(const float* x, std::ptrdiff_t ldx, int rows, float* y,
+                         std::ptrdiff_t ldy, float* scratch) const {
+  // x tiles: [tile][in][kTileRows], rows past the end zero.
+  const std::ptrdiff_t x_tile = static_cast<std::ptrdiff_t>(in_) * kTileRows;
+  for (int i0 = 0; i0 < rows; i0 += kTileRows) {
+    float* tile = scratch + (i0 / kTileRows) * x_tile;
+    for (int i = 0; i < kTileRows; ++i) {
+      const float* xr = i0 + i < rows ? x + (i0 + i) * ldx : nullptr;
+      for (int k = 0; k < in_; ++k) tile[k * kTileRows + i] = xr ? xr[k] : 0.0f;
+    }
+  }
+  float* partial = scratch + round_up(static_cast<std::size_t>(rows), kTileRows) * in_;
+
+  const int full_panels = out_ / kPanel;
+  for (int kb = 0; kb < in_; kb += kDepth) {
+    const int k_len = std::min(kDepth, in_ - kb);
+    for (int p = 0; p < full_panels; ++p) {
+      const float* panel = packed_.get() + (static_cast<std::ptrdiff_t>(p) * in_ + kb) * kPanel;
+      float* yp = y + p * kPanel;
+      if (kb == 0)
+        panel_tiles<Init::bias>(rows, scratch + kb * kTileRows, x_tile, panel, k_len, yp, ldy,
+                                bias_.get() + p * kPanel);
+      else
+        panel_tiles<Init::load>(rows, scratch + kb * kTileRows, x_tile, panel, k_len, yp, ldy,
+                                nullptr);
+    }
+  }
+  // The last, partly filled panel: whole K at once into a small tile, then its valid columns.
+  if (const int cols = out_ - full_panels * kPanel) {
+    const float* panel = packed_.get() + static_cast<std::ptrdiff_t>(full_panels) * in_ * kPanel;
+    for (int i0 = 0; i0 < rows; i0 += kTileRows) {
+      const int r = std::min(kTileRows, rows - i0);
+      kernel::tile_rows<kernel::kTileVecs, Init::bias, 1, kTileRows>(
+          r, scratch + (i0 / kTileRows) * x_tile, panel, kPanel, in_, partial, kPanel,
+          bias_.get() + full_panels * kPanel);
+      for (int i = 0; i < r; ++i)
+        std::memcpy(y + (i0 + i) * ldy + full_panels * kPanel, partial + i * kPanel,
+                    cols * sizeof(float));
+    }
+  }
+}
+
+}  // namespace attn

@@ -1,0 +1,45 @@
+// A linear layer y = x·Wᵀ + b with W stored [out_features × in_features] row-major (PyTorch's
+// nn.Linear convention), its weights packed once for the micro-kernel in microkernel.h.
+#pragma once
+
+#include <cstddef>
+#include <cstdlib>
+#include <memory>
+
+namespace attn {
+
+// An owning float buffer from malloc, so an allocation failure is a null pointer to report,
+// never an abort (the wasm build has no exceptions).
+struct FloatBuffer {
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float, Free> data;
+  std::size_t size = 0;
+
+  bool allocate(std::size_t n);  // contents undefined; false if out of memory
+  float* get() const { return data.get(); }
+};
+
+class PackedLinear {
+ public:
+  // Packs w [out × in] and, if not null, b [out]. Returns nullptr or an error message.
+  const char* pack(const float* w, const float* b, int out_features, int in_features);
+
+  // y[rows × out] = x[rows × in] · Wᵀ + b, rows of x are ldx apart and rows of y ldy apart.
+  // `scratch` must hold scratch_floats(rows) floats.
+  void apply(const float* x, std::ptrdiff_t ldx, int rows, float* y, std::ptrdiff_t ldy,
+             float* scratch) const;
+  std::size_t scratch_floats(int rows) const;
+
+  int out_features() const { return out_; }
+  int in_features() const { return in_; }
+  bool packed() const { return packed_.get() != nullptr; }
+
+ private:
+  int out_ = 0, in_ = 0;
+  FloatBuffer packed_;  // Wᵀ in panels of kPanel columns: [out / kPanel][in][kPanel], zero-padded
+  FloatBuffer bias_;    // [out rounded up to kPanel], zero when the layer has no bias
+};
+
+}  // namespace attn

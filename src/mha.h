@@ -1,0 +1,86 @@
+// A multi-head attention layer with learned projections, as torch.nn.MultiheadAttention computes
+// it (batch-first): Q = xq·Wqᵀ + bq, K = xk·Wkᵀ + bk, V = xv·Wvᵀ + bv, attention per head
+// (grouped K/V heads allowed), then y = concat(heads)·Woᵀ + bo. A KvCache keeps projected K and
+// V of earlier positions in place for incremental decoding.
+#pragma once
+
+#include <cstdint>
+
+#include "attention.h"
+#include "linear.h"
+
+namespace attn {
+
+struct MhaConfig {
+  int embed_dim = 0;     // E; a multiple of num_heads (head_dim = E / num_heads)
+  int num_heads = 0;
+  int num_kv_heads = 0;  // divides num_heads; K and V have num_kv_heads · head_dim features
+  int kdim = 0;          // features of the key input
+  int vdim = 0;          // features of the value input
+  bool bias = true;
+};
+
+// Returns nullptr if the config is usable, else a static message.
+const char* validate(const MhaConfig& c);
+
+class MultiHeadAttention;
+
+// Projected keys and values of earlier positions, [batch, max_seq, num_kv_heads · head_dim]
+// each, filled up to `length()`. Tied to the layer that created it.
+class KvCache {
+ public:
+  const char* allocate(const MultiHeadAttention& layer, int batch, int max_seq);
+  void reset() { length_ = 0; }
+  int length() const { return length_; }
+  int batch() const { return batch_; }
+  int max_seq() const { return max_seq_; }
+  const MultiHeadAttention* owner() const { return owner_; }
+
+ private:
+  friend class MultiHeadAttention;
+  const MultiHeadAttention* owner_ = nullptr;
+  int batch_ = 0, max_seq_ = 0, length_ = 0, row_ = 0;  // row_: floats per position
+  FloatBuffer k_, v_;
+};
+
+enum class Projection : int { q = 0, k = 1, v = 2, o = 3 };
+
+struct MhaForward {
+  const float* query = nullptr;  // [batch, seq_q, embed_dim]
+  const float* key = nullptr;    // [batch, seq_k, kdim]; null: the query (self-attention)
+  const float* value = nullptr;  // [batch, seq_k, vdim]; null: the key input
+  float* out = nullptr;          // [batch, seq_q, embed_dim]
+  float* weights = nullptr;      // optional [batch, num_heads, seq_q, seq_k_total]
+  int batch = 1, seq_q = 1, seq_k = 1;  // seq_k is ignored with a cache (keys come from it)
+  // As in AttentionParams, broadcast to [batch, heads, seq_q, seq_k_total].
+  const void* mask = nullptr;
+  MaskType mask_type = MaskType::none;
+  MaskShape mask_shape = MaskShape::plane;
+  const std::uint8_t* key_padding = nullptr;  // [batch, seq_k_total], nonzero = ignore that key
+  bool causal = false;                        // always on with a cache
+  KvCache* cache = nullptr;  // append seq_q positions projected from the query, attend to all
+};
+
+class MultiHeadAttention {
+ public:
+  // Returns nullptr or an error message; the layer is unusable until configured.
+  const char* configure(const MhaConfig& config);
+  // w is [out × in] (nn.Linear), b [out] or null (required iff config.bias).
+  const char* set_weight(Projection which, const float* w, const float* b);
+  bool ready() const;  // configured and all four weights set
+
+  // Computes f.out (and f.weights). With a cache, appends f.seq_q positions and attends
+  // causally to everything cached; the cache is unchanged if this fails.
+  const char* forward(const MhaForward& f) const;
+
+  const MhaConfig& config() const { return config_; }
+  int head_dim() const { return config_.embed_dim / config_.num_heads; }
+  int kv_features() const { return config_.num_kv_heads * head_dim(); }
+
+ private:
+  MhaConfig config_;
+  bool configured_ = false;
+  PackedLinear proj_[4];  // q, k, v, o
+};
+
+}  // namespace attn

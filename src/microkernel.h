@@ -1,0 +1,90 @@
+// The register-tiled matrix-multiply micro-kernel shared by the attention kernel (Q·Kᵀ, P·V)
+// and the projections (x·Wᵀ + b): C[rows × cols] = init + A[rows × K] · B[K × cols].
+//
+// A is read one element at a time and broadcast; B is read as vectors. A's strides are
+// compile-time constants (AI between rows, AK between steps) so that each step's R broadcasts
+// are loads at constant offsets from one moving pointer: V8 spends an address computation per
+// row and step on separate row pointers. B's rows are ldb apart; C's rows are ldc apart.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+
+#include "simd.h"
+
+namespace attn::kernel {
+
+using simd::vfloat;
+using simd::W;
+
+constexpr int kTileRows = 4;  // 4 rows × 2 vectors = 8 independent accumulators; wider or
+constexpr int kTileVecs = 2;  // taller tiles spill registers in V8 and ran slower
+
+// What the accumulators start from.
+enum class Init {
+  zero,  // C = A·B
+  load,  // C += A·B
+  bias,  // C = A·B + bias, where `bias` (one row of cols values) is passed as `c_init`
+};
+
+template <int R, int N, Init I, int AI, int AK>
+inline void micro_tile(const float* a, const float* b, std::ptrdiff_t ldb, int k_len, float* c,
+                       std::ptrdiff_t ldc, const float* c_init) {
+  vfloat acc[R][N];
+  for (int i = 0; i < R; ++i)
+    for (int n = 0; n < N; ++n)
+      acc[i][n] = I == Init::load   ? simd::load(c + i * ldc + n * W)
+                  : I == Init::bias ? simd::load(c_init + n * W)
+                                    : vfloat(0.0f);
+  for (int k = 0; k < k_len; ++k, a += AK, b += ldb) {
+    vfloat bv[N];
+    for (int n = 0; n < N; ++n) bv[n] = simd::load(b + n * W);
+    for (int i = 0; i < R; ++i) {
+      const vfloat av(a[i * AI]);
+      for (int n = 0; n < N; ++n) acc[i][n] += av * bv[n];
+    }
+  }
+  for (int i = 0; i < R; ++i)
+    for (int n = 0; n < N; ++n) simd::store(c + i * ldc + n * W, acc[i][n]);
+}
+
+// Row-count dispatch (1..kTileRows) for one column strip of N vectors.
+template <int N, Init I, int AI, int AK>
+inline void tile_rows(int rows, const float* a, const float* b, std::ptrdiff_t ldb, int k_len,
+                      float* c, std::ptrdiff_t ldc, const float* c_init) {
+  switch (rows) {
+    case 4: micro_tile<4, N, I, AI, AK>(a, b, ldb, k_len, c, ldc, c_init); break;
+    case 3: micro_tile<3, N, I, AI, AK>(a, b, ldb, k_len, c, ldc, c_init); break;
+    case 2: micro_tile<2, N, I, AI, AK>(a, b, ldb, k_len, c, ldc, c_init); break;
+    default: micro_tile<1, N, I, AI, AK>(a, b, ldb, k_len, c, ldc, c_init); break;
+  }
+}
+
+// C[rows × cols] = init + A[rows × k_len] · B[k_len × cols], in tiles of kTileRows rows (tile t
+// of A starts at a + t·a_tile) and kTileVecs vectors. The cols % W last columns take a scalar
+// loop, so B, which may be caller memory, is never read past cols.
+template <Init I, int AI, int AK>
+void gemm_rows(int rows, const float* a, std::ptrdiff_t a_tile, const float* b,
+               std::ptrdiff_t ldb, int k_len, int cols, float* c, std::ptrdiff_t ldc,
+               const float* c_init = nullptr) {
+  for (int i0 = 0; i0 < rows; i0 += kTileRows) {
+    const int r = std::min(kTileRows, rows - i0);
+    const float* at = a + (i0 / kTileRows) * a_tile;
+    float* ct = c + i0 * ldc;
+    const auto init = [c_init](int col) { return I == Init::bias ? c_init + col : nullptr; };
+    int col = 0;
+    for (; col + kTileVecs * W <= cols; col += kTileVecs * W)
+      tile_rows<kTileVecs, I, AI, AK>(r, at, b + col, ldb, k_len, ct + col, ldc, init(col));
+    for (; col + W <= cols; col += W)
+      tile_rows<1, I, AI, AK>(r, at, b + col, ldb, k_len, ct + col, ldc, init(col));
+    for (; col < cols; ++col) {
+      for (int i = 0; i < r; ++i) {
+        float s = I == Init::load ? ct[i * ldc + col] : I == Init::bias ? c_init[col] : 0.0f;
+        for (int k = 0; k < k_len; ++k) s += at[i * AI + k * AK] * b[k * ldb + col];
+        ct[i * ldc + col] = s;
+      }
+    }
+  }
+}
+
+}  // namespace attn::kernel

@@ -1,0 +1,333 @@
+// The multi-head attention layer against a double-precision reference built from ref::linear and
+// ref::attention, and its KV cache against full causal forwards.
+// Tolerance |got − want| <= 5e-5 + 1e-4·|want|: three chained float GEMMs around the attention.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <sstream>
+#include <vector>
+
+#include "mha.h"
+#include "reference.h"
+
+namespace {
+
+struct Layer {
+  attn::MhaConfig config;
+  attn::MultiHeadAttention mha;
+  std::vector<float> w[4], b[4];  // q, k, v, o
+
+  Layer(int embed, int heads, int kv_heads, int kdim, int vdim, bool bias, std::uint32_t seed) {
+    config = {embed, heads, kv_heads, kdim, vdim, bias};
+    REQUIRE(mha.configure(config) == nullptr);
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+    const int kv = kv_heads * (embed / heads);
+    const int outs[4] = {embed, kv, kv, embed}, ins[4] = {embed, kdim, vdim, embed};
+    for (int i = 0; i < 4; ++i) {
+      w[i].resize(static_cast<std::size_t>(outs[i]) * ins[i]);
+      for (auto& e : w[i]) e = uni(rng) / std::sqrt(float(ins[i]));
+      b[i].resize(outs[i]);
+      for (auto& e : b[i]) e = uni(rng) * 0.5f;
+      REQUIRE(mha.set_weight(static_cast<attn::Projection>(i), w[i].data(), bias ? b[i].data() : nullptr) == nullptr);
+    }
+    REQUIRE(mha.ready());
+  }
+  const float* bias(int i) const { return config.bias ? b[i].data() : nullptr; }
+};
+
+std::vector<float> random_vec(std::size_t n, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& e : v) e = uni(rng);
+  return v;
+}
+
+// The layer in double precision: projections, attention per head, output projection.
+std::vector<double> reference(const Layer& L, const attn::MhaForward& f, int seq_k,
+                              std::vector<double>* weights = nullptr) {
+  const auto& c = L.config;
+  const int hd = c.embed_dim / c.num_heads, kv = c.num_kv_heads * hd;
+  const float* key = f.key ? f.key : f.query;
+  const float* value = f.value ? f.value : key;
+  const auto q = ref::linear(f.query, f.batch * f.seq_q, c.embed_dim, L.w[0].data(), L.bias(0), c.embed_dim);
+  const auto k = ref::linear(key, f.batch * seq_k, c.kdim, L.w[1].data(), L.bias(1), kv);
+  const auto v = ref::linear(value, f.batch * seq_k, c.vdim, L.w[2].data(), L.bias(2), kv);
+  attn::AttentionParams p;
+  p.batch = f.batch;
+  p.heads = c.num_heads;
+  p.kv_heads = c.num_kv_heads;
+  p.seq_q = f.seq_q;
+  p.seq_k = seq_k;
+  p.head_dim = p.value_dim = hd;
+  p.q = attn::dense_bshd(c.num_heads, f.seq_q, hd);
+  p.k = p.v = attn::dense_bshd(c.num_kv_heads, seq_k, hd);
+  p.mask = f.mask;
+  p.mask_type = f.mask_type;
+  p.m = attn::mask_strides(f.mask_shape, c.num_heads, f.seq_q, seq_k);
+  p.key_padding = f.key_padding;
+  p.key_padding_batch_stride = seq_k;
+  p.scale = 1.0f / std::sqrt(float(hd));
+  p.causal = f.causal;
+  const auto a = ref::attention(p, q.data(), k.data(), v.data(), weights);  // [b, h, i, d]
+  std::vector<double> concat(static_cast<std::size_t>(f.batch) * f.seq_q * c.embed_dim);
+  for (int b = 0; b < f.batch; ++b)
+    for (int h = 0; h < c.num_heads; ++h)
+      for (int i = 0; i < f.seq_q; ++i)
+        for (int d = 0; d < hd; ++d)
+          concat[(static_cast<std::size_t>(b) * f.seq_q + i) * c.embed_dim + h * hd + d] =
+              a[((static_cast<std::size_t>(b) * c.num_heads + h) * f.seq_q + i) * hd + d];
+  return ref::linear(concat.data(), f.batch * f.seq_q, c.embed_dim, L.w[3].data(), L.bias(3), c.embed_dim);
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<double>& want, const char* what) {
+  REQUIRE(got.size() == want.size());
+  int bad = 0;
+  double worst = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double err = std::abs(got[i] - want[i]);
+    if (!(err <= 5e-5 + 1e-4 * std::abs(want[i]))) ++bad;
+    if (!(err <= worst)) worst = err;
+  }
+  INFO(what << ": " << bad << " elements off, worst error " << worst);
+  CHECK(bad == 0);
+}
+
+struct Case {
+  int embed = 16, heads = 4, kv_heads = 4, kdim = 16, vdim = 16, batch = 1, seq_q = 5, seq_k = 5;
+  bool bias = true, cross = false, causal = false, weights = false;
+  int mask = 0;  // 0 none, 1 boolean per-head, 2 additive plane
+  bool key_padding = false;
+};
+
+void check_case(const Case& c) {
+  std::ostringstream d;
+  d << "E " << c.embed << " H " << c.heads << "/" << c.kv_heads << " kdim " << c.kdim << " vdim "
+    << c.vdim << " B " << c.batch << " seq " << c.seq_q << "x" << c.seq_k << " bias " << c.bias
+    << " cross " << c.cross << " causal " << c.causal << " mask " << c.mask << " pad " << c.key_padding;
+  INFO(d.str());
+  Layer L(c.embed, c.heads, c.kv_heads, c.kdim, c.vdim, c.bias, 11);
+  const int seq_k = c.cross ? c.seq_k : c.seq_q;
+  const auto xq = random_vec(static_cast<std::size_t>(c.batch) * c.seq_q * c.embed, 1);
+  const auto xk = random_vec(static_cast<std::size_t>(c.batch) * seq_k * c.kdim, 2);
+  const auto xv = random_vec(static_cast<std::size_t>(c.batch) * seq_k * c.vdim, 3);
+  std::vector<std::uint8_t> bmask, pad;
+  std::vector<float> fmask;
+  attn::MhaForward f;
+  f.query = xq.data();
+  if (c.cross) {
+    f.key = xk.data();
+    f.value = xv.data();
+  }
+  f.batch = c.batch;
+  f.seq_q = c.seq_q;
+  f.seq_k = seq_k;
+  f.causal = c.causal;
+  if (c.mask == 1) {
+    bmask.resize(static_cast<std::size_t>(c.batch) * c.heads * c.seq_q * seq_k);
+    for (std::size_t e = 0; e < bmask.size(); ++e) bmask[e] = (e * 7 % 5) != 0;
+    f.mask = bmask.data();
+    f.mask_type = attn::MaskType::boolean;
+    f.mask_shape = attn::MaskShape::per_head;
+  } else if (c.mask == 2) {
+    fmask = random_vec(static_cast<std::size_t>(c.seq_q) * seq_k, 4);
+    f.mask = fmask.data();
+    f.mask_type = attn::MaskType::additive;
+  }
+  if (c.key_padding) {  // batch entry b pads its last b + 1 keys; the last entry pads all
+    pad.assign(static_cast<std::size_t>(c.batch) * seq_k, 0);
+    for (int b = 0; b < c.batch; ++b)
+      for (int j = 0; j < seq_k; ++j) pad[b * seq_k + j] = (b == c.batch - 1 && c.batch > 1) || j >= seq_k - 1 - b;
+    f.key_padding = pad.data();
+  }
+  std::vector<float> out(xq.size(), NAN), weights;
+  f.out = out.data();
+  if (c.weights) {
+    weights.assign(static_cast<std::size_t>(c.batch) * c.heads * c.seq_q * seq_k, NAN);
+    f.weights = weights.data();
+  }
+  std::vector<double> want_weights;
+  const auto want = reference(L, f, seq_k, c.weights ? &want_weights : nullptr);
+  const char* err = L.mha.forward(f);
+  INFO("error: " << (err ? err : "none"));
+  REQUIRE(err == nullptr);
+  expect_close(out, want, "out");
+  if (c.weights) expect_close(weights, want_weights, "weights");
+}
+
+// One causal forward over the whole sequence, then the same sequence fed through a cache in
+// chunks: every chunk's output must equal the matching rows of the full forward.
+void check_chunks(Layer& L, int batch, const std::vector<int>& chunks, std::uint32_t seed) {
+  const int e = L.config.embed_dim;
+  int total = 0;
+  for (int n : chunks) total += n;
+  const auto x = random_vec(static_cast<std::size_t>(batch) * total * e, seed);
+  std::vector<float> full(x.size());
+  attn::MhaForward f;
+  f.query = x.data();
+  f.out = full.data();
+  f.batch = batch;
+  f.seq_q = f.seq_k = total;
+  f.causal = true;
+  REQUIRE(L.mha.forward(f) == nullptr);
+
+  attn::KvCache cache;
+  REQUIRE(cache.allocate(L.mha, batch, total) == nullptr);
+  int at = 0;
+  for (int n : chunks) {
+    std::vector<float> chunk(static_cast<std::size_t>(batch) * n * e), out(chunk.size());
+    for (int b = 0; b < batch; ++b)
+      std::copy_n(x.begin() + (static_cast<std::ptrdiff_t>(b) * total + at) * e, n * e, chunk.begin() + b * n * e);
+    attn::MhaForward step;
+    step.query = chunk.data();
+    step.out = out.data();
+    step.batch = batch;
+    step.seq_q = n;
+    step.cache = &cache;
+    REQUIRE(L.mha.forward(step) == nullptr);
+    for (int b = 0; b < batch; ++b)
+      for (int i = 0; i < n * e; ++i) {
+        const float want = full[(static_cast<std::size_t>(b) * total + at) * e + i];
+        REQUIRE(std::abs(out[b * n * e + i] - want) <= 2e-5 + 1e-4 * std::abs(want));
+      }
+    at += n;
+    CHECK(cache.length() == at);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("self-attention layer matches the reference", "[mha]") {
+  Case c;
+  c.batch = GENERATE(1, 2);
+  c.bias = GENERATE(true, false);
+  c.causal = GENERATE(false, true);
+  c.weights = true;
+  check_case(c);
+}
+
+TEST_CASE("cross-attention with kdim and vdim different from embed_dim", "[mha]") {
+  Case c;
+  c.cross = true;
+  c.kdim = 7;
+  c.vdim = 11;
+  c.batch = 2;
+  c.seq_q = 7;
+  c.seq_k = 19;
+  c.weights = true;
+  check_case(c);
+}
+
+TEST_CASE("grouped-query layers", "[mha]") {
+  Case c;
+  c.embed = 32;
+  c.heads = 8;
+  c.kv_heads = GENERATE(4, 2, 1);
+  c.batch = 2;
+  c.seq_q = 9;
+  c.causal = true;
+  check_case(c);
+}
+
+TEST_CASE("masks and key padding, incl. fully padded rows", "[mha]") {
+  Case c;
+  c.batch = 3;
+  c.seq_q = 6;
+  c.mask = GENERATE(0, 1, 2);
+  c.key_padding = GENERATE(false, true);
+  c.weights = true;
+  check_case(c);
+}
+
+TEST_CASE("a fully padded row outputs the output bias", "[mha]") {
+  Layer L(8, 2, 2, 8, 8, true, 5);
+  const auto x = random_vec(3 * 8, 6);
+  std::vector<std::uint8_t> pad(3, 1);
+  std::vector<float> out(x.size());
+  attn::MhaForward f;
+  f.query = x.data();
+  f.out = out.data();
+  f.seq_q = f.seq_k = 3;
+  f.key_padding = pad.data();
+  REQUIRE(L.mha.forward(f) == nullptr);
+  for (int i = 0; i < 3; ++i)
+    for (int o = 0; o < 8; ++o) CHECK(out[i * 8 + o] == L.b[3][o]);
+}
+
+TEST_CASE("odd sizes: head_dim not a multiple of the vector width, long sequences", "[mha]") {
+  Case c;
+  c.embed = 15;
+  c.heads = 3;
+  c.kv_heads = 1;
+  c.kdim = c.vdim = 15;
+  c.seq_q = 70;
+  c.causal = true;
+  check_case(c);
+}
+
+TEST_CASE("KV cache: chunked decoding equals one causal forward", "[mha][cache]") {
+  Layer mha_layer(16, 4, 4, 16, 16, true, 21);
+  check_chunks(mha_layer, 1, {5, 1, 1, 3}, 30);
+  check_chunks(mha_layer, 2, {1, 1, 1, 1, 1, 1}, 31);
+  Layer gqa(24, 6, 2, 24, 24, false, 22);
+  check_chunks(gqa, 2, {5, 1, 1, 3}, 32);
+  check_chunks(gqa, 2, {10}, 33);
+  check_chunks(gqa, 1, {3, 70, 2}, 34);
+}
+
+TEST_CASE("KV cache: reset, exact fill, overflow leaves it intact, wrong use", "[mha][cache]") {
+  Layer L(8, 2, 1, 8, 8, true, 41);
+  Layer other(8, 2, 1, 8, 8, true, 42);
+  attn::KvCache cache;
+  REQUIRE(cache.allocate(L.mha, 1, 4) == nullptr);
+  const auto x = random_vec(4 * 8, 43);
+  std::vector<float> out(4 * 8), again(4 * 8);
+  attn::MhaForward f;
+  f.query = x.data();
+  f.out = out.data();
+  f.seq_q = 4;
+  f.cache = &cache;
+  REQUIRE(L.mha.forward(f) == nullptr);  // fills exactly to max_seq
+  CHECK(cache.length() == 4);
+
+  f.seq_q = 1;
+  CHECK(std::string(L.mha.forward(f)) == "multi-head attention: the cache is full");
+  CHECK(cache.length() == 4);
+
+  cache.reset();
+  CHECK(cache.length() == 0);
+  f.seq_q = 4;
+  f.out = again.data();
+  REQUIRE(L.mha.forward(f) == nullptr);  // a new sequence gives the same result
+  CHECK(again == out);
+
+  CHECK(std::string(other.mha.forward(f)) == "multi-head attention: the cache belongs to another layer");
+  cache.reset();
+  f.batch = 2;
+  CHECK(std::string(L.mha.forward(f)) == "multi-head attention: batch differs from the cache's");
+  f.batch = 1;
+  f.key = x.data();
+  CHECK(std::string(L.mha.forward(f)) == "multi-head attention: with a cache, key and value come from the query");
+  CHECK(cache.length() == 0);
+}
+
+TEST_CASE("configuration and weight errors", "[mha]") {
+  attn::MultiHeadAttention m;
+  CHECK(m.configure({10, 3, 3, 10, 10, true}) != nullptr);  // 10 % 3
+  CHECK(m.configure({12, 4, 3, 12, 12, true}) != nullptr);  // 4 % 3
+  CHECK(m.configure({12, 4, 2, 0, 12, true}) != nullptr);
+  REQUIRE(m.configure({12, 4, 2, 12, 12, true}) == nullptr);
+  std::vector<float> w(12 * 12), b(12);
+  CHECK(std::string(m.set_weight(attn::Projection::q, w.data(), nullptr)) == "multi-head attention: this layer needs biases");
+  CHECK_FALSE(m.ready());
+  std::vector<float> x(12), out(12);
+  attn::MhaForward f;
+  f.query = x.data();
+  f.out = out.data();
+  CHECK(std::string(m.forward(f)) == "multi-head attention: weights are not set");
+  attn::KvCache cache;
+  CHECK(cache.allocate(m, 1, 4) != nullptr);
+}

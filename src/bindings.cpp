@@ -8,6 +8,7 @@
 #include <string>
 
 #include "attention.h"
+#include "mha.h"
 
 namespace {
 
@@ -22,6 +23,8 @@ struct JsAttentionCall {
   float scale = 1.0f;
   bool causal = false;
 };
+
+std::string message(const char* err) { return err ? err : ""; }
 
 template <class T>
 T* ptr(std::uintptr_t address) {
@@ -55,8 +58,65 @@ std::string run_attention(const JsAttentionCall& c) {
   p.w = attn::dense_bhsd(c.heads, c.seqQ, c.seqK);  // mask and weights are always bhsd
   p.m = attn::mask_strides(static_cast<attn::MaskShape>(c.maskBroadcast), c.heads, c.seqQ, c.seqK);
 
-  const char* err = attn::attention(p);
-  return err ? err : "";
+  return message(attn::attention(p));
+}
+
+// Mirrors the config object built in src/js/mha.mjs.
+struct JsMhaConfig {
+  int embedDim = 0, numHeads = 0, numKvHeads = 0, kdim = 0, vdim = 0;
+  bool bias = true;
+};
+
+// Mirrors the object built by MultiHeadAttention.forward() in src/js/mha.mjs.
+struct JsMhaCall {
+  std::uintptr_t query = 0, key = 0, value = 0, out = 0, weights = 0, mask = 0, keyPadding = 0;
+  int maskType = 0, maskBroadcast = 0, batch = 1, seqQ = 1, seqK = 1;
+  bool causal = false;
+};
+
+attn::MhaForward to_forward(const JsMhaCall& c) {
+  attn::MhaForward f;
+  f.query = ptr<const float>(c.query);
+  f.key = ptr<const float>(c.key);
+  f.value = ptr<const float>(c.value);
+  f.out = ptr<float>(c.out);
+  f.weights = ptr<float>(c.weights);
+  f.mask = ptr<const void>(c.mask);
+  f.mask_type = static_cast<attn::MaskType>(c.maskType);
+  f.mask_shape = static_cast<attn::MaskShape>(c.maskBroadcast);
+  f.key_padding = ptr<const std::uint8_t>(c.keyPadding);
+  f.batch = c.batch;
+  f.seq_q = c.seqQ;
+  f.seq_k = c.seqK;
+  f.causal = c.causal;
+  return f;
+}
+
+std::string mha_configure(attn::MultiHeadAttention& m, const JsMhaConfig& c) {
+  return message(m.configure({c.embedDim, c.numHeads, c.numKvHeads, c.kdim, c.vdim, c.bias}));
+}
+
+std::string mha_set_weight(attn::MultiHeadAttention& m, int which, std::uintptr_t w,
+                           std::uintptr_t b) {
+  if (which < 0 || which > 3) return "multi-head attention: unknown projection";
+  return message(m.set_weight(static_cast<attn::Projection>(which), ptr<const float>(w),
+                              ptr<const float>(b)));
+}
+
+std::string mha_forward(const attn::MultiHeadAttention& m, const JsMhaCall& c) {
+  return message(m.forward(to_forward(c)));
+}
+
+std::string mha_forward_cached(const attn::MultiHeadAttention& m, const JsMhaCall& c,
+                               attn::KvCache& cache) {
+  attn::MhaForward f = to_forward(c);
+  f.cache = &cache;
+  return message(m.forward(f));
+}
+
+std::string cache_allocate(attn::KvCache& cache, const attn::MultiHeadAttention& m, int batch,
+                           int max_seq) {
+  return message(cache.allocate(m, batch, max_seq));
 }
 
 std::string version() { return ATTN_VERSION; }
@@ -86,6 +146,39 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .field("scale", &JsAttentionCall::scale)
       .field("causal", &JsAttentionCall::causal);
   function("attention", &run_attention);
+
+  value_object<JsMhaConfig>("MhaConfig")
+      .field("embedDim", &JsMhaConfig::embedDim)
+      .field("numHeads", &JsMhaConfig::numHeads)
+      .field("numKvHeads", &JsMhaConfig::numKvHeads)
+      .field("kdim", &JsMhaConfig::kdim)
+      .field("vdim", &JsMhaConfig::vdim)
+      .field("bias", &JsMhaConfig::bias);
+  value_object<JsMhaCall>("MhaCall")
+      .field("query", &JsMhaCall::query)
+      .field("key", &JsMhaCall::key)
+      .field("value", &JsMhaCall::value)
+      .field("out", &JsMhaCall::out)
+      .field("weights", &JsMhaCall::weights)
+      .field("mask", &JsMhaCall::mask)
+      .field("keyPadding", &JsMhaCall::keyPadding)
+      .field("maskType", &JsMhaCall::maskType)
+      .field("maskBroadcast", &JsMhaCall::maskBroadcast)
+      .field("batch", &JsMhaCall::batch)
+      .field("seqQ", &JsMhaCall::seqQ)
+      .field("seqK", &JsMhaCall::seqK)
+      .field("causal", &JsMhaCall::causal);
+  class_<attn::MultiHeadAttention>("MultiHeadAttentionCore")
+      .constructor<>()
+      .function("configure", &mha_configure)
+      .function("setWeight", &mha_set_weight)
+      .function("forward", &mha_forward)
+      .function("forwardCached", &mha_forward_cached);
+  class_<attn::KvCache>("KvCacheCore")
+      .constructor<>()
+      .function("allocate", &cache_allocate)
+      .function("reset", &attn::KvCache::reset)
+      .function("length", &attn::KvCache::length);
   function("version", &version);
   function("simdName", &simd_name);
 }

@@ -18,59 +18,63 @@ export function describe(value) {
 export const kindOf = (value) => Object.prototype.toString.call(value).slice(8, -1);
 
 // `null` and `undefined` both mean "not given".
-const given = (value) => value !== undefined && value !== null;
+export const given = (value) => value !== undefined && value !== null;
 
-function checkOptionsObject(fn, options, known) {
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-    throw new TypeError(`${fn}: options must be an object with at least heads, seqQ and headDim, got ${describe(options)}`);
+// Checks that `object` is a plain object whose keys are all in `known`. `label` names it in
+// messages ('options', 'config', 'weights'); `needs` says what it must hold when it is missing.
+export function checkKnownKeys(fn, object, known, label = 'options', needs = '') {
+  if (typeof object !== 'object' || object === null || Array.isArray(object)) {
+    throw new TypeError(`${fn}: ${label} must be an object${needs}, got ${describe(object)}`);
   }
-  for (const name of Object.keys(options)) {
+  for (const name of Object.keys(object)) {
     if (!known.includes(name)) {
-      throw new TypeError(`${fn}: unknown option '${name}' (known options: ${known.join(', ')})`);
+      const what = label === 'options' ? ['option', 'options'] : [`${label} key`, 'keys'];
+      throw new TypeError(`${fn}: unknown ${what[0]} '${name}' (known ${what[1]}: ${known.join(', ')})`);
     }
   }
 }
 
-function dim(options, name, fallback) {
-  const value = options[name];
+// A positive integer `object[name]`, or `fallback` when not given (required when undefined).
+export function dim(object, name, fallback, label = 'options') {
+  const value = object[name];
   if (!given(value)) {
-    if (fallback === undefined) throw new TypeError(`options.${name} is required (a positive integer)`);
+    if (fallback === undefined) throw new TypeError(`${label}.${name} is required (a positive integer)`);
     return fallback;
   }
-  if (typeof value !== 'number') throw new TypeError(`options.${name} must be a number, got ${describe(value)}`);
+  if (typeof value !== 'number') throw new TypeError(`${label}.${name} must be a number, got ${describe(value)}`);
   if (!Number.isInteger(value) || value < 1 || value > MAX_DIM) {
-    throw new RangeError(`options.${name} must be a positive integer, got ${value}`);
+    throw new RangeError(`${label}.${name} must be a positive integer, got ${value}`);
   }
   return value;
 }
 
-function bool(options, name) {
-  const value = options[name];
-  if (!given(value)) return false;
-  if (typeof value !== 'boolean') throw new TypeError(`options.${name} must be a boolean, got ${describe(value)}`);
+export function bool(object, name, fallback = false, label = 'options') {
+  const value = object[name];
+  if (!given(value)) return fallback;
+  if (typeof value !== 'boolean') throw new TypeError(`${label}.${name} must be a boolean, got ${describe(value)}`);
   return value;
 }
 
-export function checkFloat32(name, array, expected, formula) {
+export function checkFloat32(name, array, expected, formula) {  // formula: how expected is made
   if (kindOf(array) !== 'Float32Array') {
     throw new TypeError(`${name} must be a Float32Array, got ${describe(array)}`);
   }
   checkLength(name, array, expected, formula);
 }
 
-function checkLength(name, array, expected, formula) {
+export function checkLength(name, array, expected, formula) {
   if (array.length !== expected) {
     throw new RangeError(`${name} has length ${array.length}, expected ${expected} (${formula})`);
   }
 }
 
 export const elementCount = (parts) => parts.reduce((n, [, v]) => n * v, 1);
-const formula = (parts) => parts.map(([k, v]) => `${k} ${v}`).join(' × ');
+export const formula = (parts) => parts.map(([k, v]) => `${k} ${v}`).join(' × ');
 
 // Resolves and checks the options shared by attention() and attentionWeights().
 // `known` lists the option names the calling function accepts.
 export function resolveShape(fn, options, known) {
-  checkOptionsObject(fn, options, known);
+  checkKnownKeys(fn, options, known, 'options', ' with at least heads, seqQ and headDim');
   const heads = dim(options, 'heads');
   const seqQ = dim(options, 'seqQ');
   const headDim = dim(options, 'headDim');

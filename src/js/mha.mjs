@@ -1,0 +1,263 @@
+// MultiHeadAttention and its KVCache: JS handles over C++ objects that own wasm memory (the
+// packed weights; the cached keys and values). Arguments are checked here, before the heap is
+// touched; tensors are staged through the library's shared heap arena.
+import { checkMemory, kernelWorkspaceBytes } from './heap.mjs';
+import {
+  bool, checkFloat32, checkKnownKeys, checkMask, describe, dim, given, kindOf,
+} from './shapes.mjs';
+
+const CONFIG_KEYS = ['embedDim', 'numHeads', 'numKvHeads', 'kdim', 'vdim', 'bias'];
+const FORWARD_OPTIONS = ['batch', 'seqQ', 'seqK', 'mask', 'keyPaddingMask', 'causal', 'weightsOut', 'out', 'cache'];
+const CACHE_OPTIONS = ['batch', 'maxSeq'];
+const PROJECTIONS = [['wq', 'bq'], ['wk', 'bk'], ['wv', 'bv'], ['wo', 'bo']];
+
+function resolveConfig(config) {
+  checkKnownKeys('MultiHeadAttention', config, CONFIG_KEYS, 'config', ' with at least embedDim and numHeads');
+  const embedDim = dim(config, 'embedDim', undefined, 'config');
+  const numHeads = dim(config, 'numHeads', undefined, 'config');
+  const numKvHeads = dim(config, 'numKvHeads', numHeads, 'config');
+  const kdim = dim(config, 'kdim', embedDim, 'config');
+  const vdim = dim(config, 'vdim', embedDim, 'config');
+  const bias = bool(config, 'bias', true, 'config');
+  if (embedDim % numHeads !== 0) {
+    throw new RangeError(`config.embedDim (${embedDim}) must be a multiple of config.numHeads (${numHeads})`);
+  }
+  if (numHeads % numKvHeads !== 0) {
+    throw new RangeError(`config.numHeads (${numHeads}) must be a multiple of config.numKvHeads (${numKvHeads})`);
+  }
+  return Object.freeze({ embedDim, numHeads, numKvHeads, kdim, vdim, bias, headDim: embedDim / numHeads });
+}
+
+// Length of an activation [batch, seq, features]: returns seq, inferred from the length when
+// `seq` is not given.
+function activationSeq(name, array, batch, features, seq, seqName) {
+  if (kindOf(array) !== 'Float32Array') throw new TypeError(`${name} must be a Float32Array, got ${describe(array)}`);
+  if (seq === undefined) {
+    const inferred = array.length / (batch * features);
+    if (!Number.isInteger(inferred) || inferred < 1) {
+      throw new RangeError(`${name} has length ${array.length}, not a positive multiple of batch ${batch} × ${features} features`);
+    }
+    return inferred;
+  }
+  checkFloat32(name, array, batch * seq * features, `batch ${batch} × ${seqName} ${seq} × ${features} features`);
+  return seq;
+}
+
+export function makeMultiHeadAttention(M, arena) {
+  class KVCache {
+    #core;
+    #layer;
+
+    constructor(core, layer, batch, maxSeq) {
+      this.#core = core;
+      this.#layer = layer;
+      Object.defineProperties(this, {
+        batch: { value: batch, enumerable: true },
+        maxSeq: { value: maxSeq, enumerable: true },
+      });
+    }
+
+    /** Positions cached so far. */
+    get length() { return this.#live('length').length(); }
+
+    /** Forgets every cached position (a new sequence starts). */
+    reset() { this.#live('reset').reset(); }
+
+    /** Frees the cache's wasm memory. Harmless to call twice. */
+    dispose() {
+      this.#core?.delete();
+      this.#core = null;
+    }
+
+    get disposed() { return this.#core === null; }
+
+    #live(what) {
+      if (!this.#core) throw new Error(`KVCache.${what}: this cache was disposed`);
+      return this.#core;
+    }
+
+    // For MultiHeadAttention.forward(): the core, after checking it belongs to `layer`.
+    static coreFor(cache, layer) {
+      if (!(cache instanceof KVCache)) {
+        throw new TypeError(`options.cache must be a KVCache from createCache(), got ${describe(cache)}`);
+      }
+      if (cache.#layer !== layer) throw new Error('options.cache belongs to another MultiHeadAttention layer');
+      return cache.#live('use in forward()');
+    }
+  }
+
+  class MultiHeadAttention {
+    #core;
+    #ready = false;
+
+    constructor(config) {
+      const c = resolveConfig(config);
+      Object.defineProperty(this, 'config', { value: c, enumerable: true });
+      this.#core = new M.MultiHeadAttentionCore();
+      const error = this.#core.configure(c);
+      if (error) {
+        this.dispose();
+        throw new Error(`attention-wasm: ${error}`);
+      }
+    }
+
+    /**
+     * Loads wq, wk, wv, wo (nn.Linear layout [out, in]) and, with bias, bq, bk, bv, bo. Every
+     * shape is checked before any is copied.
+     */
+    setWeights(weights) {
+      const core = this.#live('setWeights');
+      const { embedDim: e, kdim, vdim, numKvHeads, headDim, bias } = this.config;
+      const kv = numKvHeads * headDim;
+      checkKnownKeys('setWeights', weights, PROJECTIONS.flat(), 'weights', ' with wq, wk, wv and wo');
+      const shapes = {
+        wq: [e, e, 'embedDim', 'embedDim'], wk: [kv, kdim, 'numKvHeads·headDim', 'kdim'],
+        wv: [kv, vdim, 'numKvHeads·headDim', 'vdim'], wo: [e, e, 'embedDim', 'embedDim'],
+      };
+      for (const [w, b] of PROJECTIONS) {
+        const [rows, cols, rowName, colName] = shapes[w];
+        if (!given(weights[w])) throw new TypeError(`weights.${w} is required (a Float32Array [${rowName} ${rows} × ${colName} ${cols}])`);
+        checkFloat32(`weights.${w}`, weights[w], rows * cols, `${rowName} ${rows} × ${colName} ${cols}`);
+        if (bias) {
+          if (!given(weights[b])) throw new TypeError(`weights.${b} is required (a Float32Array [${rows}]), since the layer has bias: true`);
+          checkFloat32(`weights.${b}`, weights[b], rows, `${rowName} ${rows}`);
+        } else if (given(weights[b])) {
+          throw new TypeError(`weights.${b} was given, but the layer was created with bias: false`);
+        }
+      }
+      this.#ready = false;
+      PROJECTIONS.forEach(([w, b], which) => {
+        const call = arena.stage('setWeights', { w: weights[w], b: bias ? weights[b] : undefined }, {},
+          weights[w].byteLength + (bias ? weights[b].byteLength : 0));
+        const error = core.setWeight(which, call.address('w'), call.address('b'));
+        if (error) throw new Error(`attention-wasm: ${error}`);
+      });
+      this.#ready = true;
+    }
+
+    /**
+     * y = MultiHeadAttention(query, key, value): query [batch, seqQ, embedDim], key
+     * [batch, seqK, kdim] (default: query), value [batch, seqK, vdim] (default: key).
+     */
+    forward(query, key = null, value = null, options = {}) {
+      const core = this.#live('forward');
+      if (!this.#ready) throw new Error('MultiHeadAttention.forward: call setWeights() first');
+      checkKnownKeys('forward', options ?? {}, FORWARD_OPTIONS);
+      const opts = options ?? {};
+      const { embedDim: e, kdim, vdim, numHeads, numKvHeads, headDim } = this.config;
+      const cacheCore = given(opts.cache) ? KVCache.coreFor(opts.cache, this) : null;
+      const cache = cacheCore ? opts.cache : null;
+
+      const batch = dim(opts, 'batch', cache ? cache.batch : 1);
+      if (cache && batch !== cache.batch) {
+        throw new RangeError(`options.batch (${batch}) differs from options.cache.batch (${cache.batch})`);
+      }
+      const seqQ = activationSeq('query', query, batch, e, given(opts.seqQ) ? dim(opts, 'seqQ') : undefined, 'seqQ');
+
+      let seqK;
+      let seqTotal;
+      if (cache) {
+        if (given(key) || given(value)) throw new TypeError('forward: with options.cache, key and value must be null (they are projected from the query)');
+        if (given(opts.seqK)) throw new TypeError('forward: options.seqK is not used with options.cache (keys come from the cache)');
+        if (opts.causal === false) throw new RangeError('options.causal cannot be false with options.cache: cached decoding is always causal');
+        if (kdim !== e || vdim !== e) throw new RangeError(`options.cache needs kdim == vdim == embedDim (this layer has kdim ${kdim}, vdim ${vdim})`);
+        const length = cacheCore.length();
+        if (length + seqQ > cache.maxSeq) {
+          throw new RangeError(`options.cache has room for ${cache.maxSeq - length} more positions (maxSeq ${cache.maxSeq}, length ${length}), got seqQ ${seqQ}`);
+        }
+        seqTotal = length + seqQ;
+      } else {
+        if (given(key)) {
+          seqK = activationSeq('key', key, batch, kdim, given(opts.seqK) ? dim(opts, 'seqK') : undefined, 'seqK');
+        } else {
+          if (kdim !== e) throw new TypeError(`forward: key is required, since this layer's kdim (${kdim}) differs from embedDim (${e})`);
+          seqK = given(opts.seqK) ? dim(opts, 'seqK') : seqQ;
+          if (seqK !== seqQ) throw new RangeError(`options.seqK (${seqK}) must equal seqQ (${seqQ}) when key is the query`);
+        }
+        const valueFeatures = given(key) ? kdim : e;
+        if (given(value)) activationSeq('value', value, batch, vdim, seqK, 'seqK');
+        else if (vdim !== valueFeatures) throw new TypeError(`forward: value is required, since this layer's vdim (${vdim}) differs from the key's features (${valueFeatures})`);
+        seqTotal = seqK;
+      }
+
+      const shape = { batch, heads: numHeads, seqQ, seqK: seqTotal };
+      const mask = checkMask(opts.mask, shape);
+      let keyPadding;
+      if (given(opts.keyPaddingMask)) {
+        keyPadding = opts.keyPaddingMask;
+        if (kindOf(keyPadding) !== 'Uint8Array') {
+          throw new TypeError(`options.keyPaddingMask must be a Uint8Array (1 = padding, ignored), got ${describe(keyPadding)}`);
+        }
+        if (keyPadding.length !== batch * seqTotal) {
+          throw new RangeError(`options.keyPaddingMask has length ${keyPadding.length}, expected ${batch * seqTotal} (batch ${batch} × seqK ${seqTotal})`);
+        }
+      }
+      const causal = bool(opts, 'causal');
+      const outCount = batch * seqQ * e;
+      const weightsCount = batch * numHeads * seqQ * seqTotal;
+      const out = given(opts.out) ? opts.out : undefined;
+      if (out) checkFloat32('options.out', out, outCount, `batch ${batch} × seqQ ${seqQ} × embedDim ${e}`);
+      const weightsOut = given(opts.weightsOut) ? opts.weightsOut : undefined;
+      if (weightsOut) {
+        checkFloat32('options.weightsOut', weightsOut, weightsCount, `batch ${batch} × numHeads ${numHeads} × seqQ ${seqQ} × seqK ${seqTotal}`);
+      }
+
+      // What the C++ side allocates: Q and the attention output, K and V (unless cached), the
+      // projections' scratch and the kernel's workspace.
+      const kv = numKvHeads * headDim;
+      const rowsK = cache ? seqQ : batch * seqK;
+      const workspace = 4 * (2 * batch * seqQ * e + (cache ? 0 : 2 * rowsK * kv) +
+        (Math.ceil(Math.max(batch * seqQ, rowsK) / 4) * 4 + 4) * Math.max(e, kdim, vdim)) +
+        kernelWorkspaceBytes(seqTotal, headDim);
+      const outputs = { out: outCount };
+      if (weightsOut) outputs.weights = weightsCount;
+      const call = arena.stage('forward', {
+        query, key: cache ? undefined : key ?? undefined, value: cache ? undefined : value ?? undefined,
+        mask: mask?.array, keyPadding,
+      }, outputs, workspace);
+      const args = {
+        query: call.address('query'), key: call.address('key'), value: call.address('value'),
+        out: call.address('out'), weights: call.address('weights'), mask: call.address('mask'),
+        keyPadding: call.address('keyPadding'), maskType: mask ? mask.type : 0,
+        maskBroadcast: mask ? mask.broadcast : 0, batch, seqQ, seqK: seqTotal, causal,
+      };
+      const error = cache ? core.forwardCached(args, cacheCore) : core.forward(args);
+      if (error) throw new Error(`attention-wasm: ${error}`);
+      if (weightsOut) call.copyOut('weights', weightsOut);
+      return call.copyOut('out', out ?? new Float32Array(outCount));
+    }
+
+    /** A KV cache for incremental decoding with this layer: `batch` and `maxSeq` are fixed. */
+    createCache(options) {
+      const core = this.#live('createCache');
+      if (!this.#ready) throw new Error('MultiHeadAttention.createCache: call setWeights() first');
+      checkKnownKeys('createCache', options, CACHE_OPTIONS, 'options', ' with maxSeq');
+      const batch = dim(options, 'batch', 1);
+      const maxSeq = dim(options, 'maxSeq');
+      checkMemory('createCache', 2 * 4 * batch * maxSeq * this.config.numKvHeads * this.config.headDim);
+      const cacheCore = new M.KvCacheCore();
+      const error = cacheCore.allocate(core, batch, maxSeq);
+      if (error) {
+        cacheCore.delete();
+        throw new Error(`attention-wasm: ${error}`);
+      }
+      return new KVCache(cacheCore, this, batch, maxSeq);
+    }
+
+    /** Frees the layer's wasm memory (its packed weights). Harmless to call twice. */
+    dispose() {
+      this.#core?.delete();
+      this.#core = null;
+      this.#ready = false;
+    }
+
+    get disposed() { return this.#core === null; }
+
+    #live(what) {
+      if (!this.#core) throw new Error(`MultiHeadAttention.${what}: this layer was disposed`);
+      return this.#core;
+    }
+  }
+
+  return { MultiHeadAttention, KVCache };
+}

@@ -122,6 +122,118 @@ export interface AttentionLibrary {
    * when a call needs more).
    */
   memoryUsage(): { wasmMemory: number; arena: number };
+
+  /** A multi-head attention layer with learned projections (see {@link MultiHeadAttention}). */
+  readonly MultiHeadAttention: MultiHeadAttentionConstructor;
+}
+
+/** Configuration of a {@link MultiHeadAttention} layer. */
+export interface MultiHeadAttentionConfig {
+  /** E: features of the query input and of the output; a multiple of `numHeads`. Required. */
+  embedDim: number;
+  /** Query heads; headDim = embedDim / numHeads. Required. */
+  numHeads: number;
+  /** Key/value heads (grouped-query attention); divides `numHeads`. Default `numHeads`. */
+  numKvHeads?: number | null;
+  /** Features of the key input. Default `embedDim`. */
+  kdim?: number | null;
+  /** Features of the value input. Default `embedDim`. */
+  vdim?: number | null;
+  /** Whether the four projections have biases. Default true. */
+  bias?: boolean | null;
+}
+
+/**
+ * The layer's weights in `nn.Linear` layout: `W` is `[out, in]` row-major and `y = x·Wᵀ + b`.
+ * With kv = numKvHeads · headDim: wq `[E, E]`, wk `[kv, kdim]`, wv `[kv, vdim]`, wo `[E, E]`;
+ * biases bq `[E]`, bk `[kv]`, bv `[kv]`, bo `[E]` are required when `bias` is true and rejected
+ * when it is false. From `nn.MultiheadAttention`, split `in_proj_weight` (and `in_proj_bias`)
+ * into thirds for wq, wk, wv (bq, bk, bv); `out_proj.weight`/`out_proj.bias` are wo/bo.
+ */
+export interface MultiHeadAttentionWeights {
+  wq: Float32Array; wk: Float32Array; wv: Float32Array; wo: Float32Array;
+  bq?: Float32Array | null; bk?: Float32Array | null; bv?: Float32Array | null; bo?: Float32Array | null;
+}
+
+/** Options of {@link MultiHeadAttention.forward}. */
+export interface MultiHeadAttentionForwardOptions {
+  /** Batch size. Default 1, or the cache's batch. */
+  batch?: number | null;
+  /** Query positions. Default: inferred from the query's length. */
+  seqQ?: number | null;
+  /** Key positions. Default: inferred from the key's length (not used with a cache). */
+  seqK?: number | null;
+  /**
+   * As in `attention()` (`Uint8Array`: 1 = may attend; `Float32Array`: added to the scores),
+   * shaped `[seqQ, seqK]`, `[batch, 1, seqQ, seqK]` or `[batch, numHeads, seqQ, seqK]`, where
+   * seqK counts cached positions too.
+   */
+  mask?: Float32Array | Uint8Array | null;
+  /**
+   * `[batch, seqK]`, **1 = padding: this key is ignored** — PyTorch's `key_padding_mask`
+   * polarity, the opposite of a `Uint8Array` `mask` (where 1 = may attend).
+   */
+  keyPaddingMask?: Uint8Array | null;
+  /** Bottom-right aligned causal masking. Always on with a cache (false is rejected there). */
+  causal?: boolean | null;
+  /** Caller-owned per-head softmax weights `[batch, numHeads, seqQ, seqK]`. */
+  weightsOut?: Float32Array | null;
+  /** Caller-owned output `[batch, seqQ, embedDim]`, filled and returned. */
+  out?: Float32Array | null;
+  /**
+   * A cache from this layer's {@link MultiHeadAttention.createCache}: the seqQ new positions are
+   * projected from the query, appended, and attend causally to everything cached. key and value
+   * must be null. Appending past `maxSeq` throws a RangeError and leaves the cache unchanged.
+   */
+  cache?: KVCache | null;
+}
+
+/**
+ * Projected keys and values of earlier positions, kept in wasm memory for incremental decoding.
+ * Owns wasm memory: call {@link KVCache.dispose} when done. Tied to the layer that created it.
+ */
+export interface KVCache {
+  readonly batch: number;
+  readonly maxSeq: number;
+  /** Positions cached so far. */
+  readonly length: number;
+  readonly disposed: boolean;
+  /** Forgets every cached position, so a new sequence can start. */
+  reset(): void;
+  /** Frees the cache's wasm memory; any later use throws. Harmless to call twice. */
+  dispose(): void;
+}
+
+/**
+ * torch.nn.MultiheadAttention (batch_first) with separate q/k/v projections and optional grouped
+ * K/V heads: Q = xq·Wqᵀ + bq, K = xk·Wkᵀ + bk, V = xv·Wvᵀ + bv, attention per head with scale
+ * 1/√headDim, then y = concat(heads)·Woᵀ + bo. A query row whose every key is masked contributes
+ * zeros before the output projection, so its output row equals bo.
+ *
+ * Owns wasm memory (its packed weights): call {@link MultiHeadAttention.dispose} when done; any
+ * use after dispose throws. Caches it created stay valid to dispose.
+ */
+export interface MultiHeadAttention {
+  readonly config: Readonly<Required<{ [K in keyof MultiHeadAttentionConfig]: NonNullable<MultiHeadAttentionConfig[K]> }> & { headDim: number }>;
+  readonly disposed: boolean;
+  /** Copies and packs the weights (checking every shape first). */
+  setWeights(weights: MultiHeadAttentionWeights): void;
+  /**
+   * @param query `[batch, seqQ, embedDim]`
+   * @param key `[batch, seqK, kdim]`; null = the query (self-attention)
+   * @param value `[batch, seqK, vdim]`; null = the key input
+   * @returns the output `[batch, seqQ, embedDim]` (`options.out` when given)
+   */
+  forward(query: Float32Array, key?: Float32Array | null, value?: Float32Array | null,
+    options?: MultiHeadAttentionForwardOptions | null): Float32Array;
+  /** A KV cache for this layer with fixed `batch` (default 1) and `maxSeq`. */
+  createCache(options: { batch?: number | null; maxSeq: number }): KVCache;
+  /** Frees the layer's wasm memory. Harmless to call twice. */
+  dispose(): void;
+}
+
+export interface MultiHeadAttentionConstructor {
+  new (config: MultiHeadAttentionConfig): MultiHeadAttention;
 }
 
 /**

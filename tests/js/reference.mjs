@@ -70,3 +70,61 @@ export function referenceAttention(query, key, value, opts) {
   }
   return { out, weights };
 }
+
+// y[rows × outF] = x[rows × inF] · Wᵀ + b, W [outF × inF] (nn.Linear), in double precision.
+export function referenceLinear(x, rows, inF, w, b, outF) {
+  const y = new Float64Array(rows * outF);
+  for (let i = 0; i < rows; i++) {
+    for (let o = 0; o < outF; o++) {
+      let s = b ? b[o] : 0;
+      for (let k = 0; k < inF; k++) s += x[i * inF + k] * w[o * inF + k];
+      y[i * outF + o] = s;
+    }
+  }
+  return y;
+}
+
+// torch.nn.MultiheadAttention (batch_first) with separate q/k/v weights and optional grouped
+// K/V heads. `weights` holds wq, wk, wv, wo and (optionally) bq, bk, bv, bo. Masks follow the
+// library's conventions (keyPaddingMask: 1 = ignore). Returns { out, weights }.
+export function referenceMha(config, weights, query, key, value, opts = {}) {
+  const { embedDim: e, numHeads: h } = config;
+  const numKvHeads = config.numKvHeads ?? h;
+  const kdim = config.kdim ?? e;
+  const vdim = config.vdim ?? e;
+  const hd = e / h;
+  const kv = numKvHeads * hd;
+  const batch = opts.batch ?? 1;
+  const seqQ = query.length / (batch * e);
+  const k = key ?? query;
+  const v = value ?? k;
+  const seqK = k.length / (batch * (key ? kdim : e));
+  const q = referenceLinear(query, batch * seqQ, e, weights.wq, weights.bq, e);
+  const kp = referenceLinear(k, batch * seqK, key ? kdim : e, weights.wk, weights.bk, kv);
+  const vp = referenceLinear(v, batch * seqK, value ? vdim : key ? kdim : e, weights.wv, weights.bv, kv);
+  // One additive mask [batch, heads, seqQ, seqK] holding the user's mask and the key padding.
+  let mask;
+  if (opts.mask || opts.keyPaddingMask) {
+    mask = new Float64Array(batch * h * seqQ * seqK);
+    const plane = seqQ * seqK;
+    for (let b = 0; b < batch; b++) {
+      for (let hh = 0; hh < h; hh++) {
+        for (let i = 0; i < seqQ; i++) {
+          for (let j = 0; j < seqK; j++) {
+            const at = ((b * h + hh) * seqQ + i) * seqK + j;
+            if (opts.mask) {
+              const m = opts.mask.length === plane ? i * seqK + j
+                : opts.mask.length === batch * plane ? b * plane + i * seqK + j : at;
+              mask[at] = opts.mask instanceof Uint8Array ? (opts.mask[m] ? 0 : -Infinity) : opts.mask[m];
+            }
+            if (opts.keyPaddingMask?.[b * seqK + j]) mask[at] = -Infinity;
+          }
+        }
+      }
+    }
+  }
+  const a = referenceAttention(q, kp, vp, {
+    batch, heads: h, kvHeads: numKvHeads, seqQ, seqK, headDim: hd, layout: 'bshd', causal: opts.causal, mask,
+  });
+  return { out: referenceLinear(a.out, batch * seqQ, e, weights.wo, weights.bo, e), weights: a.weights };
+}

@@ -20,3 +20,19 @@ lib.attention(q, q, q, { ...options, layout: 'bsdh' });
 lib.attentionWeights(q, q, { heads: 2, seqQ: 1, headDim: 4, valueDim: 4 });
 // @ts-expect-error info is read-only
 lib.info.threads = 2;
+
+const mha = new lib.MultiHeadAttention({ embedDim: 8, numHeads: 2, numKvHeads: 1 });
+mha.setWeights({ wq: q, wk: q, wv: q, wo: q, bq: q, bk: q, bv: q, bo: q });
+const cache = mha.createCache({ maxSeq: 16 });
+const y: Float32Array = mha.forward(q, null, null, { cache, keyPaddingMask: new Uint8Array(1) });
+const length: number = cache.length;
+const headDim: number = mha.config.headDim;
+console.log(y, length, headDim);
+cache.dispose();
+mha.dispose();
+// @ts-expect-error numHeads is required
+new lib.MultiHeadAttention({ embedDim: 8 });
+// @ts-expect-error keyPaddingMask is a Uint8Array
+mha.forward(q, null, null, { keyPaddingMask: new Float32Array(1) });
+// @ts-expect-error length is read-only
+cache.length = 3;

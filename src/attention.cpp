@@ -92,27 +92,25 @@ void pack_keys_transposed(const float* key, std::ptrdiff_t row_stride, int seq_k
   }
 }
 
-// Copies the block's query rows into tiles of kTileRows rows stored [head_dim][kTileRows], the
-// A layout of the Q·Kᵀ micro-kernel; rows past the block's end are zero.
-void pack_queries(const RowBlock& rb, int head_dim, float* qpack) {
+// Copies the block's query rows, times `scale` (so Q·Kᵀ comes out already scaled), into tiles
+// of kTileRows rows stored [head_dim][kTileRows], the A layout of the Q·Kᵀ micro-kernel; rows
+// past the block's end are zero.
+void pack_queries(const RowBlock& rb, int head_dim, float scale, float* qpack) {
   for (int i0 = 0; i0 < rb.rows; i0 += kTileRows) {
     float* tile = qpack + static_cast<std::ptrdiff_t>(i0 / kTileRows) * head_dim * kTileRows;
     for (int i = 0; i < kTileRows; ++i) {
       const float* q = i0 + i < rb.rows ? rb.q[i0 + i] : nullptr;
-      for (int d = 0; d < head_dim; ++d) tile[d * kTileRows + i] = q ? q[d] : 0.0f;
+      for (int d = 0; d < head_dim; ++d) tile[d * kTileRows + i] = q ? q[d] * scale : 0.0f;
     }
   }
 }
 
-// Turns raw dot products of one row into log2-domain scores and folds them into the row's
-// running max and sum; leaves p = exp2(score − max) in s and rescales the row's accumulator.
+// Takes one row of scores (already scaled into log2 units: the queries were packed times
+// scale·log2 e), applies the masks, and folds the row into its running max and sum; leaves
+// p = exp2(score − max) in s and rescales the row's accumulator.
 void softmax_update(const AttentionParams& p, const RowBlock& rb, int i, int kb, int len,
                     float* s, Workspace& ws) {
-  const float scale2 = p.scale * kLog2e;
-  int j = 0;
-  for (; j + W <= len; j += W) simd::store(s + j, simd::load(s + j) * vfloat(scale2));
-  for (; j < len; ++j) s[j] *= scale2;
-
+  int j;
   if (p.mask_type == MaskType::additive) {
     const float* mrow = static_cast<const float*>(rb.m[i]) + kb;
     for (j = 0; j < len; ++j) s[j] += mrow[j] * kLog2e;
@@ -189,7 +187,7 @@ void attend_block(const AttentionParams& p, const RowBlock& rb, const float* val
   std::fill(ws.row_sum, ws.row_sum + rb.rows, 0.0f);
   if (p.value) std::fill(ws.acc, ws.acc + rb.rows * ws.acc_ld, 0.0f);
 
-  pack_queries(rb, p.head_dim, ws.qpack);
+  pack_queries(rb, p.head_dim, p.scale * kLog2e, ws.qpack);
 
   for (int kb = 0; kb < key_end; kb += kKeysPerBlock) {
     const int len = std::min(kKeysPerBlock, key_end - kb);

@@ -5,7 +5,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { loadAttention } from '../dist/node.mjs';
-import { plainAttention } from './plain-attention.mjs';
+import { plainAttention } from '../web/plain-attention.mjs';
 
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');

@@ -119,6 +119,18 @@ std::string cache_allocate(attn::KvCache& cache, const attn::MultiHeadAttention&
   return message(cache.allocate(m, batch, max_seq));
 }
 
+// y[rows × out] = x[rows × in] · Wᵀ + b for a one-off call: packs W, applies, frees.
+std::string run_linear(std::uintptr_t x, std::uintptr_t w, std::uintptr_t b, std::uintptr_t y,
+                       int rows, int in_features, int out_features) {
+  attn::PackedLinear linear;
+  if (const char* err = linear.pack(ptr<const float>(w), ptr<const float>(b), out_features, in_features))
+    return err;
+  attn::FloatBuffer scratch;
+  if (!scratch.allocate(linear.scratch_floats(rows))) return "linear: out of memory";
+  linear.apply(ptr<const float>(x), in_features, rows, ptr<float>(y), out_features, scratch.get());
+  return "";
+}
+
 std::string version() { return ATTN_VERSION; }
 std::string simd_name() { return attn::simd_name(); }
 
@@ -146,6 +158,7 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .field("scale", &JsAttentionCall::scale)
       .field("causal", &JsAttentionCall::causal);
   function("attention", &run_attention);
+  function("linear", &run_linear);
 
   value_object<JsMhaConfig>("MhaConfig")
       .field("embedDim", &JsMhaConfig::embedDim)

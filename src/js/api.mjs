@@ -2,10 +2,14 @@
 // one reused heap block, runs the kernel, copies the results out into caller-owned arrays.
 import { HeapArena, kernelWorkspaceBytes } from './heap.mjs';
 import { makeMultiHeadAttention } from './mha.mjs';
-import { checkMask, checkOutput, checkTensor, elementCount, resolveShape, tensorParts } from './shapes.mjs';
+import {
+  checkFloat32, checkKnownKeys, checkMask, checkOutput, checkTensor, describe, dim, elementCount, given, kindOf,
+  resolveShape, tensorParts,
+} from './shapes.mjs';
 
 const ATTENTION_OPTIONS = ['batch', 'heads', 'kvHeads', 'seqQ', 'seqK', 'headDim', 'valueDim', 'layout',
   'scale', 'causal', 'mask', 'out', 'weightsOut'];
+const LINEAR_OPTIONS = ['inFeatures', 'outFeatures', 'rows', 'bias', 'out'];
 const WEIGHTS_OPTIONS = ['batch', 'heads', 'kvHeads', 'seqQ', 'seqK', 'headDim', 'layout', 'scale', 'causal',
   'mask', 'out'];
 
@@ -58,11 +62,35 @@ export function createLibrary(M) {
     return copyOut('weights', out ?? new Float32Array(count));
   }
 
+  function linear(input, weight, options) {
+    checkKnownKeys('linear', options, LINEAR_OPTIONS, 'options', ' with inFeatures and outFeatures');
+    const inFeatures = dim(options, 'inFeatures');
+    const outFeatures = dim(options, 'outFeatures');
+    const rows = given(options.rows) ? dim(options, 'rows') : input?.length / inFeatures;
+    if (kindOf(input) !== 'Float32Array') throw new TypeError(`input must be a Float32Array, got ${describe(input)}`);
+    if (!Number.isInteger(rows) || rows < 1) {
+      throw new RangeError(`input has length ${input.length}, not a positive multiple of inFeatures ${inFeatures}`);
+    }
+    checkFloat32('input', input, rows * inFeatures, `rows ${rows} × inFeatures ${inFeatures}`);
+    checkFloat32('weight', weight, outFeatures * inFeatures, `outFeatures ${outFeatures} × inFeatures ${inFeatures}`);
+    const bias = given(options.bias) ? options.bias : undefined;
+    if (bias) checkFloat32('options.bias', bias, outFeatures, `outFeatures ${outFeatures}`);
+    const out = given(options.out) ? options.out : undefined;
+    if (out) checkFloat32('options.out', out, rows * outFeatures, `rows ${rows} × outFeatures ${outFeatures}`);
+    const padded = Math.ceil(outFeatures / 8) * 8;
+    const call = arena.stage('linear', { input, weight, bias }, { out: rows * outFeatures },
+      4 * (padded * (inFeatures + 1) + (Math.ceil(rows / 4) * 4 + 4) * inFeatures + 32));
+    const error = M.linear(call.address('input'), call.address('weight'), call.address('bias'), call.address('out'),
+      rows, inFeatures, outFeatures);
+    if (error) throw new Error(`attention-wasm: ${error}`);
+    return call.copyOut('out', out ?? new Float32Array(rows * outFeatures));
+  }
+
   function memoryUsage() {
     return { wasmMemory: M.HEAPU8.length, arena: arena.capacity };
   }
 
   const { MultiHeadAttention } = makeMultiHeadAttention(M, arena);
 
-  return Object.freeze({ info, attention, attentionWeights, memoryUsage, MultiHeadAttention });
+  return Object.freeze({ info, attention, attentionWeights, linear, memoryUsage, MultiHeadAttention });
 }

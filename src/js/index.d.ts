@@ -123,8 +123,28 @@ export interface AttentionLibrary {
    */
   memoryUsage(): { wasmMemory: number; arena: number };
 
+  /**
+   * A linear layer, `out = input·Wᵀ + bias` with `weight` `[outFeatures, inFeatures]` row-major
+   * (`nn.Linear` layout), on `input` `[rows, inFeatures]` (rows inferred from the length unless
+   * given). The same packed SIMD GEMM as the layer's projections; it packs the weight per call,
+   * so a layer that is called repeatedly should use {@link MultiHeadAttention}.
+   */
+  linear(input: Float32Array, weight: Float32Array, options: LinearOptions): Float32Array;
+
   /** A multi-head attention layer with learned projections (see {@link MultiHeadAttention}). */
   readonly MultiHeadAttention: MultiHeadAttentionConstructor;
+}
+
+/** Options of {@link AttentionLibrary.linear}. */
+export interface LinearOptions {
+  inFeatures: number;
+  outFeatures: number;
+  /** Rows of the input. Default: input.length / inFeatures. */
+  rows?: number | null;
+  /** `[outFeatures]`, added to every row. */
+  bias?: Float32Array | null;
+  /** Caller-owned output `[rows, outFeatures]`, filled and returned. */
+  out?: Float32Array | null;
 }
 
 /** Configuration of a {@link MultiHeadAttention} layer. */

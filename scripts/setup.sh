@@ -7,8 +7,8 @@ cd "$(dirname "$0")/.."
 say() { printf '[setup] %s\n' "$*"; }
 
 # Debian packages: the toolchain (emscripten 3.1.6 with clang-14), the header-only
-# libraries (xsimd 8.1, Catch2 2.x), and Chromium for the browser tests.
-APT_PACKAGES=(emscripten libxsimd-dev catch2 chromium fonts-liberation)
+# libraries (xsimd 8.1, Catch2 2.x), and Chromium with Latin and Chinese fonts for the page tests.
+APT_PACKAGES=(emscripten libxsimd-dev catch2 chromium fonts-liberation fonts-wqy-microhei)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

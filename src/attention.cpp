@@ -23,6 +23,7 @@ using simd::W;
 constexpr int kRowsPerBlock = 16;  // query rows that share one pass over a key block
 constexpr int kKeysPerBlock = 64;  // keys per block: S (16×64) and a Kᵀ block stay in L1
 constexpr float kLog2e = 1.44269504088896341f;
+constexpr float kRescaleSlack = 8.0f;  // log2 units: probabilities up to 2^8 before a rescale
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 inline int round_up(int x, int m) { return (x + m - 1) / m * m; }
@@ -40,7 +41,7 @@ struct Workspace {
   float* qpack = nullptr;   // the block's query rows, tile by tile: [tile][head_dim][kTileRows]
   float* scores = nullptr;  // [kRowsPerBlock][kKeysPerBlock]
   float* acc = nullptr;     // [kRowsPerBlock][acc_ld]
-  float* row_max = nullptr;  // running max per row, in log2 units
+  float* row_max = nullptr;  // per row: the reference the exponents are taken from (log2 units)
   float* row_sum = nullptr;  // running sum of exp2(score − max) per row
 
   bool reserve(const AttentionParams& p) {
@@ -127,35 +128,45 @@ void softmax_update(const AttentionParams& p, const RowBlock& rb, int i, int kb,
   for (j = std::max(0, rb.key_end[i] - kb); j < len; ++j) s[j] = kNegInf;  // causal
   if (rb.w[i]) std::copy(s, s + len, rb.w[i] + kb);  // normalised once the row is done
 
-  vfloat vm(kNegInf);
-  for (j = 0; j + W <= len; j += W) vm = simd::vmax(vm, simd::load(s + j));
-  float block_max = simd::reduce_max(vm);
+  vfloat vm0(kNegInf), vm1(kNegInf);  // two chains: max has a long latency
+  for (j = 0; j + 2 * W <= len; j += 2 * W) {
+    vm0 = simd::vmax(vm0, simd::load(s + j));
+    vm1 = simd::vmax(vm1, simd::load(s + j + W));
+  }
+  for (; j + W <= len; j += W) vm0 = simd::vmax(vm0, simd::load(s + j));
+  float block_max = simd::reduce_max(simd::vmax(vm0, vm1));
   for (; j < len; ++j) block_max = std::max(block_max, s[j]);
 
-  const float old_max = ws.row_max[i];
-  const float new_max = std::max(old_max, block_max);
-  if (new_max == kNegInf) {  // every key so far is masked: nothing to add
+  // The row's reference point moves only when the block's max exceeds it by more than
+  // kRescaleSlack (or on the first visible block): exp2(s − ref) then stays below 2^kRescaleSlack,
+  // far from overflow, and the accumulator is rescaled rarely instead of on every new max.
+  const float old_ref = ws.row_max[i];
+  const float ref = block_max > old_ref + kRescaleSlack ? block_max : old_ref;
+  if (ref == kNegInf) {  // every key so far is masked: nothing to add
     std::fill(s, s + len, 0.0f);
     return;
   }
   vfloat vsum(0.0f);
   for (j = 0; j + W <= len; j += W) {
-    const vfloat e = simd::exp2_nonpos(simd::load(s + j) - vfloat(new_max));
+    const vfloat e = simd::exp2_softmax(simd::load(s + j) - vfloat(ref));
     simd::store(s + j, e);
     vsum += e;
   }
   float sum = simd::reduce_add(vsum);
   for (; j < len; ++j) {
-    s[j] = simd::exp2_nonpos(s[j] - new_max);
+    s[j] = simd::exp2_softmax(s[j] - ref);
     sum += s[j];
   }
-  const float alpha = simd::exp2_nonpos(old_max - new_max);  // 0 while old_max is -inf
-  ws.row_max[i] = new_max;
-  ws.row_sum[i] = ws.row_sum[i] * alpha + sum;
-  if (p.value && alpha != 1.0f) {
-    float* acc = ws.acc + i * ws.acc_ld;
-    for (int c = 0; c < ws.acc_ld; c += W) simd::store(acc + c, simd::load(acc + c) * vfloat(alpha));
+  if (ref != old_ref) {
+    const float alpha = simd::exp2_softmax(old_ref - ref);  // 0 while old_ref is -inf
+    ws.row_sum[i] *= alpha;
+    if (p.value) {
+      float* acc = ws.acc + i * ws.acc_ld;
+      for (int c = 0; c < ws.acc_ld; c += W) simd::store(acc + c, simd::load(acc + c) * vfloat(alpha));
+    }
+    ws.row_max[i] = ref;
   }
+  ws.row_sum[i] += sum;
 }
 
 // Writes the normalised output and weights of every row in the block.
@@ -173,7 +184,7 @@ void finish_rows(const AttentionParams& p, const RowBlock& rb, int key_end, Work
     if (float* w = rb.w[i]) {
       const int visited = sum > 0.0f ? key_end : 0;
       const float mx = ws.row_max[i];
-      for (int j = 0; j < visited; ++j) w[j] = simd::exp2_nonpos(w[j] - mx) * inv;
+      for (int j = 0; j < visited; ++j) w[j] = simd::exp2_softmax(w[j] - mx) * inv;
       std::fill(w + visited, w + p.seq_k, 0.0f);
     }
   }

@@ -13,6 +13,9 @@
 
 #if !defined(ATTN_SCALAR)
 #include <xsimd/xsimd.hpp>
+#if defined(__EMSCRIPTEN__)
+#include <wasm_simd128.h>
+#endif
 #endif
 
 namespace attn::simd {
@@ -43,7 +46,16 @@ using vfloat = xsimd::batch<float>;
 
 inline vfloat load(const float* p) { return xsimd::load_unaligned(p); }
 inline void store(float* p, vfloat v) { xsimd::store_unaligned(p, v); }
-inline vfloat vmax(vfloat a, vfloat b) { return xsimd::max(a, b); }
+// Lane-wise max for finding a row's maximum. Under Emscripten _mm_max_ps becomes a compare and a
+// select (2 dependent ops); WebAssembly's pseudo-max f32x4.pmax (b > a ? b : a) is one maxps.
+// Either way a NaN in b is skipped and a NaN already in a stays.
+inline vfloat vmax(vfloat a, vfloat b) {
+#if defined(__EMSCRIPTEN__)
+  return vfloat(static_cast<__m128>(wasm_f32x4_pmax(static_cast<v128_t>(a.data), static_cast<v128_t>(b.data))));
+#else
+  return xsimd::max(a, b);
+#endif
+}
 inline float reduce_add(vfloat v) { return xsimd::hadd(v); }
 inline float reduce_max(vfloat v) {
   alignas(64) float lanes[vfloat::size];
@@ -59,8 +71,8 @@ constexpr int W = static_cast<int>(vfloat::size);
 
 // 2^x ≈ 2^n · P(f) with n = round(x), f = x − n ∈ [−½, ½] and P Cephes' degree-6 minimax
 // polynomial for 2^f (exp2f; relative error < 2e-7 including float rounding). Built for softmax,
-// where x = score − max ≤ 0: results below 2^−126 (including x = −∞, a masked key) are exactly 0,
-// so masked keys get no weight; NaN stays NaN.
+// where x = score − reference ≤ a few units (valid up to x < 128): results below 2^−126
+// (including x = −∞, a masked key) are exactly 0, so masked keys get no weight; NaN stays NaN.
 //
 // Rounding and 2^n use the 1.5·2^23 trick instead of float→int conversions, which have no
 // WebAssembly SIMD equivalent with SSE semantics (Emscripten emulates _mm_cvttps_epi32 lane by
@@ -74,7 +86,7 @@ constexpr float round_magic = 12582912.0f;  // 1.5·2^23
 constexpr std::int32_t exponent_bias = 127 << 23;
 }  // namespace exp2_coef
 
-inline float exp2_nonpos(float x) {
+inline float exp2_softmax(float x) {
   using namespace exp2_coef;
   if (x < lowest) return 0.0f;
   const float t = x + round_magic;
@@ -90,9 +102,9 @@ inline float exp2_nonpos(float x) {
 }
 
 #if defined(ATTN_SCALAR)
-inline vfloat exp2_nonpos(vfloat x) { return exp2_nonpos(x.x); }
+inline vfloat exp2_softmax(vfloat x) { return exp2_softmax(x.x); }
 #else
-inline vfloat exp2_nonpos(vfloat x) {
+inline vfloat exp2_softmax(vfloat x) {
   using namespace exp2_coef;
   using vint = xsimd::batch<std::int32_t>;
   const vfloat t = x + vfloat(round_magic);

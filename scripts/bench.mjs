@@ -1,34 +1,49 @@
-// npm run bench: attention-wasm against a plain JavaScript loop on the same float32 inputs.
+// npm run bench: attention-wasm against its peers on the same float32 inputs, in one Node
+// process: onnxruntime-web (wasm backend; a standard-ops graph and the com.microsoft
+// MultiHeadAttention op; 1 and 2 threads), TensorFlow.js's wasm backend, plain JavaScript, and
+// this kernel compiled natively for 128-bit SSE (a child process: the "no browser" ceiling).
 // Engines run interleaved (A B A B …) after a time-based warm-up; we report medians, GFLOP/s
-// (4·B·H·Sq·Sk·D flops) and ratios, since this machine is shared and noisy.
-//   node scripts/bench.mjs [--quick] [--json FILE]
-import { mkdirSync, writeFileSync } from 'node:fs';
+// (4·B·H·Sq·Sk·D, halved for causal), the fraction of this machine's SIMD128 peak, and ratios,
+// because this machine is shared and noisy. Results go to artifacts/bench/ as JSON.
+//   node scripts/bench.mjs [--quick] [--json FILE]     (npm run bench builds what it needs first)
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import * as ort from 'onnxruntime-web';
+import * as tf from '@tensorflow/tfjs-core';
+import { setWasmPaths } from '@tensorflow/tfjs-backend-wasm';
 import { loadAttention } from '../dist/node.mjs';
 import { plainAttention } from '../web/plain-attention.mjs';
+import { msMultiHeadAttention, standardAttention } from './bench/onnx-graphs.mjs';
 
+const here = (p) => fileURLToPath(new URL(p, import.meta.url));
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
 const jsonIndex = args.indexOf('--json');
-const jsonPath = jsonIndex >= 0 ? args[jsonIndex + 1] : new URL('../artifacts/bench/latest.json', import.meta.url).pathname;
+const jsonPath = jsonIndex >= 0 ? args[jsonIndex + 1] : here('../artifacts/bench/latest.json');
+const WARM_MS = quick ? 800 : 1500;
+const BUDGET_MS = quick ? 2500 : 6000;
+const SKIP_MS = 20000;  // an engine whose first call takes longer sits out that shape
 
+const square = (b, h, s, d) => ({ batch: b, heads: h, seqQ: s, seqK: s, headDim: d });
 const SHAPES = quick
-  ? [{ batch: 1, heads: 12, seqQ: 512, seqK: 512, headDim: 64 }]
+  ? [square(1, 12, 512, 64)]
   : [
-    { batch: 1, heads: 8, seqQ: 128, seqK: 128, headDim: 64 },
-    { batch: 1, heads: 12, seqQ: 512, seqK: 512, headDim: 64 },
-    { batch: 1, heads: 12, seqQ: 512, seqK: 512, headDim: 64, causal: true },
-    { batch: 4, heads: 12, seqQ: 197, seqK: 197, headDim: 64 },
+    square(1, 8, 128, 64), { ...square(1, 8, 128, 64), causal: true },
+    square(1, 12, 512, 64), { ...square(1, 12, 512, 64), causal: true },
+    square(1, 8, 2048, 64), { ...square(1, 8, 2048, 64), causal: true },
     { batch: 1, heads: 32, seqQ: 1, seqK: 2048, headDim: 128 },
+    square(4, 12, 197, 64),
   ];
 
-const flops = (s) => 4 * s.batch * s.heads * s.seqQ * s.seqK * s.headDim;
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const label = (s) => `(${s.batch},${s.heads},${s.seqQ},${s.seqK},${s.headDim})${s.causal ? ' causal' : ''}`;
+const flops = (s) => 4 * s.batch * s.heads * s.seqQ * s.seqK * s.headDim * (s.causal && s.seqQ === s.seqK ? 0.5 : 1);
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 function tensor(n, seed) {
   const a = new Float32Array(n);
-  let x = seed;
+  let x = seed >>> 0;
   for (let i = 0; i < n; i++) {
     x = (x * 1664525 + 1013904223) >>> 0;
     a[i] = x / 2 ** 31 - 1;
@@ -36,58 +51,161 @@ function tensor(n, seed) {
   return a;
 }
 
-const t0 = performance.now();
-const lib = await loadAttention();
-const loadMs = performance.now() - t0;
+// This machine's SIMD128 multiply-add peak, from scripts/bench/simd-peak.cpp. Called many
+// times so V8 tiers it up (a long single call would stay in the baseline compiler).
+async function simdPeak() {
+  const wasmFile = here('../build/wasm/simd_peak.wasm');
+  if (!existsSync(wasmFile)) return null;
+  const { instance } = await WebAssembly.instantiate(readFileSync(wasmFile), {});
+  const peak = instance.exports.simd_peak;
+  const iterations = 200000;
+  const warmEnd = performance.now() + 1500;
+  while (performance.now() < warmEnd) peak(iterations, 1);
+  const times = [];
+  for (let r = 0; r < 15; r++) {
+    const t0 = performance.now();
+    peak(iterations, 1 + r);
+    times.push(performance.now() - t0);
+  }
+  return (iterations * 56) / (median(times) * 1e6);  // 56 flops per iteration
+}
 
-const results = [];
-for (const shape of SHAPES) {
-  const q = tensor(shape.batch * shape.heads * shape.seqQ * shape.headDim, 1);
-  const k = tensor(shape.batch * shape.heads * shape.seqK * shape.headDim, 2);
-  const v = tensor(shape.batch * shape.heads * shape.seqK * shape.headDim, 3);
+function nativeTimes() {
+  const exe = here('../build/bench/attn_bench_native');
+  if (!existsSync(exe)) return {};
+  const specs = SHAPES.map((s) => `${s.batch},${s.heads},${s.seqQ},${s.seqK},${s.headDim},${s.causal ? 1 : 0}`);
+  const lines = execFileSync(exe, specs, { encoding: 'utf8' }).trim().split('\n').map((l) => JSON.parse(l));
+  return Object.fromEntries(lines.map((l, i) => [label(SHAPES[i]), l.ms]));
+}
+
+async function makeEngines(shape, lib) {
+  const { batch, heads, seqQ, seqK, headDim } = shape;
+  const q = tensor(batch * heads * seqQ * headDim, 1);
+  const k = tensor(batch * heads * seqK * headDim, 2);
+  const v = tensor(batch * heads * seqK * headDim, 3);
   const out = new Float32Array(q.length);
-  const engines = {
-    'attention-wasm': () => lib.attention(q, k, v, { ...shape, out }),
-    ...(shape.causal ? {} : { 'plain JS': () => plainAttention(q, k, v, { ...shape, out }) }),
-  };
-  const first = performance.now();
-  engines['attention-wasm']();
-  const firstCallMs = performance.now() - first;
-  // Warm-up: V8 re-compiles hot wasm with TurboFan for later calls, and idle cores start slow.
-  const warmUntil = performance.now() + (quick ? 800 : 1500);
-  while (performance.now() < warmUntil) for (const run of Object.values(engines)) run();
+  const engines = { 'attention-wasm': () => lib.attention(q, k, v, { ...shape, out }) };
 
-  const times = Object.fromEntries(Object.keys(engines).map((name) => [name, []]));
-  const budgetMs = quick ? 2500 : 5000;
+  const bhsd = (x, s) => new ort.Tensor('float32', x, [batch, heads, s, headDim]);
+  const bsd = (x, s) => new ort.Tensor('float32', x, [batch, s, heads * headDim]);
+  const standard = standardAttention(shape);
+  const mha = msMultiHeadAttention(shape);
+  for (const threads of [1, 2]) {
+    const options = { executionProviders: ['wasm'], graphOptimizationLevel: 'all', intraOpNumThreads: threads };
+    const s1 = await ort.InferenceSession.create(standard, options);
+    const feeds1 = { Q: bhsd(q, seqQ), K: bhsd(k, seqK), V: bhsd(v, seqK) };
+    engines[`onnxruntime-web ops ${threads}T`] = () => s1.run(feeds1);
+    const s2 = await ort.InferenceSession.create(mha, options);
+    const feeds2 = { query: bsd(q, seqQ), key: bsd(k, seqK), value: bsd(v, seqK) };
+    engines[`onnxruntime-web MHA ${threads}T`] = () => s2.run(feeds2);
+  }
+  const [tq, tk, tv] = [tf.tensor4d(q, [batch, heads, seqQ, headDim]), tf.tensor4d(k, [batch, heads, seqK, headDim]),
+    tf.tensor4d(v, [batch, heads, seqK, headDim])];
+  const causalMask = shape.causal ? tf.tensor2d(Float32Array.from({ length: seqQ * seqK },
+    (_, e) => (e % seqK <= Math.floor(e / seqK) + seqK - seqQ ? 0 : -1e9)), [seqQ, seqK]) : null;
+  engines['tfjs-wasm'] = () => {
+    const o = tf.tidy(() => {
+      let s = tf.mul(tf.matMul(tq, tk, false, true), 1 / Math.sqrt(headDim));
+      if (causalMask) s = tf.add(s, causalMask);
+      return tf.matMul(tf.softmax(s), tv);
+    });
+    o.dataSync();
+    o.dispose();
+  };
+  engines['plain JS'] = () => plainAttention(q, k, v, { ...shape, out });
+  const dispose = () => { tq.dispose(); tk.dispose(); tv.dispose(); causalMask?.dispose(); };
+  return { engines, dispose };
+}
+
+async function timeShape(shape, lib) {
+  const { engines, dispose } = await makeEngines(shape, lib);
+  const firstCall = {};
+  const active = {};
+  for (const [name, run] of Object.entries(engines)) {
+    const t0 = performance.now();
+    await run();
+    firstCall[name] = performance.now() - t0;
+    if (firstCall[name] <= SKIP_MS) active[name] = run;
+  }
+  // Slow engines (seconds per call) are timed only a few times, outside the warm-up.
+  const slow = Object.keys(active).filter((n) => firstCall[n] > 1000);
+  const fast = Object.keys(active).filter((n) => !slow.includes(n));
+  const warmEnd = performance.now() + WARM_MS;
+  while (performance.now() < warmEnd) for (const n of fast) await active[n]();
+  const times = Object.fromEntries(Object.keys(active).map((n) => [n, []]));
   const start = performance.now();
   let reps = 0;
-  while (reps < 5 || (performance.now() - start < budgetMs && reps < 200)) {
-    for (const [name, run] of Object.entries(engines)) {
-      const t = performance.now();
-      run();
-      times[name].push(performance.now() - t);
+  while (reps < 5 || (performance.now() - start < BUDGET_MS && reps < 200)) {
+    for (const n of fast) {
+      const t0 = performance.now();
+      await active[n]();
+      times[n].push(performance.now() - t0);
     }
     reps++;
   }
-  const row = { shape: label(shape), reps, firstCallMs, engines: {} };
-  for (const [name, ts] of Object.entries(times)) {
-    const ms = median(ts);
-    row.engines[name] = { ms, gflops: flops(shape) / (ms * 1e6) };
+  for (const n of slow) {
+    for (let r = 0; r < 3; r++) {
+      const t0 = performance.now();
+      await active[n]();
+      times[n].push(performance.now() - t0);
+    }
   }
-  results.push(row);
+  dispose();
+  return { firstCall, medians: Object.fromEntries(Object.entries(times).map(([n, ts]) => [n, median(ts)])), reps };
 }
 
-console.log(`attention-wasm ${lib.info.version} (${lib.info.simd}, ${lib.info.threads} thread), Node ${process.version}; load ${loadMs.toFixed(0)} ms`);
-console.log('shape (B,H,Sq,Sk,D)            engine            median ms   GFLOP/s   vs plain JS');
-for (const row of results) {
-  const plain = row.engines['plain JS'];
-  for (const [name, e] of Object.entries(row.engines)) {
-    const ratio = plain ? `${(plain.ms / e.ms).toFixed(1)}x` : '';
-    console.log(`${row.shape.padEnd(30)} ${name.padEnd(16)} ${e.ms.toFixed(2).padStart(10)} ${e.gflops.toFixed(1).padStart(9)} ${ratio.padStart(13)}`);
-  }
+// Peak wasm memory of a fresh module running one (1, 1, 8192, 8192, 64) call: the kernel keeps
+// O(seq · block) scratch, never the 8192² score matrix (256 MiB).
+function memoryAtSeq8192() {
+  const script = `
+    const { loadAttention } = await import(${JSON.stringify(new URL('../dist/node.mjs', import.meta.url).href)});
+    const lib = await loadAttention();
+    const n = 8192 * 64, x = new Float32Array(n).fill(0.01);
+    const before = lib.memoryUsage().wasmMemory;
+    lib.attention(x, x, x, { heads: 1, seqQ: 8192, headDim: 64 });
+    console.log(JSON.stringify({ before, after: lib.memoryUsage().wasmMemory }));`;
+  return JSON.parse(execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' }));
 }
-const peakHeap = lib.memoryUsage().wasmMemory;
-console.log(`wasm memory after the run: ${(peakHeap / 2 ** 20).toFixed(0)} MiB`);
+
+const loadStart = performance.now();
+const lib = await loadAttention();
+const loadMs = performance.now() - loadStart;
+ort.env.wasm.numThreads = 2;
+setWasmPaths(here('../node_modules/@tensorflow/tfjs-backend-wasm/dist/'));
+await tf.setBackend('wasm');
+
+const peak = await simdPeak();
+const native = nativeTimes();
+const results = [];
+for (const shape of SHAPES) {
+  const r = await timeShape(shape, lib);
+  const nativeMs = native[label(shape)];
+  results.push({ shape: label(shape), flops: flops(shape), ...r, nativeMs });
+  process.stderr.write(`  measured ${label(shape)} (${r.reps} interleaved rounds)\n`);
+}
+const memory = quick ? null : memoryAtSeq8192();
+
+const mib = (b) => `${(b / 2 ** 20).toFixed(0)} MiB`;
+console.log(`attention-wasm ${lib.info.version} (${lib.info.simd}, ${lib.info.threads} thread), Node ${process.version}, ` +
+  `onnxruntime-web ${ort.env.versions?.web ?? '?'}, tfjs ${tf.version_core}; ${new Date().toISOString().slice(0, 10)}`);
+console.log(`loadAttention(): ${loadMs.toFixed(0)} ms; SIMD128 mul+add peak on this machine: ${peak ? peak.toFixed(1) : '?'} GFLOP/s`);
+console.log('\nshape (B,H,Sq,Sk,D)        engine                     median ms   GFLOP/s  % peak   time ÷ attention-wasm');
+for (const row of results) {
+  const ours = row.medians['attention-wasm'];
+  const lines = Object.entries(row.medians);
+  if (row.nativeMs) lines.push(['native SSE (g++)', row.nativeMs]);
+  for (const [name, ms] of lines) {
+    const g = row.flops / (ms * 1e6);
+    console.log(`${row.shape.padEnd(26)} ${name.padEnd(26)} ${ms.toFixed(2).padStart(10)} ${g.toFixed(1).padStart(9)} ` +
+      `${peak ? `${(100 * g / peak).toFixed(0)}%`.padStart(7) : ''} ${(ms / ours).toFixed(2).padStart(12)}`);
+  }
+  const skipped = Object.keys(row.firstCall).filter((n) => !(n in row.medians));
+  if (skipped.length) console.log(`${''.padEnd(26)} skipped (first call > 20 s): ${skipped.join(', ')}`);
+  console.log(`${''.padEnd(26)} first call of attention-wasm: ${row.firstCall['attention-wasm'].toFixed(1)} ms`);
+}
+console.log(`\nwasm memory after the run: ${mib(lib.memoryUsage().wasmMemory)}`);
+if (memory) console.log(`fresh module, one (1,1,8192,8192,64) call: wasm memory ${mib(memory.before)} → ${mib(memory.after)} (inputs + output 8 MiB; a score matrix would be 256 MiB)`);
 mkdirSync(dirname(jsonPath), { recursive: true });
-writeFileSync(jsonPath, JSON.stringify({ date: new Date().toISOString(), node: process.version, info: lib.info, loadMs, results, wasmMemory: peakHeap }, null, 2));
-console.log(`results written to ${jsonPath}`);
+writeFileSync(jsonPath, JSON.stringify({ date: new Date().toISOString(), node: process.version, info: lib.info, loadMs, simdPeakGflops: peak, results, memory }, null, 2));
+console.log(`results: ${jsonPath}`);
+process.exit(0);  // onnxruntime-web's thread pool would keep the process alive

@@ -77,7 +77,7 @@ export function createLibrary(M) {
     if (bias) checkFloat32('options.bias', bias, outFeatures, `outFeatures ${outFeatures}`);
     const out = given(options.out) ? options.out : undefined;
     if (out) checkFloat32('options.out', out, rows * outFeatures, `rows ${rows} × outFeatures ${outFeatures}`);
-    const padded = Math.ceil(outFeatures / 8) * 8;
+    const padded = Math.ceil(outFeatures / 16) * 16;  // packed panels of 16 columns
     const call = arena.stage('linear', { input, weight, bias }, { out: rows * outFeatures },
       4 * (padded * (inFeatures + 1) + (Math.ceil(rows / 4) * 4 + 4) * inFeatures + 32));
     const error = M.linear(call.address('input'), call.address('weight'), call.address('bias'), call.address('out'),

@@ -16,6 +16,7 @@ namespace attn {
 namespace {
 
 using kernel::Init;
+using kernel::kTileCols;
 using kernel::kTileRows;
 using simd::vfloat;
 using simd::W;
@@ -25,6 +26,7 @@ constexpr int kKeysPerBlock = 64;  // keys per block: S (16×64) and a Kᵀ bloc
 constexpr float kLog2e = 1.44269504088896341f;
 constexpr float kRescaleSlack = 8.0f;  // log2 units: probabilities up to 2^8 before a rescale
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+static_assert(kKeysPerBlock % kernel::kTileCols == 0, "key blocks hold whole panels");
 
 inline int round_up(int x, int m) { return (x + m - 1) / m * m; }
 
@@ -35,9 +37,11 @@ struct FreeDeleter {
 // Scratch for one (batch, kv head) pass; sizes depend only on the params.
 struct Workspace {
   int kt_block_floats = 0;  // head_dim × kKeysPerBlock
-  int acc_ld = 0;           // value_dim rounded up to the vector width
+  int acc_ld = 0;           // value_dim rounded up to kTileCols
+  int v_block_floats = 0;   // kKeysPerBlock × acc_ld
   std::unique_ptr<float, FreeDeleter> mem;
-  float* kt = nullptr;      // Kᵀ of one kv head, packed block by block: [block][head_dim][keys]
+  float* kt = nullptr;      // Kᵀ of one kv head, see pack_keys_transposed
+  float* vp = nullptr;      // V of one kv head, see pack_values
   float* qpack = nullptr;   // the block's query rows, tile by tile: [tile][head_dim][kTileRows]
   float* scores = nullptr;  // [kRowsPerBlock][kKeysPerBlock]
   float* acc = nullptr;     // [kRowsPerBlock][acc_ld]
@@ -47,15 +51,18 @@ struct Workspace {
   bool reserve(const AttentionParams& p) {
     const int blocks = (p.seq_k + kKeysPerBlock - 1) / kKeysPerBlock;
     kt_block_floats = p.head_dim * kKeysPerBlock;
-    acc_ld = p.value ? round_up(p.value_dim, W) : 0;
+    acc_ld = p.value ? round_up(p.value_dim, kTileCols) : 0;
+    v_block_floats = kKeysPerBlock * acc_ld;
     const std::size_t kt_n = static_cast<std::size_t>(blocks) * kt_block_floats;
-    const std::size_t total =
-        kt_n + kRowsPerBlock * (static_cast<std::size_t>(p.head_dim) + kKeysPerBlock + acc_ld + 2);
+    const std::size_t vp_n = static_cast<std::size_t>(blocks) * v_block_floats;
+    const std::size_t total = kt_n + vp_n +
+        kRowsPerBlock * (static_cast<std::size_t>(p.head_dim) + kKeysPerBlock + acc_ld + 2);
     if (total > std::numeric_limits<std::size_t>::max() / sizeof(float)) return false;
     mem.reset(static_cast<float*>(std::malloc(total * sizeof(float))));
     if (!mem) return false;
     kt = mem.get();
-    qpack = kt + kt_n;
+    vp = kt + kt_n;
+    qpack = vp + vp_n;
     scores = qpack + kRowsPerBlock * static_cast<std::size_t>(p.head_dim);
     acc = scores + kRowsPerBlock * kKeysPerBlock;
     row_max = acc + kRowsPerBlock * acc_ld;
@@ -76,20 +83,39 @@ struct RowBlock {
   int key_end[kRowsPerBlock];  // keys [0, key_end) are not causally masked
 };
 
-// Transposes key rows [seq_k × head_dim] into blocks of [head_dim × kKeysPerBlock]; the last
-// block's width is rounded up to W with zero columns so the micro-kernel can load whole vectors.
+// Transposes key rows [seq_k × head_dim] into blocks of kKeysPerBlock keys, each stored as
+// panels of kTileCols keys, [panel][head_dim][kTileCols]: the micro-kernel then reads one
+// contiguous stream per panel. Keys past seq_k in the last panel are zero.
 void pack_keys_transposed(const float* key, std::ptrdiff_t row_stride, int seq_k, int head_dim,
                           Workspace& ws) {
-  constexpr int ld = kKeysPerBlock;
   for (int kb = 0; kb < seq_k; kb += kKeysPerBlock) {
     const int len = std::min(kKeysPerBlock, seq_k - kb);
-    float* dst = ws.kt + (kb / kKeysPerBlock) * ws.kt_block_floats;
-    for (int j = 0; j < len; ++j) {
-      const float* src = key + static_cast<std::ptrdiff_t>(kb + j) * row_stride;
-      for (int d = 0; d < head_dim; ++d) dst[d * ld + j] = src[d];
+    float* block = ws.kt + (kb / kKeysPerBlock) * ws.kt_block_floats;
+    for (int j = 0; j < round_up(len, kTileCols); ++j) {
+      float* dst = block + (j / kTileCols) * head_dim * kTileCols + j % kTileCols;
+      const float* src = j < len ? key + static_cast<std::ptrdiff_t>(kb + j) * row_stride : nullptr;
+      for (int d = 0; d < head_dim; ++d) dst[d * kTileCols] = src ? src[d] : 0.0f;
     }
-    for (int j = len; j < round_up(len, W); ++j)
-      for (int d = 0; d < head_dim; ++d) dst[d * ld + j] = 0.0f;
+  }
+}
+
+// Copies value rows [seq_k × value_dim] into blocks of kKeysPerBlock keys, each stored as
+// panels of kTileCols value columns, [panel][key][kTileCols], zero-padded past value_dim, so the
+// P·V micro-kernel reads contiguous streams and never a partial vector.
+void pack_values(const float* value, std::ptrdiff_t row_stride, int seq_k, int value_dim,
+                 Workspace& ws) {
+  const int panels = ws.acc_ld / kTileCols;
+  for (int kb = 0; kb < seq_k; kb += kKeysPerBlock) {
+    const int len = std::min(kKeysPerBlock, seq_k - kb);
+    float* block = ws.vp + (kb / kKeysPerBlock) * ws.v_block_floats;
+    for (int j = 0; j < len; ++j) {
+      const float* src = value + static_cast<std::ptrdiff_t>(kb + j) * row_stride;
+      for (int pn = 0; pn < panels; ++pn) {
+        float* dst = block + (pn * kKeysPerBlock + j) * kTileCols;
+        const int c0 = pn * kTileCols;
+        for (int c = 0; c < kTileCols; ++c) dst[c] = c0 + c < value_dim ? src[c0 + c] : 0.0f;
+      }
+    }
   }
 }
 
@@ -190,8 +216,7 @@ void finish_rows(const AttentionParams& p, const RowBlock& rb, int key_end, Work
   }
 }
 
-void attend_block(const AttentionParams& p, const RowBlock& rb, const float* value_head,
-                  Workspace& ws) {
+void attend_block(const AttentionParams& p, const RowBlock& rb, Workspace& ws) {
   int key_end = 0;
   for (int i = 0; i < rb.rows; ++i) key_end = std::max(key_end, rb.key_end[i]);
   std::fill(ws.row_max, ws.row_max + rb.rows, kNegInf);
@@ -203,16 +228,21 @@ void attend_block(const AttentionParams& p, const RowBlock& rb, const float* val
   for (int kb = 0; kb < key_end; kb += kKeysPerBlock) {
     const int len = std::min(kKeysPerBlock, key_end - kb);
     const float* kt = ws.kt + (kb / kKeysPerBlock) * ws.kt_block_floats;
-    // S = Q · Kᵀ for this block (padding columns of Kᵀ are zero and ignored below).
-    kernel::gemm_rows<Init::zero, 1, kTileRows>(rb.rows, ws.qpack, p.head_dim * kTileRows, kt, kKeysPerBlock,
-                                   p.head_dim, round_up(len, W), ws.scores, kKeysPerBlock);
+    // S = Q · Kᵀ for this block, panel by panel (padding keys are zero and ignored below).
+    for (int c = 0; c < len; c += kTileCols)
+      kernel::gemm_rows<Init::zero, 1, kTileRows>(rb.rows, ws.qpack, p.head_dim * kTileRows,
+                                                  kt + c * p.head_dim, kTileCols, p.head_dim,
+                                                  kTileCols, ws.scores + c, kKeysPerBlock);
     for (int i = 0; i < rb.rows; ++i)
       softmax_update(p, rb, i, kb, len, ws.scores + i * kKeysPerBlock, ws);
     // acc += P · V for this block.
-    if (p.value)
-      kernel::gemm_rows<Init::load, kKeysPerBlock, 1>(rb.rows, ws.scores, kTileRows * kKeysPerBlock,
-                                        value_head + kb * p.v.row, p.v.row, len, p.value_dim,
-                                        ws.acc, ws.acc_ld);
+    if (p.value) {
+      const float* vblock = ws.vp + (kb / kKeysPerBlock) * ws.v_block_floats;
+      for (int c = 0; c < ws.acc_ld; c += kTileCols)
+        kernel::gemm_rows<Init::load, kKeysPerBlock, 1>(
+            rb.rows, ws.scores, kTileRows * kKeysPerBlock, vblock + c * kKeysPerBlock, kTileCols,
+            len, kTileCols, ws.acc + c, ws.acc_ld);
+    }
   }
   finish_rows(p, rb, key_end, ws);
 }
@@ -268,7 +298,8 @@ const char* attention(const AttentionParams& p) {
     for (int kvh = 0; kvh < p.kv_heads; ++kvh) {
       pack_keys_transposed(p.key + b * p.k.batch + kvh * p.k.head, p.k.row, p.seq_k, p.head_dim,
                            ws);
-      const float* value_head = p.value ? p.value + b * p.v.batch + kvh * p.v.head : nullptr;
+      if (p.value)
+        pack_values(p.value + b * p.v.batch + kvh * p.v.head, p.v.row, p.seq_k, p.value_dim, ws);
       // Rows are ordered query-position-major so a block's causal limits stay close together
       // and, in a decode step, one block holds every query head of the group.
       for (int r0 = 0; r0 < rows_per_kv_head; r0 += kRowsPerBlock) {
@@ -290,7 +321,7 @@ const char* attention(const AttentionParams& p) {
           const int limit = p.causal ? qi + 1 + (p.seq_k - p.seq_q) : p.seq_k;
           rb.key_end[i] = std::clamp(limit, 0, p.seq_k);
         }
-        attend_block(p, rb, value_head, ws);
+        attend_block(p, rb, ws);
       }
     }
   }

@@ -14,7 +14,7 @@ namespace {
 
 using kernel::Init;
 using kernel::kTileRows;
-constexpr int kPanel = kernel::kTileVecs * simd::W;  // output columns per packed panel
+constexpr int kPanel = kernel::kTileCols;  // output columns per packed panel
 constexpr int kDepth = 256;                           // K per block: a panel block is 8 KiB
 
 inline std::size_t round_up(std::size_t x, std::size_t m) { return (x + m - 1) / m * m; }

@@ -22,6 +22,7 @@ using simd::W;
 // (1,12,512,512,64): 2×4 28 ms; 4×2 38 ms; 3×3 37 ms; 2×5 33 ms; unrolling by 2 40 ms.)
 constexpr int kTileRows = 2;
 constexpr int kTileVecs = 4;
+constexpr int kTileCols = kTileVecs * W;  // columns of a tile, and of a packed B panel
 
 // What the accumulators start from.
 enum class Init {

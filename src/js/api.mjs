@@ -20,7 +20,7 @@ export function createLibrary(M) {
   // Stages the tensors, runs the kernel, returns copyOut(name, target) for the results.
   function run(fn, shape, inputs, mask, outputs) {
     const call = arena.stage(fn, { ...inputs, mask: mask?.array }, outputs,
-      kernelWorkspaceBytes(shape.seqK, shape.headDim));
+      kernelWorkspaceBytes(shape.seqK, shape.headDim, shape.valueDim || 0));
     const error = M.attention({
       query: call.address('query'), key: call.address('key'), value: call.address('value'),
       out: call.address('out'), weights: call.address('weights'), mask: call.address('mask'),

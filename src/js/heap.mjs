@@ -8,9 +8,10 @@ export const MAX_HEAP_BYTES = 2 ** 31 - 32 * 2 ** 20;
 const ALIGN = 16;
 const KEYS_PER_BLOCK = 64;  // kKeysPerBlock in src/attention.cpp
 
-// Bytes the attention kernel allocates for itself: Kᵀ of one kv head plus a few small blocks.
-export const kernelWorkspaceBytes = (seqK, headDim) =>
-  Math.ceil(seqK / KEYS_PER_BLOCK) * KEYS_PER_BLOCK * headDim * 4 + 2 ** 16;
+// Bytes the attention kernel allocates for itself: Kᵀ and V of one kv head, packed (V's columns
+// padded to 16), plus a few small blocks.
+export const kernelWorkspaceBytes = (seqK, headDim, valueDim = headDim) =>
+  Math.ceil(seqK / KEYS_PER_BLOCK) * KEYS_PER_BLOCK * (headDim + Math.ceil(valueDim / 16) * 16) * 4 + 2 ** 16;
 const alignUp = (n) => Math.ceil(n / ALIGN) * ALIGN;
 const mib = (n) => `${Math.ceil(n / 2 ** 20)} MiB`;
 

@@ -5,7 +5,8 @@
 // Engines run interleaved (A B A B …) after a time-based warm-up; we report medians, GFLOP/s
 // (4·B·H·Sq·Sk·D, halved for causal), the fraction of this machine's SIMD128 peak, and ratios,
 // because this machine is shared and noisy. Results go to artifacts/bench/ as JSON.
-//   node scripts/bench.mjs [--quick] [--json FILE]     (npm run bench builds what it needs first)
+//   node scripts/bench.mjs [--quick] [--shape B,H,Sq,Sk,D[,causal]] [--json FILE]
+//   (npm run bench builds what it needs first)
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
@@ -27,7 +28,12 @@ const BUDGET_MS = quick ? 2500 : 6000;
 const SKIP_MS = 20000;  // an engine whose first call takes longer sits out that shape
 
 const square = (b, h, s, d) => ({ batch: b, heads: h, seqQ: s, seqK: s, headDim: d });
-const SHAPES = quick
+const shapeIndex = args.indexOf('--shape');
+const oneShape = shapeIndex >= 0 ? (() => {
+  const [batch, heads, seqQ, seqK, headDim, causal] = args[shapeIndex + 1].split(',').map(Number);
+  return { batch, heads, seqQ, seqK, headDim, causal: causal === 1 };
+})() : null;
+const SHAPES = oneShape ? [oneShape] : quick
   ? [square(1, 12, 512, 64)]
   : [
     square(1, 8, 128, 64), { ...square(1, 8, 128, 64), causal: true },
@@ -91,7 +97,10 @@ async function makeEngines(shape, lib) {
   const standard = standardAttention(shape);
   const mha = msMultiHeadAttention(shape);
   for (const threads of [1, 2]) {
-    const options = { executionProviders: ['wasm'], graphOptimizationLevel: 'all', intraOpNumThreads: threads };
+    // No spinning: idle pool threads would otherwise busy-wait on the second core and slow
+    // whichever engine runs next.
+    const options = { executionProviders: ['wasm'], graphOptimizationLevel: 'all', intraOpNumThreads: threads,
+      extra: { session: { intra_op: { allow_spinning: '0' }, inter_op: { allow_spinning: '0' } } } };
     const s1 = await ort.InferenceSession.create(standard, options);
     const feeds1 = { Q: bhsd(q, seqQ), K: bhsd(k, seqK), V: bhsd(v, seqK) };
     engines[`onnxruntime-web ops ${threads}T`] = () => s1.run(feeds1);

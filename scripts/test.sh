@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # npm test: set up, build, then run every suite.
 #   1. Catch2 through ctest: native SIMD (ASan + UBSan), native scalar, wasm SIMD under Node
-#   2. node --test: the JS API, the demo page in headless Chromium, the packed package
+#   2. node --test: the JS API, the demo page in headless Chromium, the packed package, and a
+#      run of the quick benchmark (times are never asserted)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -12,4 +13,4 @@ ctest --test-dir build/native -j "$(nproc)" --output-on-failure
 ctest --test-dir build/wasm -j "$(nproc)" --output-on-failure
 
 echo "[test] JavaScript suites (node --test)"
-node --test tests/js/ tests/browser/ tests/package/
+node --test tests/js/ tests/browser/ tests/package/ tests/bench/

@@ -4,30 +4,34 @@
 //   msMultiHeadAttention: the com.microsoft MultiHeadAttention contrib op
 const FLOAT = 1;  // TensorProto.DataType.FLOAT
 
+// Appends protobuf fields to a list of byte chunks (large tensors are kept as one chunk).
 class Writer {
-  constructor() { this.bytes = []; }
+  constructor() { this.chunks = []; this.length = 0; }
+  push(bytes) { this.chunks.push(bytes); this.length += bytes.length; return this; }
   varint(n) {
+    const out = [];
     let v = BigInt(n);
     if (v < 0n) v += 1n << 64n;
     do {
       let b = Number(v & 0x7fn);
       v >>= 7n;
       if (v) b |= 0x80;
-      this.bytes.push(b);
+      out.push(b);
     } while (v);
-    return this;
+    return this.push(Uint8Array.from(out));
   }
   key(field, wire) { return this.varint((field << 3) | wire); }
   int(field, n) { return this.key(field, 0).varint(n); }
-  bytesField(field, data) { this.key(field, 2).varint(data.length); this.bytes.push(...data); return this; }
+  bytesField(field, data) { return this.key(field, 2).varint(data.length).push(data); }
   string(field, s) { return this.bytesField(field, new TextEncoder().encode(s)); }
-  message(field, build) { const w = new Writer(); build(w); return this.bytesField(field, w.bytes); }
-  float(field, x) {
-    this.key(field, 5);
-    this.bytes.push(...new Uint8Array(new Float32Array([x]).buffer));
-    return this;
+  message(field, build) { const w = new Writer(); build(w); return this.bytesField(field, w.toUint8Array()); }
+  float(field, x) { return this.key(field, 5).push(new Uint8Array(new Float32Array([x]).buffer)); }
+  toUint8Array() {
+    const out = new Uint8Array(this.length);
+    let at = 0;
+    for (const c of this.chunks) { out.set(c, at); at += c.length; }
+    return out;
   }
-  toUint8Array() { return Uint8Array.from(this.bytes); }
 }
 
 function valueInfo(w, field, name, dims) {

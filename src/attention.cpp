@@ -27,6 +27,9 @@ constexpr float kLog2e = 1.44269504088896341f;
 constexpr float kRescaleSlack = 8.0f;  // log2 units: probabilities up to 2^8 before a rescale
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 static_assert(kKeysPerBlock % kernel::kTileCols == 0, "key blocks hold whole panels");
+// Up to this many query rows per kv head (a decode step: one position, the heads of a group),
+// packing K and V would cost more than it saves: attend_direct reads them once, in place.
+constexpr int kDirectRows = 4;
 
 inline int round_up(int x, int m) { return (x + m - 1) / m * m; }
 
@@ -39,32 +42,37 @@ struct Workspace {
   int kt_block_floats = 0;  // head_dim × kKeysPerBlock
   int acc_ld = 0;           // value_dim rounded up to kTileCols
   int v_block_floats = 0;   // kKeysPerBlock × acc_ld
+  int scores_ld = 0;        // kKeysPerBlock, or seq_k in direct mode
+  bool direct = false;      // few rows per kv head: no packing, see attend_direct
   std::unique_ptr<float, FreeDeleter> mem;
   float* kt = nullptr;      // Kᵀ of one kv head, see pack_keys_transposed
   float* vp = nullptr;      // V of one kv head, see pack_values
   float* qpack = nullptr;   // the block's query rows, tile by tile: [tile][head_dim][kTileRows]
-  float* scores = nullptr;  // [kRowsPerBlock][kKeysPerBlock]
+  float* scores = nullptr;  // [kRowsPerBlock][scores_ld]
   float* acc = nullptr;     // [kRowsPerBlock][acc_ld]
   float* row_max = nullptr;  // per row: the reference the exponents are taken from (log2 units)
   float* row_sum = nullptr;  // running sum of exp2(score − max) per row
 
   bool reserve(const AttentionParams& p) {
+    direct = (p.heads / p.kv_heads) * static_cast<std::int64_t>(p.seq_q) <= kDirectRows;
     const int blocks = (p.seq_k + kKeysPerBlock - 1) / kKeysPerBlock;
-    kt_block_floats = p.head_dim * kKeysPerBlock;
+    kt_block_floats = direct ? 0 : p.head_dim * kKeysPerBlock;
     acc_ld = p.value ? round_up(p.value_dim, kTileCols) : 0;
-    v_block_floats = kKeysPerBlock * acc_ld;
+    v_block_floats = direct ? 0 : kKeysPerBlock * acc_ld;
+    scores_ld = direct ? p.seq_k : kKeysPerBlock;
     const std::size_t kt_n = static_cast<std::size_t>(blocks) * kt_block_floats;
     const std::size_t vp_n = static_cast<std::size_t>(blocks) * v_block_floats;
-    const std::size_t total = kt_n + vp_n +
-        kRowsPerBlock * (static_cast<std::size_t>(p.head_dim) + kKeysPerBlock + acc_ld + 2);
+    const std::size_t q_n = direct ? 0 : kRowsPerBlock * static_cast<std::size_t>(p.head_dim);
+    const std::size_t total =
+        kt_n + vp_n + q_n + kRowsPerBlock * (static_cast<std::size_t>(scores_ld) + acc_ld + 2);
     if (total > std::numeric_limits<std::size_t>::max() / sizeof(float)) return false;
     mem.reset(static_cast<float*>(std::malloc(total * sizeof(float))));
     if (!mem) return false;
     kt = mem.get();
     vp = kt + kt_n;
     qpack = vp + vp_n;
-    scores = qpack + kRowsPerBlock * static_cast<std::size_t>(p.head_dim);
-    acc = scores + kRowsPerBlock * kKeysPerBlock;
+    scores = qpack + q_n;
+    acc = scores + kRowsPerBlock * static_cast<std::size_t>(scores_ld);
     row_max = acc + kRowsPerBlock * acc_ld;
     row_sum = row_max + kRowsPerBlock;
     return true;
@@ -247,6 +255,53 @@ void attend_block(const AttentionParams& p, const RowBlock& rb, Workspace& ws) {
   finish_rows(p, rb, key_end, ws);
 }
 
+// The few-rows path (see kDirectRows): scores for the whole row at once from K rows read in
+// place, then P·V as one pass over V's rows; each K and V row is loaded once for all rows.
+void attend_direct(const AttentionParams& p, const RowBlock& rb, const float* key_head,
+                   const float* value_head, Workspace& ws) {
+  int key_end = 0;
+  for (int i = 0; i < rb.rows; ++i) key_end = std::max(key_end, rb.key_end[i]);
+  std::fill(ws.row_max, ws.row_max + rb.rows, kNegInf);
+  std::fill(ws.row_sum, ws.row_sum + rb.rows, 0.0f);
+  if (p.value) std::fill(ws.acc, ws.acc + rb.rows * ws.acc_ld, 0.0f);
+
+  const float scale2 = p.scale * kLog2e;
+  const int d = p.head_dim;
+  for (int j = 0; j < key_end; ++j) {
+    const float* k = key_head + j * p.k.row;
+    for (int i = 0; i < rb.rows; ++i) {
+      const float* q = rb.q[i];
+      vfloat a0(0.0f), a1(0.0f);  // two chains
+      int c = 0;
+      for (; c + 2 * W <= d; c += 2 * W) {
+        a0 += simd::load(q + c) * simd::load(k + c);
+        a1 += simd::load(q + c + W) * simd::load(k + c + W);
+      }
+      for (; c + W <= d; c += W) a0 += simd::load(q + c) * simd::load(k + c);
+      float dot = simd::reduce_add(a0 + a1);
+      for (; c < d; ++c) dot += q[c] * k[c];
+      ws.scores[i * ws.scores_ld + j] = dot * scale2;
+    }
+  }
+  for (int i = 0; i < rb.rows; ++i)
+    softmax_update(p, rb, i, 0, key_end, ws.scores + i * ws.scores_ld, ws);
+  if (p.value) {
+    const int dv = p.value_dim;
+    for (int j = 0; j < key_end; ++j) {
+      const float* v = value_head + j * p.v.row;
+      for (int i = 0; i < rb.rows; ++i) {
+        const float w = ws.scores[i * ws.scores_ld + j];
+        if (w == 0.0f) continue;  // masked keys
+        float* acc = ws.acc + i * ws.acc_ld;
+        int c = 0;
+        for (; c + W <= dv; c += W) simd::store(acc + c, simd::load(acc + c) + vfloat(w) * simd::load(v + c));
+        for (; c < dv; ++c) acc[c] += w * v[c];
+      }
+    }
+  }
+  finish_rows(p, rb, key_end, ws);
+}
+
 }  // namespace
 
 Strides dense_bhsd(int heads, int rows, int cols) {
@@ -296,10 +351,12 @@ const char* attention(const AttentionParams& p) {
   const int rows_per_kv_head = group * p.seq_q;
   for (int b = 0; b < p.batch; ++b) {
     for (int kvh = 0; kvh < p.kv_heads; ++kvh) {
-      pack_keys_transposed(p.key + b * p.k.batch + kvh * p.k.head, p.k.row, p.seq_k, p.head_dim,
-                           ws);
-      if (p.value)
-        pack_values(p.value + b * p.v.batch + kvh * p.v.head, p.v.row, p.seq_k, p.value_dim, ws);
+      const float* key_head = p.key + b * p.k.batch + kvh * p.k.head;
+      const float* value_head = p.value ? p.value + b * p.v.batch + kvh * p.v.head : nullptr;
+      if (!ws.direct) {
+        pack_keys_transposed(key_head, p.k.row, p.seq_k, p.head_dim, ws);
+        if (value_head) pack_values(value_head, p.v.row, p.seq_k, p.value_dim, ws);
+      }
       // Rows are ordered query-position-major so a block's causal limits stay close together
       // and, in a decode step, one block holds every query head of the group.
       for (int r0 = 0; r0 < rows_per_kv_head; r0 += kRowsPerBlock) {
@@ -321,7 +378,10 @@ const char* attention(const AttentionParams& p) {
           const int limit = p.causal ? qi + 1 + (p.seq_k - p.seq_q) : p.seq_k;
           rb.key_end[i] = std::clamp(limit, 0, p.seq_k);
         }
-        attend_block(p, rb, ws);
+        if (ws.direct)
+          attend_direct(p, rb, key_head, value_head, ws);
+        else
+          attend_block(p, rb, ws);
       }
     }
   }

@@ -269,6 +269,8 @@ TEST_CASE("masks of every kind and shape, alone and with causal", "[attention]")
   c.causal = causal;
   c.weights = true;
   check_case(c);
+  c.seq_q = 1;  // decode steps take the direct (unpacked) path
+  check_case(c);
 }
 
 TEST_CASE("fully masked rows give zeros, never NaN", "[attention]") {

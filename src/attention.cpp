@@ -26,6 +26,7 @@ constexpr int kKeysPerBlock = 64;  // keys per block: S (16×64) and a Kᵀ bloc
 constexpr float kLog2e = 1.44269504088896341f;
 constexpr float kRescaleSlack = 8.0f;  // log2 units: probabilities up to 2^8 before a rescale
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr float kPosInf = std::numeric_limits<float>::infinity();
 static_assert(kKeysPerBlock % kernel::kTileCols == 0, "key blocks hold whole panels");
 // Up to this many query rows per kv head (a decode step: one position, the heads of a group),
 // packing K and V would cost more than it saves: attend_direct reads them once, in place.
@@ -176,20 +177,35 @@ void softmax_update(const AttentionParams& p, const RowBlock& rb, int i, int kb,
   // far from overflow, and the accumulator is rescaled rarely instead of on every new max.
   const float old_ref = ws.row_max[i];
   const float ref = block_max > old_ref + kRescaleSlack ? block_max : old_ref;
-  if (ref == kNegInf) {  // every key so far is masked: nothing to add
-    std::fill(s, s + len, 0.0f);
+  if (ref == kNegInf) {  // every key so far is masked (or NaN): nothing to add but NaNs
+    bool nan = false;
+    for (j = 0; j < len; ++j) {
+      nan |= s[j] != s[j];
+      if (s[j] == s[j]) s[j] = 0.0f;
+    }
+    if (nan) ws.row_sum[i] = std::numeric_limits<float>::quiet_NaN();
     return;
   }
-  vfloat vsum(0.0f);
-  for (j = 0; j + W <= len; j += W) {
-    const vfloat e = simd::exp2_softmax(simd::load(s + j) - vfloat(ref));
-    simd::store(s + j, e);
-    vsum += e;
-  }
-  float sum = simd::reduce_add(vsum);
-  for (; j < len; ++j) {
-    s[j] = simd::exp2_softmax(s[j] - ref);
-    sum += s[j];
+  float sum = 0.0f;
+  if (ref == kPosInf) {
+    // Scores of +∞ (overflowing inputs or masks) take all the weight, shared equally, as the
+    // limit of the softmax; exp2(∞ − ∞) would be NaN.
+    for (j = 0; j < len; ++j) {
+      s[j] = s[j] != s[j] ? s[j] : s[j] == kPosInf ? 1.0f : 0.0f;
+      sum += s[j];
+    }
+  } else {
+    vfloat vsum(0.0f);
+    for (j = 0; j + W <= len; j += W) {
+      const vfloat e = simd::exp2_softmax(simd::load(s + j) - vfloat(ref));
+      simd::store(s + j, e);
+      vsum += e;
+    }
+    sum = simd::reduce_add(vsum);
+    for (; j < len; ++j) {
+      s[j] = simd::exp2_softmax(s[j] - ref);
+      sum += s[j];
+    }
   }
   if (ref != old_ref) {
     const float alpha = simd::exp2_softmax(old_ref - ref);  // 0 while old_ref is -inf
@@ -207,7 +223,7 @@ void softmax_update(const AttentionParams& p, const RowBlock& rb, int i, int kb,
 void finish_rows(const AttentionParams& p, const RowBlock& rb, int key_end, Workspace& ws) {
   for (int i = 0; i < rb.rows; ++i) {
     const float sum = ws.row_sum[i];
-    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;  // 0: every key masked; NaN stays NaN
     if (p.value) {
       const float* acc = ws.acc + i * ws.acc_ld;
       float* o = rb.o[i];
@@ -216,9 +232,13 @@ void finish_rows(const AttentionParams& p, const RowBlock& rb, int key_end, Work
       for (; c < p.value_dim; ++c) o[c] = acc[c] * inv;
     }
     if (float* w = rb.w[i]) {
-      const int visited = sum > 0.0f ? key_end : 0;
-      const float mx = ws.row_max[i];
-      for (int j = 0; j < visited; ++j) w[j] = simd::exp2_softmax(w[j] - mx) * inv;
+      const int visited = sum == 0.0f ? 0 : key_end;
+      const float ref = ws.row_max[i];
+      for (int j = 0; j < visited; ++j) {
+        const float e = ref == kPosInf ? (w[j] != w[j] ? w[j] : w[j] == kPosInf ? 1.0f : 0.0f)
+                                       : simd::exp2_softmax(w[j] - ref);
+        w[j] = e * inv;
+      }
       std::fill(w + visited, w + p.seq_k, 0.0f);
     }
   }
@@ -291,7 +311,6 @@ void attend_direct(const AttentionParams& p, const RowBlock& rb, const float* ke
       const float* v = value_head + j * p.v.row;
       for (int i = 0; i < rb.rows; ++i) {
         const float w = ws.scores[i * ws.scores_ld + j];
-        if (w == 0.0f) continue;  // masked keys
         float* acc = ws.acc + i * ws.acc_ld;
         int c = 0;
         for (; c + W <= dv; c += W) simd::store(acc + c, simd::load(acc + c) + vfloat(w) * simd::load(v + c));

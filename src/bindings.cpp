@@ -3,6 +3,7 @@
 // them into an attn::AttentionParams. Errors come back as strings (empty = success), so no
 // C++ exception ever has to cross into JS.
 #include <emscripten/bind.h>
+#include <malloc.h>
 
 #include <cstdint>
 #include <string>
@@ -132,6 +133,9 @@ std::string run_linear(std::uintptr_t x, std::uintptr_t w, std::uintptr_t b, std
 }
 
 std::string version() { return ATTN_VERSION; }
+
+// Bytes currently allocated by malloc in this module (leak checks in the tests).
+double heap_in_use() { return static_cast<double>(mallinfo().uordblks); }
 std::string simd_name() { return attn::simd_name(); }
 
 }  // namespace
@@ -193,5 +197,6 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .function("reset", &attn::KvCache::reset)
       .function("length", &attn::KvCache::length);
   function("version", &version);
+  function("heapInUse", &heap_in_use);
   function("simdName", &simd_name);
 }

@@ -87,7 +87,7 @@ export function createLibrary(M) {
   }
 
   function memoryUsage() {
-    return { wasmMemory: M.HEAPU8.length, arena: arena.capacity };
+    return { wasmMemory: M.HEAPU8.length, arena: arena.capacity, heapInUse: M.heapInUse() };
   }
 
   const { MultiHeadAttention } = makeMultiHeadAttention(M, arena);

@@ -119,9 +119,10 @@ export interface AttentionLibrary {
    * Bytes of wasm memory in use: `wasmMemory` is the module's whole linear memory (it grows for
    * large calls and never shrinks, as WebAssembly memory cannot); `arena` is the block the
    * library keeps for copying call arguments in and results out (reused by every call, grown
-   * when a call needs more).
+   * when a call needs more); `heapInUse` is what is currently allocated inside the module
+   * (weights, caches, the arena), which returns to its level when objects are disposed.
    */
-  memoryUsage(): { wasmMemory: number; arena: number };
+  memoryUsage(): { wasmMemory: number; arena: number; heapInUse: number };
 
   /**
    * A linear layer, `out = input·Wᵀ + bias` with `weight` `[outFeatures, inFeatures]` row-major
@@ -262,3 +263,9 @@ export interface MultiHeadAttentionConstructor {
  * Rejects with an Error where WebAssembly SIMD is missing or the `.wasm` cannot be loaded.
  */
 export function loadAttention(options?: LoadOptions): Promise<AttentionLibrary>;
+
+/**
+ * Creates a new, independent instance (its own WebAssembly memory) on every call, for apps that
+ * want isolation between users of the library. Most apps want {@link loadAttention}.
+ */
+export function createAttention(options?: LoadOptions): Promise<AttentionLibrary>;

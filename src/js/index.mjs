@@ -1,5 +1,5 @@
 // Entry point for browsers and bundlers: the Emscripten loader fetches attn.wasm from
 // new URL('attn.wasm', import.meta.url), which bundlers (Vite, webpack, Rollup) understand.
-import { makeLoadAttention } from './loader.mjs';
+import { makeLoaders } from './loader.mjs';
 
-export const loadAttention = makeLoadAttention(async () => undefined);
+export const { loadAttention, createAttention } = makeLoaders(async () => undefined);

@@ -35,34 +35,39 @@ function checkLoadOptions(options) {
 }
 
 // fetchBinary(options) returns the module's bytes, or undefined to let the Emscripten loader
-// fetch `wasmUrl` (or attn.wasm next to attn.mjs) itself.
-export function makeLoadAttention(fetchBinary) {
+// fetch `wasmUrl` (or attn.wasm next to attn.mjs) itself. Returns { loadAttention,
+// createAttention }: the first shares one instance, the second makes a new one each call.
+export function makeLoaders(fetchBinary) {
+  async function createAttention(options) {
+    const opts = checkLoadOptions(options);
+    if (!hasWasmSimd()) {
+      throw new Error('attention-wasm needs WebAssembly SIMD (simd128), which this JavaScript engine does not support ' +
+        '(it is in Chrome/Edge 91+, Firefox 89+, Safari 16.4+ and Node.js 16.4+)');
+    }
+    let module;
+    try {
+      // Emscripten would print load failures to the console; they reach the caller as the
+      // rejection instead.
+      const moduleOptions = { print: () => {}, printErr: () => {} };
+      const bytes = opts.wasmBinary ?? await fetchBinary(opts);
+      if (bytes) moduleOptions.wasmBinary = bytes;
+      else if (opts.wasmUrl) moduleOptions.locateFile = (file) => (file.endsWith('.wasm') ? String(opts.wasmUrl) : file);
+      module = await createAttnModule(moduleOptions);
+    } catch (error) {
+      const from = opts.wasmUrl ? ` from ${opts.wasmUrl}` : '';
+      throw new Error(`attention-wasm: could not load the WebAssembly module${from}: ${error?.message ?? error}`, { cause: error });
+    }
+    return createLibrary(module);
+  }
+
   let loading = null;
-  return function loadAttention(options) {
+  function loadAttention(options) {
     if (loading) return loading;
-    loading = (async () => {
-      const opts = checkLoadOptions(options);
-      if (!hasWasmSimd()) {
-        throw new Error('attention-wasm needs WebAssembly SIMD (simd128), which this JavaScript engine does not support ' +
-          '(it is in Chrome/Edge 91+, Firefox 89+, Safari 16.4+ and Node.js 16.4+)');
-      }
-      let module;
-      try {
-        // Emscripten would print load failures to the console; they reach the caller as the
-        // rejection instead.
-        const moduleOptions = { print: () => {}, printErr: () => {} };
-        const bytes = opts.wasmBinary ?? await fetchBinary(opts);
-        if (bytes) moduleOptions.wasmBinary = bytes;
-        else if (opts.wasmUrl) moduleOptions.locateFile = (file) => (file.endsWith('.wasm') ? String(opts.wasmUrl) : file);
-        module = await createAttnModule(moduleOptions);
-      } catch (error) {
-        const from = opts.wasmUrl ? ` from ${opts.wasmUrl}` : '';
-        throw new Error(`attention-wasm: could not load the WebAssembly module${from}: ${error?.message ?? error}`, { cause: error });
-      }
-      return createLibrary(module);
-    })();
+    loading = createAttention(options);
     // A failed load may be retried (with other options): forget it.
     loading.catch(() => { loading = null; });
     return loading;
-  };
+  }
+
+  return { loadAttention, createAttention };
 }

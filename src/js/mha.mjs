@@ -44,6 +44,10 @@ function activationSeq(name, array, batch, features, seq, seqName) {
 }
 
 export function makeMultiHeadAttention(M, arena) {
+  // A safety net: wasm memory of a layer or cache that is garbage collected without dispose()
+  // is freed here. dispose() stays the rule (collection may come late or never).
+  const registry = new FinalizationRegistry((core) => core.delete());
+
   class KVCache {
     #core;
     #layer;
@@ -51,6 +55,7 @@ export function makeMultiHeadAttention(M, arena) {
     constructor(core, layer, batch, maxSeq) {
       this.#core = core;
       this.#layer = layer;
+      registry.register(this, core, this);
       Object.defineProperties(this, {
         batch: { value: batch, enumerable: true },
         maxSeq: { value: maxSeq, enumerable: true },
@@ -65,7 +70,9 @@ export function makeMultiHeadAttention(M, arena) {
 
     /** Frees the cache's wasm memory. Harmless to call twice. */
     dispose() {
-      this.#core?.delete();
+      if (!this.#core) return;
+      registry.unregister(this);
+      this.#core.delete();
       this.#core = null;
     }
 
@@ -94,6 +101,7 @@ export function makeMultiHeadAttention(M, arena) {
       const c = resolveConfig(config);
       Object.defineProperty(this, 'config', { value: c, enumerable: true });
       this.#core = new M.MultiHeadAttentionCore();
+      registry.register(this, this.#core, this);
       const error = this.#core.configure(c);
       if (error) {
         this.dispose();
@@ -246,7 +254,9 @@ export function makeMultiHeadAttention(M, arena) {
 
     /** Frees the layer's wasm memory (its packed weights). Harmless to call twice. */
     dispose() {
-      this.#core?.delete();
+      if (!this.#core) return;
+      registry.unregister(this);
+      this.#core.delete();
       this.#core = null;
       this.#ready = false;
     }

@@ -6,3 +6,7 @@ exports.loadAttention = function loadAttention(options) {
   return import('./node.mjs').then((m) => m.loadAttention(options));
 };
 
+exports.createAttention = function createAttention(options) {
+  return import('./node.mjs').then((m) => m.createAttention(options));
+};
+

@@ -2,7 +2,7 @@
 // attn.wasm are read from disk here and handed to the Emscripten loader.
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
-import { makeLoadAttention } from './loader.mjs';
+import { makeLoaders } from './loader.mjs';
 
 async function readWasm({ wasmUrl }) {
   const where = wasmUrl ?? new URL('./attn.wasm', import.meta.url);
@@ -15,4 +15,4 @@ async function readWasm({ wasmUrl }) {
   return readFile(url.startsWith('file:') ? fileURLToPath(url) : url);
 }
 
-export const loadAttention = makeLoadAttention(readWasm);
+export const { loadAttention, createAttention } = makeLoaders(readWasm);

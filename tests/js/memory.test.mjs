@@ -1,0 +1,96 @@
+// Memory: no leak over 10,000 mixed calls (including calls that throw), the FinalizationRegistry
+// safety net, and a failed allocation inside wasm that leaves the library usable.
+// (Each test file runs in its own process; this one grows its module to 2 GiB on purpose.)
+import assert from 'node:assert/strict';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { before, test } from 'node:test';
+import { loadAttention, makeInputs, randomTensor, rng } from './helpers.mjs';
+
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc');
+let lib;
+before(async () => { lib = await loadAttention(); });
+
+const SHAPES = [
+  { heads: 2, seqQ: 5, seqK: 9, headDim: 8 },
+  { batch: 2, heads: 4, kvHeads: 2, seqQ: 33, seqK: 70, headDim: 16, causal: true },
+  { heads: 3, seqQ: 1, seqK: 200, headDim: 64, layout: 'bshd' },
+];
+
+function mixedCall(n, inputs, layer, x) {
+  const shape = SHAPES[n % SHAPES.length];
+  const { query, key, value } = inputs[n % SHAPES.length];
+  switch (n % 7) {
+    case 0: return lib.attention(query, key, value, shape);
+    case 1: return lib.attentionWeights(query, key, shape);
+    case 2: assert.throws(() => lib.attention(query, key, new Float32Array(3), shape), RangeError); return null;
+    case 3: assert.throws(() => lib.attention(query, key, value, { ...shape, headDim: 0 }), RangeError); return null;
+    case 4: return layer.forward(x);
+    case 5: {
+      const cache = layer.createCache({ maxSeq: 6 });
+      layer.forward(x.subarray(0, 16), null, null, { cache });  // 1 position
+      assert.throws(() => layer.forward(x, null, null, { cache }), RangeError);  // 1 + 6 > 6
+      cache.dispose();
+      return null;
+    }
+    default: return lib.linear(x, x.subarray(0, 32), { inFeatures: 16, outFeatures: 2 });
+  }
+}
+
+test('10,000 mixed calls leave the wasm heap where it was', () => {
+  const inputs = SHAPES.map((s, i) => makeInputs(s, i + 1));
+  const layer = new lib.MultiHeadAttention({ embedDim: 16, numHeads: 4 });
+  const r = rng(3);
+  layer.setWeights({ wq: randomTensor(256, r), wk: randomTensor(256, r), wv: randomTensor(256, r), wo: randomTensor(256, r),
+    bq: randomTensor(16, r), bk: randomTensor(16, r), bv: randomTensor(16, r), bo: randomTensor(16, r) });
+  const x = randomTensor(6 * 16, r);
+  for (let n = 0; n < 42; n++) mixedCall(n, inputs, layer, x);  // every combination once: the arena reaches its size
+  const before = lib.memoryUsage();
+  for (let n = 0; n < 10000; n++) mixedCall(n, inputs, layer, x);
+  const after = lib.memoryUsage();
+  assert.equal(after.heapInUse, before.heapInUse, `heap in use: ${before.heapInUse} → ${after.heapInUse} bytes`);
+  assert.equal(after.wasmMemory, before.wasmMemory);
+  layer.dispose();
+  assert.ok(lib.memoryUsage().heapInUse < before.heapInUse, 'dispose() frees the packed weights');
+});
+
+test('objects dropped without dispose() are freed by the FinalizationRegistry', async () => {
+  const baseline = lib.memoryUsage().heapInUse;
+  (() => {
+    for (let n = 0; n < 20; n++) {
+      const layer = new lib.MultiHeadAttention({ embedDim: 64, numHeads: 4 });
+      const w = new Float32Array(64 * 64);
+      const b = new Float32Array(64);
+      layer.setWeights({ wq: w, wk: w, wv: w, wo: w, bq: b, bk: b, bv: b, bo: b });
+      layer.createCache({ maxSeq: 256 });
+    }
+  })();
+  assert.ok(lib.memoryUsage().heapInUse > baseline + 20 * 64 * 64 * 16, 'the layers hold memory');
+  for (let tries = 0; tries < 50 && lib.memoryUsage().heapInUse > baseline; tries++) {
+    gc();
+    await new Promise((resolve) => setTimeout(resolve, 20));  // finalizers run between tasks
+  }
+  assert.ok(lib.memoryUsage().heapInUse <= baseline, `heap in use back to ${baseline} bytes, got ${lib.memoryUsage().heapInUse}`);
+});
+
+test('a failed allocation inside wasm is a clear Error; the library stays usable', () => {
+  const layer = new lib.MultiHeadAttention({ embedDim: 1024, numHeads: 8, bias: false });
+  const w = new Float32Array(1024 * 1024);
+  layer.setWeights({ wq: w, wk: w, wv: w, wo: w });
+  const caches = [];
+  let error;
+  try {
+    for (let n = 0; n < 12; n++) caches.push(layer.createCache({ maxSeq: 32768 }));  // 256 MiB each
+  } catch (e) {
+    error = e;
+  }
+  assert.ok(error instanceof Error, 'wasm32 memory runs out before 12 caches of 256 MiB');
+  assert.match(error.message, /^attention-wasm: kv cache: out of memory$/);
+  for (const c of caches) c.dispose();
+  const x = new Float32Array(2 * 1024).fill(0.5);
+  assert.ok(layer.forward(x).every(Number.isFinite), 'the layer still works');
+  const small = makeInputs(SHAPES[0]);
+  assert.ok(lib.attention(small.query, small.key, small.value, SHAPES[0]).every(Number.isFinite), 'attention still works');
+  layer.dispose();
+});

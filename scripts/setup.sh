@@ -6,9 +6,10 @@ cd "$(dirname "$0")/.."
 
 say() { printf '[setup] %s\n' "$*"; }
 
-# Debian packages: the toolchain (emscripten 3.1.6 with clang-14), the header-only
-# libraries (xsimd 8.1, Catch2 2.x), and Chromium with Latin and Chinese fonts for the page tests.
-APT_PACKAGES=(emscripten libxsimd-dev catch2 chromium fonts-liberation fonts-wqy-microhei)
+# Debian packages: the toolchain (emscripten 3.1.6 with clang-14; clang's sanitizer and libFuzzer
+# runtimes), the header-only libraries (xsimd 8.1, Catch2 2.x), and Chromium with Latin and
+# Chinese fonts for the page tests.
+APT_PACKAGES=(emscripten libxsimd-dev catch2 libclang-rt-14-dev chromium fonts-liberation fonts-wqy-microhei)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

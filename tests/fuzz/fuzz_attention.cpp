@@ -1,0 +1,174 @@
+// libFuzzer target (built with clang, ASan and UBSan) for the C++ entry points: attention() on
+// arbitrary shapes, layouts, strides, masks, scales and values (NaN, ±Inf, denormals, huge),
+// PackedLinear, and validate() on garbage params. Any crash, out-of-bounds access or UB fails.
+// Properties checked as well: a valid call succeeds, and on ordinary inputs the outputs are
+// finite and every weights row sums to 1 or is all zeros.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "attention.h"
+#include "linear.h"
+
+namespace {
+
+class Reader {
+ public:
+  Reader(const std::uint8_t* data, std::size_t size) : data_(data), size_(size) {}
+  std::uint8_t u8() { return at_ < size_ ? data_[at_++] : 0; }
+  int range(int lo, int hi) { return lo + u8() % (hi - lo + 1); }
+  float any_float() {
+    std::uint32_t bits = 0;
+    for (int i = 0; i < 4; ++i) bits = bits << 8 | u8();
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+  }
+  // Mostly ordinary values, sometimes the special ones.
+  float value() {
+    const std::uint8_t kind = u8();
+    switch (kind % 16) {
+      case 0: return std::numeric_limits<float>::quiet_NaN();
+      case 1: return std::numeric_limits<float>::infinity();
+      case 2: return -std::numeric_limits<float>::infinity();
+      case 3: return 1e-40f;   // denormal
+      case 4: return 3e38f;    // huge
+      case 5: return any_float();
+      default: return (static_cast<int>(u8()) - 128) / 64.0f;
+    }
+  }
+
+ private:
+  const std::uint8_t* data_;
+  std::size_t size_, at_ = 0;
+};
+
+bool finite(const std::vector<float>& v) {
+  for (float x : v)
+    if (!std::isfinite(x)) return false;
+  return true;
+}
+
+void fuzz_attention(Reader& r) {
+  attn::AttentionParams p;
+  p.batch = r.range(1, 2);
+  p.kv_heads = r.range(1, 3);
+  p.heads = p.kv_heads * r.range(1, 3);
+  p.seq_q = r.range(1, 40);
+  p.seq_k = r.range(1, 140);
+  p.head_dim = r.range(1, 40);
+  p.value_dim = r.range(1, 40);
+  const bool bshd = r.u8() & 1, weights_only = (r.u8() % 8) == 0, want_weights = r.u8() & 1;
+  const int extra = r.range(0, 3);  // KV rows inside a larger buffer ("cache" layout)
+  p.causal = r.u8() & 1;
+  const std::uint8_t scale_kind = r.u8();
+  p.scale = scale_kind % 4 == 0 ? r.any_float() : 1.0f / std::sqrt(float(p.head_dim));
+  const bool specials = r.u8() % 4 == 0;
+  auto fill = [&](std::vector<float>& v) {
+    for (float& x : v) x = specials ? r.value() : (static_cast<int>(r.u8()) - 128) / 64.0f;
+  };
+
+  const auto dense = bshd ? attn::dense_bshd : attn::dense_bhsd;
+  const int max_k = p.seq_k + extra;
+  std::vector<float> q(std::size_t(p.batch) * p.heads * p.seq_q * p.head_dim);
+  std::vector<float> k(std::size_t(p.batch) * p.kv_heads * max_k * p.head_dim);
+  std::vector<float> v(std::size_t(p.batch) * p.kv_heads * max_k * p.value_dim);
+  fill(q);
+  fill(k);
+  fill(v);
+  p.q = dense(p.heads, p.seq_q, p.head_dim);
+  p.k = dense(p.kv_heads, max_k, p.head_dim);
+  p.v = dense(p.kv_heads, max_k, p.value_dim);
+  p.query = q.data();
+  p.key = k.data();
+  std::vector<float> out(std::size_t(p.batch) * p.heads * p.seq_q * p.value_dim);
+  if (!weights_only) {
+    p.value = v.data();
+    p.out = out.data();
+    p.o = dense(p.heads, p.seq_q, p.value_dim);
+  }
+  std::vector<float> w;
+  if (want_weights || weights_only) {
+    w.resize(std::size_t(p.batch) * p.heads * p.seq_q * p.seq_k);
+    p.weights = w.data();
+    p.w = attn::dense_bhsd(p.heads, p.seq_q, p.seq_k);
+  }
+  const int mask_kind = r.u8() % 3;
+  const auto shape = static_cast<attn::MaskShape>(r.u8() % 3);
+  const int mb = shape == attn::MaskShape::plane ? 1 : p.batch;
+  const int mh = shape == attn::MaskShape::per_head ? p.heads : 1;
+  std::vector<float> fmask(std::size_t(mb) * mh * p.seq_q * p.seq_k);
+  std::vector<std::uint8_t> bmask(fmask.size());
+  if (mask_kind == 1) {
+    for (auto& m : bmask) m = r.u8() % 4 != 0;
+    p.mask = bmask.data();
+    p.mask_type = attn::MaskType::boolean;
+  } else if (mask_kind == 2) {
+    for (auto& m : fmask) m = r.u8() % 4 == 0 ? -std::numeric_limits<float>::infinity() : r.value();
+    p.mask = fmask.data();
+    p.mask_type = attn::MaskType::additive;
+  }
+  p.m = attn::mask_strides(shape, p.heads, p.seq_q, p.seq_k);
+  std::vector<std::uint8_t> pad(std::size_t(p.batch) * p.seq_k);
+  if (r.u8() & 1) {
+    for (auto& x : pad) x = r.u8() % 5 == 0;
+    p.key_padding = pad.data();
+    p.key_padding_batch_stride = p.seq_k;
+  }
+
+  if (attn::attention(p) != nullptr) __builtin_trap();  // valid params must succeed
+
+  // Ordinary inputs (no specials, a moderate scale, no additive mask with special values):
+  // finite outputs, and weights rows that sum to 1 (or are all zero when fully masked).
+  const bool ordinary = !specials && std::abs(p.scale) < 1e6f && (mask_kind != 2 || finite(fmask));
+  if (ordinary) {
+    if (!weights_only && !finite(out)) __builtin_trap();
+    for (std::size_t row = 0; row < w.size() / p.seq_k; ++row) {
+      double sum = 0;
+      for (int j = 0; j < p.seq_k; ++j) sum += w[row * p.seq_k + j];
+      if (!(std::abs(sum - 1) < 1e-4 || sum == 0)) __builtin_trap();
+    }
+  }
+}
+
+void fuzz_linear(Reader& r) {
+  const int rows = r.range(1, 9), in = r.range(1, 300), out = r.range(1, 40);
+  std::vector<float> x(std::size_t(rows) * in), w(std::size_t(out) * in), b(out);
+  for (float& e : x) e = r.value();
+  for (float& e : w) e = r.value();
+  for (float& e : b) e = r.value();
+  attn::PackedLinear lin;
+  if (lin.pack(w.data(), (r.u8() & 1) ? b.data() : nullptr, out, in) != nullptr) __builtin_trap();
+  std::vector<float> scratch(lin.scratch_floats(rows)), y(std::size_t(rows) * out);
+  lin.apply(x.data(), in, rows, y.data(), out, scratch.data());
+}
+
+void fuzz_validate(Reader& r) {
+  attn::AttentionParams p;
+  float dummy[4] = {};
+  p.batch = r.range(-2, 5) * (r.u8() % 2 ? 1 : 100000);
+  p.heads = r.range(-2, 5);
+  p.kv_heads = r.range(-2, 5);
+  p.seq_q = r.range(-2, 5);
+  p.seq_k = r.range(-2, 5);
+  p.head_dim = r.range(-2, 5);
+  p.value_dim = r.range(-2, 5);
+  p.query = (r.u8() & 1) ? dummy : nullptr;
+  p.key = (r.u8() & 1) ? dummy : nullptr;
+  p.mask_type = static_cast<attn::MaskType>(r.range(0, 5));
+  attn::validate(p);  // garbage params: a message or nullptr, never a crash
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  Reader r(data, size);
+  switch (r.u8() % 4) {
+    case 0: fuzz_linear(r); break;
+    case 1: fuzz_validate(r); break;
+    default: fuzz_attention(r); break;
+  }
+  return 0;
+}

@@ -1,6 +1,6 @@
 // Type-checked with tsc --strict: correct calls compile, wrong ones must not (@ts-expect-error
 // fails the check if the types ever stop catching them).
-import { loadAttention, type AttentionLibrary, type AttentionOptions } from 'attention-wasm';
+import { createAttention, loadAttention, type AttentionLibrary, type AttentionOptions } from 'attention-wasm';
 
 const lib: AttentionLibrary = await loadAttention({ wasmUrl: new URL('https://cdn.example/attn.wasm') });
 const q = new Float32Array(8);
@@ -8,6 +8,9 @@ const options: AttentionOptions = { heads: 2, seqQ: 1, headDim: 4, causal: true,
 const out: Float32Array = lib.attention(q, q, q, options);
 const w: Float32Array = lib.attentionWeights(q, q, { heads: 2, seqQ: 1, headDim: 4, out: null });
 const version: string = lib.info.version;
+const isolated: AttentionLibrary = await createAttention();
+const inUse: number = isolated.memoryUsage().heapInUse;
+console.log(inUse);
 console.log(out, w, version, lib.memoryUsage().wasmMemory);
 
 // @ts-expect-error a plain array is not a Float32Array

@@ -4,12 +4,14 @@
 #include "attention.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <memory>
 
 #include "microkernel.h"
+#include "parallel.h"
 #include "simd.h"
 
 namespace attn {
@@ -363,48 +365,61 @@ const char* validate(const AttentionParams& p) {
 
 const char* attention(const AttentionParams& p) {
   if (const char* err = validate(p)) return err;
-  Workspace ws;
-  if (!ws.reserve(p)) return "attention: out of memory for the workspace";
-
   const int group = p.heads / p.kv_heads;
   const int rows_per_kv_head = group * p.seq_q;
-  for (int b = 0; b < p.batch; ++b) {
-    for (int kvh = 0; kvh < p.kv_heads; ++kvh) {
-      const float* key_head = p.key + b * p.k.batch + kvh * p.k.head;
-      const float* value_head = p.value ? p.value + b * p.v.batch + kvh * p.v.head : nullptr;
-      if (!ws.direct) {
-        pack_keys_transposed(key_head, p.k.row, p.seq_k, p.head_dim, ws);
-        if (value_head) pack_values(value_head, p.v.row, p.seq_k, p.value_dim, ws);
-      }
-      // Rows are ordered query-position-major so a block's causal limits stay close together
-      // and, in a decode step, one block holds every query head of the group.
-      for (int r0 = 0; r0 < rows_per_kv_head; r0 += kRowsPerBlock) {
-        RowBlock rb;
-        rb.rows = std::min(kRowsPerBlock, rows_per_kv_head - r0);
-        rb.key_padding = p.key_padding ? p.key_padding + b * p.key_padding_batch_stride : nullptr;
-        for (int i = 0; i < rb.rows; ++i) {
-          const int qi = (r0 + i) / group;
-          const int h = kvh * group + (r0 + i) % group;
-          rb.q[i] = p.query + b * p.q.batch + h * p.q.head + qi * p.q.row;
-          rb.o[i] = p.out ? p.out + b * p.o.batch + h * p.o.head + qi * p.o.row : nullptr;
-          rb.w[i] = p.weights ? p.weights + b * p.w.batch + h * p.w.head + qi * p.w.row : nullptr;
-          rb.m[i] = nullptr;
-          if (p.mask_type == MaskType::additive)
-            rb.m[i] = static_cast<const float*>(p.mask) + b * p.m.batch + h * p.m.head + qi * p.m.row;
-          else if (p.mask_type == MaskType::boolean)
-            rb.m[i] = static_cast<const std::uint8_t*>(p.mask) + b * p.m.batch + h * p.m.head +
-                      qi * p.m.row;
-          const int limit = p.causal ? qi + 1 + (p.seq_k - p.seq_q) : p.seq_k;
-          rb.key_end[i] = std::clamp(limit, 0, p.seq_k);
-        }
-        if (ws.direct)
-          attend_direct(p, rb, key_head, value_head, ws);
-        else
-          attend_block(p, rb, ws);
-      }
+  const int blocks_per_head = (rows_per_kv_head + kRowsPerBlock - 1) / kRowsPerBlock;
+  const int kv_heads_total = p.batch * p.kv_heads;
+  // Work items: one (batch, kv head) each, split into chunks of row blocks when there are too
+  // few heads to keep every thread busy (each chunk then packs its head's K and V itself).
+  // Items never share output rows and compute them exactly as a serial run would.
+  const int threads = num_threads();
+  const int chunks =
+      threads == 1 ? 1
+                   : std::clamp((2 * threads + kv_heads_total - 1) / kv_heads_total, 1, blocks_per_head);
+  std::atomic<const char*> error{nullptr};
+  parallel_for(kv_heads_total * chunks, [&](int item) {
+    const int b = item / chunks / p.kv_heads, kvh = item / chunks % p.kv_heads, chunk = item % chunks;
+    Workspace ws;
+    if (!ws.reserve(p)) {
+      error = "attention: out of memory for the workspace";
+      return;
     }
-  }
-  return nullptr;
+    const float* key_head = p.key + b * p.k.batch + kvh * p.k.head;
+    const float* value_head = p.value ? p.value + b * p.v.batch + kvh * p.v.head : nullptr;
+    if (!ws.direct) {
+      pack_keys_transposed(key_head, p.k.row, p.seq_k, p.head_dim, ws);
+      if (value_head) pack_values(value_head, p.v.row, p.seq_k, p.value_dim, ws);
+    }
+    // Rows are ordered query-position-major so a block's causal limits stay close together
+    // and, in a decode step, one block holds every query head of the group.
+    const int first = chunk * blocks_per_head / chunks, last = (chunk + 1) * blocks_per_head / chunks;
+    for (int blk = first; blk < last; ++blk) {
+      const int r0 = blk * kRowsPerBlock;
+      RowBlock rb;
+      rb.rows = std::min(kRowsPerBlock, rows_per_kv_head - r0);
+      rb.key_padding = p.key_padding ? p.key_padding + b * p.key_padding_batch_stride : nullptr;
+      for (int i = 0; i < rb.rows; ++i) {
+        const int qi = (r0 + i) / group;
+        const int h = kvh * group + (r0 + i) % group;
+        rb.q[i] = p.query + b * p.q.batch + h * p.q.head + qi * p.q.row;
+        rb.o[i] = p.out ? p.out + b * p.o.batch + h * p.o.head + qi * p.o.row : nullptr;
+        rb.w[i] = p.weights ? p.weights + b * p.w.batch + h * p.w.head + qi * p.w.row : nullptr;
+        rb.m[i] = nullptr;
+        if (p.mask_type == MaskType::additive)
+          rb.m[i] = static_cast<const float*>(p.mask) + b * p.m.batch + h * p.m.head + qi * p.m.row;
+        else if (p.mask_type == MaskType::boolean)
+          rb.m[i] = static_cast<const std::uint8_t*>(p.mask) + b * p.m.batch + h * p.m.head +
+                    qi * p.m.row;
+        const int limit = p.causal ? qi + 1 + (p.seq_k - p.seq_q) : p.seq_k;
+        rb.key_end[i] = std::clamp(limit, 0, p.seq_k);
+      }
+      if (ws.direct)
+        attend_direct(p, rb, key_head, value_head, ws);
+      else
+        attend_block(p, rb, ws);
+    }
+  });
+  return error.load();
 }
 
 const char* simd_name() {

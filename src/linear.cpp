@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "microkernel.h"
+#include "parallel.h"
 
 namespace attn {
 namespace {
@@ -80,12 +81,14 @@ void PackedLinear::apply(const float* x, std::ptrdiff_t ldx, int rows, float* y,
   }
   float* partial = scratch + round_up(static_cast<std::size_t>(rows), kTileRows) * in_;
 
+  // One work item per full panel, each over the whole depth in kDepth blocks (in the same
+  // order for every thread count, so results do not depend on it).
   const int full_panels = out_ / kPanel;
-  for (int kb = 0; kb < in_; kb += kDepth) {
-    const int k_len = std::min(kDepth, in_ - kb);
-    for (int p = 0; p < full_panels; ++p) {
+  parallel_for(full_panels, [&](int p) {
+    float* yp = y + p * kPanel;
+    for (int kb = 0; kb < in_; kb += kDepth) {
+      const int k_len = std::min(kDepth, in_ - kb);
       const float* panel = packed_.get() + (static_cast<std::ptrdiff_t>(p) * in_ + kb) * kPanel;
-      float* yp = y + p * kPanel;
       if (kb == 0)
         panel_tiles<Init::bias>(rows, scratch + kb * kTileRows, x_tile, panel, k_len, yp, ldy,
                                 bias_.get() + p * kPanel);
@@ -93,7 +96,7 @@ void PackedLinear::apply(const float* x, std::ptrdiff_t ldx, int rows, float* y,
         panel_tiles<Init::load>(rows, scratch + kb * kTileRows, x_tile, panel, k_len, yp, ldy,
                                 nullptr);
     }
-  }
+  });
   // The last, partly filled panel: whole K at once into a small tile, then its valid columns.
   if (const int cols = out_ - full_panels * kPanel) {
     const float* panel = packed_.get() + static_cast<std::ptrdiff_t>(full_panels) * in_ * kPanel;

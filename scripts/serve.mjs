@@ -1,6 +1,6 @@
 // A tiny static server for the demo page and the browser tests: by default serves web/ and dist/
 // from the repository root ('/' redirects to '/web/'), with the right MIME types for .mjs and .wasm.
-//   node scripts/serve.mjs [--port 8080]
+//   node scripts/serve.mjs [--port 8080] [--no-isolation]
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { createServer } from 'node:http';
@@ -14,9 +14,18 @@ const TYPES = {
   '.svg': 'image/svg+xml', '.ts': 'text/plain; charset=utf-8',
 };
 
-// Starts the server; resolves to { url, close() }. `headers` are added to every response.
-// `root` serves one whole folder instead (e.g. a bundler's output), with '/' as its index.html.
-export function startServer({ port = 0, host = '127.0.0.1', headers = {}, root } = {}) {
+// The headers that make a page cross-origin isolated, which browsers require before they give
+// WebAssembly threads (SharedArrayBuffer) to it.
+export const ISOLATION_HEADERS = {
+  'Cross-Origin-Opener-Policy': 'same-origin',
+  'Cross-Origin-Embedder-Policy': 'require-corp',
+};
+
+// Starts the server; resolves to { url, close() }. Responses carry ISOLATION_HEADERS unless
+// `isolated` is false, plus `headers`. `root` serves one whole folder instead (e.g. a bundler's
+// output), with '/' as its index.html.
+export function startServer({ port = 0, host = '127.0.0.1', headers: extra = {}, root, isolated = true } = {}) {
+  const headers = { ...(isolated ? ISOLATION_HEADERS : {}), ...extra };
   const base = root ?? REPO;
   const served = root ? [''] : ['web', 'dist'];
   const server = createServer(async (req, res) => {
@@ -50,6 +59,7 @@ export function startServer({ port = 0, host = '127.0.0.1', headers = {}, root }
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const i = process.argv.indexOf('--port');
   const port = i > 0 ? Number(process.argv[i + 1]) : Number(process.env.PORT ?? 8080);
-  const { url } = await startServer({ port });
-  console.log(`attention-wasm demo: ${url}web/  (Ctrl+C to stop)`);
+  const isolated = !process.argv.includes('--no-isolation');
+  const { url } = await startServer({ port, isolated });
+  console.log(`attention-wasm demo: ${url}web/  (${isolated ? 'cross-origin isolated: threads on' : 'not isolated: 1 thread'}; Ctrl+C to stop)`);
 }

@@ -10,6 +10,7 @@
 
 #include "attention.h"
 #include "mha.h"
+#include "parallel.h"
 
 namespace {
 
@@ -198,5 +199,7 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .function("length", &attn::KvCache::length);
   function("version", &version);
   function("heapInUse", &heap_in_use);
+  function("setNumThreads", &attn::set_num_threads);
+  function("numThreads", &attn::num_threads);
   function("simdName", &simd_name);
 }

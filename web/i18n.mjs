@@ -3,7 +3,7 @@
 export const STRINGS = {
   en: {
     tagline: 'Scaled dot-product attention in C++ and WebAssembly SIMD, explained step by step with numbers computed live by the library.',
-    status: 'Computed by attention-wasm {version} ({simd}, {threads} thread{s}).',
+    status: 'Computed by attention-wasm {version} ({simd}, {threads} thread{s}{why}).',
     loading: 'Loading the WebAssembly module…',
     walkTitle: 'Attention, step by step',
     walkIntro: 'Self-attention takes a sequence of input vectors <var>a</var><sup>1</sup>…<var>a</var><sup>4</sup> and produces one output <var>b</var><sup>i</sup> for each of them; every <var>b</var><sup>i</sup> looks at the whole sequence at once.',
@@ -33,7 +33,7 @@ export const STRINGS = {
   },
   zh: {
     tagline: '用 C++ 和 WebAssembly SIMD 实现的缩放点积注意力，数字由函数库实时计算，一步一步讲解。',
-    status: '由 attention-wasm {version} 计算（{simd}，{threads} 个线程）。',
+    status: '由 attention-wasm {version} 计算（{simd}，{threads} 个线程{why}）。',
     loading: '正在加载 WebAssembly 模块…',
     walkTitle: '注意力机制，一步一步',
     walkIntro: '自注意力（self-attention）输入一排向量 <var>a</var><sup>1</sup>…<var>a</var><sup>4</sup>，为每一个输出一个 <var>b</var><sup>i</sup>；每个 <var>b</var><sup>i</sup> 都同时考虑了整个序列。',

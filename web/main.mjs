@@ -38,8 +38,9 @@ function applyLanguage(lang) {
   for (const el of document.querySelectorAll('[data-i18n]')) el.innerHTML = STRINGS[lang][el.dataset.i18n];
   for (const b of document.querySelectorAll('.lang button')) b.setAttribute('aria-pressed', String(b.dataset.lang === lang));
   if (lib) {
-    const { version, simd, threads } = lib.info;
-    $('status').textContent = format(STRINGS[lang].status, { version, simd, threads, s: threads === 1 ? '' : 's' });
+    const { version, simd, threads, threadsReason } = lib.info;
+    const why = threads === 1 && /isolated/.test(threadsReason) ? `: ${threadsReason}` : '';
+    $('status').textContent = format(STRINGS[lang].status, { version, simd, threads, s: threads === 1 ? '' : 's', why });
     render();
     refreshPlayground();
   }
@@ -88,7 +89,7 @@ function render() {
   renderMatrix($('outputs'), computed.outputs, N, D, { rowLabel: token('b'), colLabel: dim });
   $('layer-check').innerHTML = format(t.layerCheck, { diff: computed.layerDiff.toExponential(1) });
   wireHighlights();
-  window.attentionDemo = { inputs: [...state.inputs], wq: [...state.wq], wk: [...state.wk], wv: [...state.wv], ...Object.fromEntries(
+  window.attentionDemo = { info: { ...lib.info }, inputs: [...state.inputs], wq: [...state.wq], wk: [...state.wk], wv: [...state.wv], ...Object.fromEntries(
     ['query', 'key', 'value', 'scores', 'scaled', 'weights', 'outputs', 'fromLayer'].map((k) => [k, [...computed[k]]])), options: computed.options };
 }
 

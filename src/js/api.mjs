@@ -13,9 +13,11 @@ const LINEAR_OPTIONS = ['inFeatures', 'outFeatures', 'rows', 'bias', 'out'];
 const WEIGHTS_OPTIONS = ['batch', 'heads', 'kvHeads', 'seqQ', 'seqK', 'headDim', 'layout', 'scale', 'causal',
   'mask', 'out'];
 
-export function createLibrary(M) {
+// `threadsReason` says why this many threads; `onDispose` runs once when dispose() is called.
+export function createLibrary(M, { threadsReason = 'requested 1 thread', onDispose = () => {} } = {}) {
   const arena = new HeapArena(M);
-  const info = Object.freeze({ version: M.version(), simd: M.simdName(), threads: 1 });
+  const info = Object.freeze({ version: M.version(), simd: M.simdName(), threads: M.numThreads(), threadsReason });
+  let disposed = false;
 
   // Stages the tensors, runs the kernel, returns copyOut(name, target) for the results.
   function run(fn, shape, inputs, mask, outputs) {
@@ -92,5 +94,22 @@ export function createLibrary(M) {
 
   const { MultiHeadAttention } = makeMultiHeadAttention(M, arena);
 
-  return Object.freeze({ info, attention, attentionWeights, linear, memoryUsage, MultiHeadAttention });
+  // Ends the worker threads (so nothing keeps a Node process alive) and retires this instance.
+  // Layers and caches already made keep working, single-threaded, until disposed.
+  function dispose() {
+    if (disposed) return;
+    disposed = true;
+    M.setNumThreads(1);                     // joins the C++ pool's threads
+    M.PThread?.terminateAllThreads();       // then ends their workers
+    onDispose();
+  }
+
+  const live = (name, fn) => (...args) => {
+    if (disposed) throw new Error(`attention-wasm: ${name}() after lib.dispose(); load the library again`);
+    return fn(...args);
+  };
+  return Object.freeze({
+    info, attention: live('attention', attention), attentionWeights: live('attentionWeights', attentionWeights),
+    linear: live('linear', linear), memoryUsage, MultiHeadAttention, dispose,
+  });
 }

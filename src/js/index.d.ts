@@ -11,6 +11,18 @@ export interface LoadOptions {
   wasmUrl?: string | URL | null;
   /** The bytes of `attn.wasm`, if the app already has them. Takes precedence over `wasmUrl`. */
   wasmBinary?: ArrayBuffer | ArrayBufferView | null;
+  /**
+   * Threads for the kernel. `'auto'` (default): as many as cores (up to `maxThreads`) where
+   * threads can run — Node, and browser pages that are cross-origin isolated — else 1. A number
+   * asks for exactly that many (where they cannot run: a warning, once, and 1 thread, or an
+   * Error with `strict`). `1` forces the single-threaded build. With `wasmUrl`/`wasmBinary` and
+   * `'auto'`, the single-threaded module they name is used.
+   */
+  threads?: 'auto' | number | null;
+  /** Cap for `threads: 'auto'`. Default 8. */
+  maxThreads?: number | null;
+  /** Reject instead of warning when the requested threads cannot run. Default false. */
+  strict?: boolean | null;
 }
 
 /** What was loaded. */
@@ -19,8 +31,10 @@ export interface LibraryInfo {
   readonly version: string;
   /** The instruction set the kernel was compiled for: always `'simd128'` for the shipped build. */
   readonly simd: string;
-  /** Threads used by the kernel: 1 in this release. */
+  /** Threads the kernel uses (the calling thread included). */
   readonly threads: number;
+  /** Why that many, e.g. `'auto: 2 of 2 cores'` or `'not cross-origin isolated (no SharedArrayBuffer)'`. */
+  readonly threadsReason: string;
 }
 
 /**
@@ -134,6 +148,13 @@ export interface AttentionLibrary {
 
   /** A multi-head attention layer with learned projections (see {@link MultiHeadAttention}). */
   readonly MultiHeadAttention: MultiHeadAttentionConstructor;
+
+  /**
+   * Ends the worker threads and retires this instance: later calls throw, and the next
+   * {@link loadAttention} loads afresh. Layers and caches already made keep working, single-
+   * threaded, until disposed. Not needed for a Node process to exit. Harmless to call twice.
+   */
+  dispose(): void;
 }
 
 /** Options of {@link AttentionLibrary.linear}. */

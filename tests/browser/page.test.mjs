@@ -9,16 +9,18 @@ import { referenceAttention, referenceLinear } from '../js/reference.mjs';
 import { ARTIFACTS, launchBrowser, openPage } from './chromium.mjs';
 
 const STRICT_CSP = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; object-src 'none'; base-uri 'none'";
-let server, strictServer, browser;
+let server, strictServer, plainServer, browser;
 before(async () => {
-  server = await startServer();
+  server = await startServer();  // cross-origin isolated, as `npm start` serves it
   strictServer = await startServer({ headers: { 'Content-Security-Policy': STRICT_CSP } });
+  plainServer = await startServer({ isolated: false });
   browser = await launchBrowser();
 });
 after(async () => {
   await browser?.close();
   await server?.close();
   await strictServer?.close();
+  await plainServer?.close();
 });
 
 async function openDemo(url = server.url, viewport) {
@@ -53,8 +55,9 @@ function checkWalkthrough(s) {
 
 test('the walk-through shows the library\'s numbers, equal to a JS reference', async () => {
   const { page, problems } = await openDemo();
-  assert.match(await page.textContent('#status'), /^Computed by attention-wasm \d+\.\d+\.\d+ \(simd128, 1 thread\)\.$/);
   const s = await demoState(page);
+  assert.ok(s.info.threads > 1, `an isolated page gets threads (${s.info.threadsReason})`);
+  assert.match(await page.textContent('#status'), new RegExp(`^Computed by attention-wasm \\d+\\.\\d+\\.\\d+ \\(simd128, ${s.info.threads} threads\\)\\.$`));
   checkWalkthrough(s);
   // The tables show the same numbers (3 decimals).
   const shown = await page.$$eval('#outputs td', (tds) => tds.map((td) => Number(td.textContent)));
@@ -141,6 +144,16 @@ test('the playground runs a shape in a Web Worker and reports a speed-up', async
 test('under a strict Content-Security-Policy everything still works', async () => {
   const { page, problems } = await openDemo(strictServer.url);
   checkWalkthrough(await demoState(page));
+  await runPlayground(page);
+  assert.deepEqual(problems, []);
+});
+
+test('without cross-origin isolation: one thread, the reason shown, the same numbers', async () => {
+  const { page, problems } = await openDemo(plainServer.url);
+  const s = await demoState(page);
+  assert.deepEqual([s.info.threads, s.info.threadsReason], [1, 'not cross-origin isolated (no SharedArrayBuffer)']);
+  assert.match(await page.textContent('#status'), /\(simd128, 1 thread: not cross-origin isolated \(no SharedArrayBuffer\)\)\.$/);
+  checkWalkthrough(s);
   await runPlayground(page);
   assert.deepEqual(problems, []);
 });

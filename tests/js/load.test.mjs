@@ -2,9 +2,11 @@
 import assert from 'node:assert/strict';
 import { copyFile, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { test } from 'node:test';
+import { createAttention } from '../../dist/node.mjs';
 import { loadAttention } from './helpers.mjs';
 
 const wasmPath = new URL('../../dist/attn.wasm', import.meta.url);
@@ -41,9 +43,15 @@ test('idempotent: later calls return the same instance, whatever their options',
   assert.equal(loadAttention(), loadAttention());
 });
 
-test('info tells the version, the SIMD level and the thread count', async () => {
-  const lib = await loadAttention();
+test('info tells the version, the SIMD level and the threads chosen, and why', async () => {
+  const lib = await createAttention();  // (this file's shared instance was loaded with a wasmUrl)
   const pkg = JSON.parse(await readFile(new URL('../../package.json', import.meta.url), 'utf8'));
-  assert.deepEqual({ ...lib.info }, { version: pkg.version, simd: 'simd128', threads: 1 });
+  const cores = availableParallelism();
+  const threads = Math.min(cores, 8);
+  assert.deepEqual({ ...lib.info }, {
+    version: pkg.version, simd: 'simd128', threads,
+    threadsReason: threads === 1 ? 'one core' : `auto: ${threads} of ${cores} cores`,
+  });
   assert.ok(Object.isFrozen(lib.info) && Object.isFrozen(lib));
+  lib.dispose();
 });

@@ -39,7 +39,9 @@ after(() => rmSync(app, { recursive: true, force: true }));
 test('the tarball holds the built files and nothing else', () => {
   const files = tarball.files.map((f) => f.path).sort();
   const jsSources = readdirSync(join(repo, 'src', 'js')).filter((f) => /\.(mjs|cjs)$/.test(f)).map((f) => `dist/${f}`);
-  const expected = ['README.md', 'package.json', 'dist/attn.mjs', 'dist/attn.wasm', 'dist/index.d.ts', 'dist/index.d.cts', ...jsSources];
+  const built = ['attn.mjs', 'attn.wasm', 'attn-mt.mjs', 'attn-mt.wasm', 'attn-mt.worker.js', 'index.d.ts', 'index.d.cts',
+    'node-mt/attn-mt-node.cjs', 'node-mt/attn-mt-node.wasm', 'node-mt/attn-mt-node.worker.js', 'node-mt/package.json'];
+  const expected = ['README.md', 'package.json', ...built.map((f) => `dist/${f}`), ...jsSources];
   assert.deepEqual(files, expected.sort());
   const pkg = JSON.parse(run('node', ['-p', 'JSON.stringify(require("attention-wasm/package.json"))'], app));
   assert.equal(pkg.dependencies, undefined, 'no runtime dependencies');

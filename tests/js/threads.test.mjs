@@ -1,0 +1,114 @@
+// Threads: the choice of build, bit-identical results with and without threads, disposal, and
+// Node processes that exit by themselves.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { after, before, test } from 'node:test';
+import { createAttention } from '../../dist/node.mjs';
+import { chooseThreads } from '../../dist/threads.mjs';
+import { makeInputs, randomTensor, rng } from './helpers.mjs';
+
+let single, threaded;
+before(async () => {
+  [single, threaded] = await Promise.all([createAttention({ threads: 1 }), createAttention({ threads: 2 })]);
+});
+after(() => {
+  single.dispose();
+  threaded.dispose();
+});
+
+test('chooseThreads: auto, requests, caps, and the not-isolated fallback', () => {
+  const node = { isNode: true, isolated: true, cores: 4 };
+  const page = { isNode: false, isolated: false, cores: 8 };
+  const isolated = { isNode: false, isolated: true, cores: 8 };
+  assert.deepEqual(chooseThreads({}, node), { threads: 4, reason: 'auto: 4 of 4 cores' });
+  assert.deepEqual(chooseThreads({ maxThreads: 2 }, isolated), { threads: 2, reason: 'auto: 2 of 8 cores' });
+  assert.deepEqual(chooseThreads({}, { ...node, cores: 1 }), { threads: 1, reason: 'one core' });
+  assert.deepEqual(chooseThreads({ threads: 1 }, node), { threads: 1, reason: 'requested 1 thread' });
+  assert.deepEqual(chooseThreads({ threads: 3 }, isolated), { threads: 3, reason: 'requested 3 threads' });
+  assert.deepEqual(chooseThreads({}, page), { threads: 1, reason: 'not cross-origin isolated (no SharedArrayBuffer)' });
+  assert.equal(chooseThreads({ wasmUrl: 'x.wasm' }, node).threads, 1);
+  assert.throws(() => chooseThreads({ threads: 2, strict: true }, page), /^Error: attention-wasm: 2 threads were requested, but this page is not cross-origin isolated/);
+  const warnings = [];
+  const warn = console.warn;
+  console.warn = (m) => warnings.push(m);
+  try {
+    assert.equal(chooseThreads({ threads: 2 }, page).threads, 1);
+    assert.equal(chooseThreads({ threads: 4 }, page).threads, 1);
+  } finally {
+    console.warn = warn;
+  }
+  assert.equal(warnings.length, 1, 'warns once');
+  assert.match(warnings[0], /Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp/);
+});
+
+test('loadAttention options for threads are checked', async () => {
+  await assert.rejects(createAttention({ threads: 0 }), /^RangeError: loadAttention: options\.threads must be 'auto' or an integer from 1 to 64, got number 0$/);
+  await assert.rejects(createAttention({ threads: 'many' }), /^RangeError: loadAttention: options\.threads/);
+  await assert.rejects(createAttention({ maxThreads: 1.5 }), /^RangeError: loadAttention: options\.maxThreads/);
+  await assert.rejects(createAttention({ strict: 'yes' }), /^TypeError: loadAttention: options\.strict must be a boolean/);
+});
+
+test('threaded results are bit-identical to single-threaded ones', () => {
+  assert.equal(single.info.threads, 1);
+  assert.equal(threaded.info.threads, 2);
+  const shapes = [
+    { heads: 1, seqQ: 300, seqK: 300, headDim: 32 },                   // one head: split into row chunks
+    { batch: 2, heads: 8, kvHeads: 2, seqQ: 65, seqK: 130, headDim: 64, causal: true },
+    { heads: 32, kvHeads: 8, seqQ: 1, seqK: 500, headDim: 128 },       // decode
+    { heads: 4, seqQ: 20, seqK: 33, headDim: 16, layout: 'bshd', mask: new Uint8Array(20 * 33).map((_, i) => i % 7 !== 0) },
+  ];
+  for (const [n, shape] of shapes.entries()) {
+    const { query, key, value } = makeInputs(shape, n + 1);
+    const weights = [1, 2].map(() => new Float32Array((shape.batch ?? 1) * shape.heads * shape.seqQ * shape.seqK));
+    const a = single.attention(query, key, value, { ...shape, weightsOut: weights[0] });
+    const b = threaded.attention(query, key, value, { ...shape, weightsOut: weights[1] });
+    assert.ok(a.every((x, i) => Object.is(x, b[i])), `outputs of shape ${n}`);
+    assert.ok(weights[0].every((x, i) => Object.is(x, weights[1][i])), `weights of shape ${n}`);
+  }
+  // The layer: projections split by panel, attention by head, a cache over several steps.
+  const r = rng(5);
+  const w = () => ({ wq: randomTensor(64 * 64, r, 0.1), wk: randomTensor(64 * 64, r, 0.1), wv: randomTensor(64 * 64, r, 0.1),
+    wo: randomTensor(64 * 64, r, 0.1), bq: randomTensor(64, r), bk: randomTensor(64, r), bv: randomTensor(64, r), bo: randomTensor(64, r) });
+  const weightsOfLayer = w();
+  const layers = [single, threaded].map((lib) => {
+    const m = new lib.MultiHeadAttention({ embedDim: 64, numHeads: 8 });
+    m.setWeights(weightsOfLayer);
+    return m;
+  });
+  const x = randomTensor(40 * 64, r);
+  const [y1, y2] = layers.map((m) => m.forward(x, null, null, { causal: true }));
+  assert.ok(y1.every((v, i) => Object.is(v, y2[i])), 'layer outputs');
+  const caches = layers.map((m) => m.createCache({ maxSeq: 40 }));
+  for (const [at, n] of [[0, 30], [30, 1], [31, 9]]) {
+    const [s1, s2] = layers.map((m, k) => m.forward(x.subarray(at * 64, (at + n) * 64), null, null, { cache: caches[k] }));
+    assert.ok(s1.every((v, i) => Object.is(v, s2[i])), `cached step at ${at}`);
+  }
+  caches.forEach((c) => c.dispose());
+  layers.forEach((m) => m.dispose());
+});
+
+test('dispose() ends the pool: later calls throw, and a fresh load works', async () => {
+  const lib = await createAttention({ threads: 2 });
+  const { query, key, value } = makeInputs({ heads: 2, seqQ: 4, headDim: 8 });
+  lib.attention(query, key, value, { heads: 2, seqQ: 4, headDim: 8 });
+  lib.dispose();
+  lib.dispose();  // harmless
+  assert.throws(() => lib.attention(query, key, value, { heads: 2, seqQ: 4, headDim: 8 }), /^Error: attention-wasm: attention\(\) after lib\.dispose\(\)/);
+  const again = await createAttention({ threads: 2 });
+  assert.equal(again.attention(query, key, value, { heads: 2, seqQ: 4, headDim: 8 }).length, 64);
+  again.dispose();
+});
+
+test('a Node process that used threads exits by itself', () => {
+  const script = `
+    const { loadAttention } = await import(${JSON.stringify(new URL('../../dist/node.mjs', import.meta.url).href)});
+    const lib = await loadAttention();
+    const x = new Float32Array(4 * 256 * 32).fill(0.1);
+    lib.attention(x, x, x, { heads: 4, seqQ: 256, headDim: 32 });
+    console.log(lib.info.threads);`;
+  const start = performance.now();
+  const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 20000 });
+  const seconds = (performance.now() - start) / 1000;
+  assert.ok(Number(out) > 1, `the child used threads (${out.trim()})`);
+  assert.ok(seconds < 5, `exited after ${seconds.toFixed(1)} s`);
+});

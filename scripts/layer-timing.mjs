@@ -1,10 +1,12 @@
 // Times the MultiHeadAttention layer on two model-sized cases (medians after a warm-up):
 //   a decode step: embedDim 4096, 32 heads, 8 kv heads, 2048 cached positions (Llama-style)
 //   a prefill: embedDim 768, 12 heads, 512 tokens (BERT-base-sized)
-//   node scripts/layer-timing.mjs
-import { loadAttention } from '../dist/node.mjs';
+//   node scripts/layer-timing.mjs [threads, default 1]
+import { createAttention } from '../dist/node.mjs';
 
-const lib = await loadAttention();
+const threads = Number(process.argv[2] ?? 1);
+const lib = await createAttention({ threads });
+console.log(`${lib.info.threads} thread(s)`);
 
 function randomWeights({ embedDim: e, numHeads, numKvHeads = numHeads }) {
   const kv = numKvHeads * (e / numHeads);

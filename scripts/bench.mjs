@@ -16,6 +16,7 @@ import * as tf from '@tensorflow/tfjs-core';
 import { setWasmPaths } from '@tensorflow/tfjs-backend-wasm';
 import { createAttention } from '../dist/node.mjs';
 import { plainAttention } from '../web/plain-attention.mjs';
+import { randomArray as tensor } from '../web/random-arrays.mjs';
 import { msMultiHeadAttention, standardAttention } from './bench/onnx-graphs.mjs';
 
 const here = (p) => fileURLToPath(new URL(p, import.meta.url));
@@ -46,16 +47,6 @@ const SHAPES = oneShape ? [oneShape] : quick
 const label = (s) => `(${s.batch},${s.heads},${s.seqQ},${s.seqK},${s.headDim})${s.causal ? ' causal' : ''}`;
 const flops = (s) => 4 * s.batch * s.heads * s.seqQ * s.seqK * s.headDim * (s.causal && s.seqQ === s.seqK ? 0.5 : 1);
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-
-function tensor(n, seed) {
-  const a = new Float32Array(n);
-  let x = seed >>> 0;
-  for (let i = 0; i < n; i++) {
-    x = (x * 1664525 + 1013904223) >>> 0;
-    a[i] = x / 2 ** 31 - 1;
-  }
-  return a;
-}
 
 // This machine's SIMD128 multiply-add peak, from scripts/bench/simd-peak.cpp. Called many
 // times so V8 tiers it up (a long single call would stay in the baseline compiler).

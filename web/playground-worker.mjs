@@ -2,18 +2,9 @@
 // runs after a warm-up), plain JavaScript (once), the largest difference, and head 0's weights.
 import { loadAttention } from '../dist/index.mjs';
 import { plainAttention } from './plain-attention.mjs';
+import { randomArray } from './random-arrays.mjs';
 
 const libPromise = loadAttention();
-
-function randomArray(n, seed) {
-  const a = new Float32Array(n);
-  let x = seed >>> 0;
-  for (let i = 0; i < n; i++) {
-    x = (x * 1664525 + 1013904223) >>> 0;
-    a[i] = x / 2 ** 31 - 1;
-  }
-  return a;
-}
 
 self.addEventListener('message', async ({ data: shape }) => {
   try {

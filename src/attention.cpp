@@ -1,6 +1,7 @@
-// The forward driver: for every (batch, kv head), pack Kᵀ once, then walk blocks of query rows
-// over blocks of keys with an online softmax (flash attention). Only the primitives in simd.h
-// and the register-tiled micro-kernel in microkernel.h touch vectors.
+// The forward driver. Work items of (batch, kv head, chunk of row blocks) run in parallel; each
+// packs its head's Kᵀ and V into panels (or, for a decode step, reads them in place), then walks
+// blocks of query rows over blocks of keys with an online softmax (flash attention). Only the
+// primitives in simd.h and the register-tiled micro-kernel in microkernel.h touch vectors.
 #include "attention.h"
 
 #include <algorithm>
@@ -40,7 +41,7 @@ struct FreeDeleter {
   void operator()(float* p) const { std::free(p); }
 };
 
-// Scratch for one (batch, kv head) pass; sizes depend only on the params.
+// Scratch for one work item; sizes depend only on the params.
 struct Workspace {
   int kt_block_floats = 0;  // head_dim × kKeysPerBlock
   int acc_ld = 0;           // value_dim rounded up to kTileCols

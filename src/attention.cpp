@@ -37,6 +37,27 @@ constexpr int kDirectRows = 4;
 
 inline int round_up(int x, int m) { return (x + m - 1) / m * m; }
 
+// a·b over n floats (two vector chains, scalar tail).
+inline float dot(const float* a, const float* b, int n) {
+  vfloat a0(0.0f), a1(0.0f);
+  int c = 0;
+  for (; c + 2 * W <= n; c += 2 * W) {
+    a0 += simd::load(a + c) * simd::load(b + c);
+    a1 += simd::load(a + c + W) * simd::load(b + c + W);
+  }
+  for (; c + W <= n; c += W) a0 += simd::load(a + c) * simd::load(b + c);
+  float sum = simd::reduce_add(a0 + a1);
+  for (; c < n; ++c) sum += a[c] * b[c];
+  return sum;
+}
+
+// y += alpha · x over n floats.
+inline void axpy(float alpha, const float* x, float* y, int n) {
+  int c = 0;
+  for (; c + W <= n; c += W) simd::store(y + c, simd::load(y + c) + vfloat(alpha) * simd::load(x + c));
+  for (; c < n; ++c) y[c] += alpha * x[c];
+}
+
 struct FreeDeleter {
   void operator()(float* p) const { std::free(p); }
 };
@@ -292,19 +313,7 @@ void attend_direct(const AttentionParams& p, const RowBlock& rb, const float* ke
   const int d = p.head_dim;
   for (int j = 0; j < key_end; ++j) {
     const float* k = key_head + j * p.k.row;
-    for (int i = 0; i < rb.rows; ++i) {
-      const float* q = rb.q[i];
-      vfloat a0(0.0f), a1(0.0f);  // two chains
-      int c = 0;
-      for (; c + 2 * W <= d; c += 2 * W) {
-        a0 += simd::load(q + c) * simd::load(k + c);
-        a1 += simd::load(q + c + W) * simd::load(k + c + W);
-      }
-      for (; c + W <= d; c += W) a0 += simd::load(q + c) * simd::load(k + c);
-      float dot = simd::reduce_add(a0 + a1);
-      for (; c < d; ++c) dot += q[c] * k[c];
-      ws.scores[i * ws.scores_ld + j] = dot * scale2;
-    }
+    for (int i = 0; i < rb.rows; ++i) ws.scores[i * ws.scores_ld + j] = dot(rb.q[i], k, d) * scale2;
   }
   for (int i = 0; i < rb.rows; ++i)
     softmax_update(p, rb, i, 0, key_end, ws.scores + i * ws.scores_ld, ws);
@@ -312,13 +321,7 @@ void attend_direct(const AttentionParams& p, const RowBlock& rb, const float* ke
     const int dv = p.value_dim;
     for (int j = 0; j < key_end; ++j) {
       const float* v = value_head + j * p.v.row;
-      for (int i = 0; i < rb.rows; ++i) {
-        const float w = ws.scores[i * ws.scores_ld + j];
-        float* acc = ws.acc + i * ws.acc_ld;
-        int c = 0;
-        for (; c + W <= dv; c += W) simd::store(acc + c, simd::load(acc + c) + vfloat(w) * simd::load(v + c));
-        for (; c < dv; ++c) acc[c] += w * v[c];
-      }
+      for (int i = 0; i < rb.rows; ++i) axpy(ws.scores[i * ws.scores_ld + j], v, ws.acc + i * ws.acc_ld, dv);
     }
   }
   finish_rows(p, rb, key_end, ws);
@@ -418,6 +421,84 @@ const char* attention(const AttentionParams& p) {
         attend_direct(p, rb, key_head, value_head, ws);
       else
         attend_block(p, rb, ws);
+    }
+  });
+  return error.load();
+}
+
+const char* attention_backward(const AttentionParams& forward, const AttentionGrads& g) {
+  if (!forward.value) return "attention_backward: value is required";
+  if (!g.d_out || !g.d_query || !g.d_key || !g.d_value)
+    return "attention_backward: d_out, d_query, d_key and d_value are required";
+  // The forward's out and weights play no part here (out only has to be non-null to validate
+  // the rest as a forward call; it is never written).
+  AttentionParams p = forward;
+  p.out = g.d_query;
+  p.weights = nullptr;
+  if (const char* err = validate(p)) return err;
+  const int group = p.heads / p.kv_heads;
+  const float scale2 = p.scale * kLog2e;
+  std::atomic<const char*> error{nullptr};
+  // One item per (batch, kv head): its d_key and d_value rows sum over the group's query rows,
+  // so no two threads write the same gradient.
+  parallel_for(p.batch * p.kv_heads, [&](int item) {
+    const int b = item / p.kv_heads, kvh = item % p.kv_heads;
+    std::unique_ptr<float, FreeDeleter> buf(
+        static_cast<float*>(std::malloc(2 * static_cast<std::size_t>(p.seq_k) * sizeof(float))));
+    if (!buf) {
+      error = "attention_backward: out of memory";
+      return;
+    }
+    float* s = buf.get();          // scores in log2 units, then probabilities
+    float* dp = s + p.seq_k;       // dL/dP for the row
+    const float* key = p.key + b * p.k.batch + kvh * p.k.head;
+    const float* value = p.value + b * p.v.batch + kvh * p.v.head;
+    float* dkey = g.d_key + b * g.d_k.batch + kvh * g.d_k.head;
+    float* dvalue = g.d_value + b * g.d_v.batch + kvh * g.d_v.head;
+    for (int j = 0; j < p.seq_k; ++j) {
+      std::fill(dkey + j * g.d_k.row, dkey + j * g.d_k.row + p.head_dim, 0.0f);
+      std::fill(dvalue + j * g.d_v.row, dvalue + j * g.d_v.row + p.value_dim, 0.0f);
+    }
+    const std::uint8_t* pad = p.key_padding ? p.key_padding + b * p.key_padding_batch_stride : nullptr;
+    for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
+      for (int qi = 0; qi < p.seq_q; ++qi) {
+        const float* q = p.query + b * p.q.batch + h * p.q.head + qi * p.q.row;
+        const float* d_o = g.d_out + b * g.d_o.batch + h * g.d_o.head + qi * g.d_o.row;
+        float* dq = g.d_query + b * g.d_q.batch + h * g.d_q.head + qi * g.d_q.row;
+        std::fill(dq, dq + p.head_dim, 0.0f);
+        const std::ptrdiff_t m = b * p.m.batch + h * p.m.head + qi * p.m.row;
+        const int key_end = p.causal ? std::clamp(qi + 1 + p.seq_k - p.seq_q, 0, p.seq_k) : p.seq_k;
+        // The row's probabilities, exactly as the forward pass forms them.
+        float max = kNegInf;
+        for (int j = 0; j < p.seq_k; ++j) {
+          float x = j < key_end ? dot(q, key + j * p.k.row, p.head_dim) * scale2 : kNegInf;
+          if (p.mask_type == MaskType::additive) x += static_cast<const float*>(p.mask)[m + j] * kLog2e;
+          if (p.mask_type == MaskType::boolean && !static_cast<const std::uint8_t*>(p.mask)[m + j]) x = kNegInf;
+          if (pad && pad[j]) x = kNegInf;
+          s[j] = x;
+          if (x > max) max = x;
+        }
+        if (max == kNegInf) continue;  // every key masked: output 0, gradients 0
+        float sum = 0.0f;
+        for (int j = 0; j < p.seq_k; ++j) {
+          s[j] = max == kPosInf ? (s[j] == kPosInf ? 1.0f : 0.0f) : simd::exp2_softmax(s[j] - max);
+          sum += s[j];
+        }
+        // dP_j = dO·V_j; D = Σ P_j dP_j (= dO·O); dS_j = P_j (dP_j − D).
+        float d_sum = 0.0f;
+        for (int j = 0; j < p.seq_k; ++j) {
+          s[j] /= sum;
+          dp[j] = s[j] != 0.0f ? dot(d_o, value + j * p.v.row, p.value_dim) : 0.0f;
+          d_sum += s[j] * dp[j];
+        }
+        for (int j = 0; j < p.seq_k; ++j) {
+          if (s[j] == 0.0f) continue;  // masked keys, and keys with no weight, get nothing
+          const float ds = s[j] * (dp[j] - d_sum) * p.scale;
+          axpy(ds, key + j * p.k.row, dq, p.head_dim);
+          axpy(ds, q, dkey + j * g.d_k.row, p.head_dim);
+          axpy(s[j], d_o, dvalue + j * g.d_v.row, p.value_dim);
+        }
+      }
     }
   });
   return error.load();

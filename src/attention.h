@@ -72,6 +72,22 @@ const char* validate(const AttentionParams& p);
 // params, or out of memory); on failure out and weights are left in an unspecified state.
 const char* attention(const AttentionParams& p);
 
+// Gradients of a loss L with respect to query, key and value, given dL/d(out). Layouts as in
+// AttentionParams (d_out like out, d_query like query, d_key like key, d_value like value).
+struct AttentionGrads {
+  const float* d_out = nullptr;
+  float* d_query = nullptr;
+  float* d_key = nullptr;    // summed over the query heads that share each kv head
+  float* d_value = nullptr;  // likewise
+  Strides d_o, d_q, d_k, d_v;
+};
+
+// The backward pass of attention(p): fills g.d_query, g.d_key and g.d_value (all three
+// required; p.out and p.weights are ignored, p.value is required). The probabilities are
+// recomputed row by row, so extra memory is O(seq_k) per thread, never seq_q × seq_k. Masked
+// keys and fully masked rows get zero gradient. Returns nullptr or a static error message.
+const char* attention_backward(const AttentionParams& p, const AttentionGrads& g);
+
 // "simd128", "sse4.1", ... or "scalar": the instruction set this build was compiled for.
 const char* simd_name();
 

@@ -24,6 +24,8 @@ struct JsAttentionCall {
   bool bshd = false;  // layout of query, key, value and out: [batch, seq, heads, dim]
   float scale = 1.0f;
   bool causal = false;
+  // The backward pass only: dL/d(out) in, the gradients out (same layouts as their tensors).
+  std::uintptr_t dOut = 0, dQuery = 0, dKey = 0, dValue = 0;
 };
 
 std::string message(const char* err) { return err ? err : ""; }
@@ -33,7 +35,7 @@ T* ptr(std::uintptr_t address) {
   return reinterpret_cast<T*>(address);
 }
 
-std::string run_attention(const JsAttentionCall& c) {
+attn::AttentionParams to_params(const JsAttentionCall& c) {
   attn::AttentionParams p;
   p.query = ptr<const float>(c.query);
   p.key = ptr<const float>(c.key);
@@ -59,8 +61,23 @@ std::string run_attention(const JsAttentionCall& c) {
   p.o = dense(c.heads, c.seqQ, c.valueDim);
   p.w = attn::dense_bhsd(c.heads, c.seqQ, c.seqK);  // mask and weights are always bhsd
   p.m = attn::mask_strides(static_cast<attn::MaskShape>(c.maskBroadcast), c.heads, c.seqQ, c.seqK);
+  return p;
+}
 
-  return message(attn::attention(p));
+std::string run_attention(const JsAttentionCall& c) { return message(attn::attention(to_params(c))); }
+
+std::string run_attention_backward(const JsAttentionCall& c) {
+  const attn::AttentionParams p = to_params(c);
+  attn::AttentionGrads g;
+  g.d_out = ptr<const float>(c.dOut);
+  g.d_query = ptr<float>(c.dQuery);
+  g.d_key = ptr<float>(c.dKey);
+  g.d_value = ptr<float>(c.dValue);
+  g.d_o = p.o;
+  g.d_q = p.q;
+  g.d_k = p.k;
+  g.d_v = p.v;
+  return message(attn::attention_backward(p, g));
 }
 
 // Mirrors the config object built in src/js/mha.mjs.
@@ -161,8 +178,13 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .field("valueDim", &JsAttentionCall::valueDim)
       .field("bshd", &JsAttentionCall::bshd)
       .field("scale", &JsAttentionCall::scale)
-      .field("causal", &JsAttentionCall::causal);
+      .field("causal", &JsAttentionCall::causal)
+      .field("dOut", &JsAttentionCall::dOut)
+      .field("dQuery", &JsAttentionCall::dQuery)
+      .field("dKey", &JsAttentionCall::dKey)
+      .field("dValue", &JsAttentionCall::dValue);
   function("attention", &run_attention);
+  function("attentionBackward", &run_attention_backward);
   function("linear", &run_linear);
 
   value_object<JsMhaConfig>("MhaConfig")

@@ -9,6 +9,8 @@ import {
 
 const ATTENTION_OPTIONS = ['batch', 'heads', 'kvHeads', 'seqQ', 'seqK', 'headDim', 'valueDim', 'layout',
   'scale', 'causal', 'mask', 'out', 'weightsOut'];
+const BACKWARD_OPTIONS = ['batch', 'heads', 'kvHeads', 'seqQ', 'seqK', 'headDim', 'valueDim', 'layout', 'scale',
+  'causal', 'mask'];
 const LINEAR_OPTIONS = ['inFeatures', 'outFeatures', 'rows', 'bias', 'out'];
 const WEIGHTS_OPTIONS = ['batch', 'heads', 'kvHeads', 'seqQ', 'seqK', 'headDim', 'layout', 'scale', 'causal',
   'mask', 'out'];
@@ -19,17 +21,19 @@ export function createLibrary(M, { threadsReason = 'requested 1 thread', onDispo
   const info = Object.freeze({ version: M.version(), simd: M.simdName(), threads: M.numThreads(), threadsReason });
   let disposed = false;
 
-  // Stages the tensors, runs the kernel, returns copyOut(name, target) for the results.
-  function run(fn, shape, inputs, mask, outputs) {
+  // Stages the tensors, runs `kernel` (M.attention or M.attentionBackward), returns
+  // copyOut(name, target) for the results.
+  function run(fn, shape, inputs, mask, outputs, kernel = M.attention) {
     const call = arena.stage(fn, { ...inputs, mask: mask?.array }, outputs,
       kernelWorkspaceBytes(shape.seqK, shape.headDim, shape.valueDim || 0));
-    const error = M.attention({
+    const error = kernel({
       query: call.address('query'), key: call.address('key'), value: call.address('value'),
       out: call.address('out'), weights: call.address('weights'), mask: call.address('mask'),
       maskType: mask ? mask.type : 0, maskBroadcast: mask ? mask.broadcast : 0,
       batch: shape.batch, heads: shape.heads, kvHeads: shape.kvHeads, seqQ: shape.seqQ, seqK: shape.seqK,
       headDim: shape.headDim, valueDim: shape.valueDim || 1, bshd: shape.layout === 'bshd',
       scale: shape.scale, causal: shape.causal,
+      dOut: call.address('dOut'), dQuery: call.address('dQuery'), dKey: call.address('dKey'), dValue: call.address('dValue'),
     });
     if (error) throw new Error(`attention-wasm: ${error}`);
     return call.copyOut;
@@ -62,6 +66,19 @@ export function createLibrary(M, { threadsReason = 'requested 1 thread', onDispo
     const count = elementCount(parts.weights);
     const copyOut = run('attentionWeights', shape, { query, key }, mask, { weights: count });
     return copyOut('weights', out ?? new Float32Array(count));
+  }
+
+  function attentionBackward(query, key, value, dOut, options) {
+    const shape = resolveShape('attentionBackward', options, BACKWARD_OPTIONS);
+    const parts = tensorParts(shape);
+    checkTensor('query', query, parts.query);
+    checkTensor('key', key, parts.key);
+    checkTensor('value', value, parts.value);
+    checkTensor('dOut', dOut, parts.out);
+    const mask = checkMask(options.mask, shape);
+    const sizes = { dQuery: query.length, dKey: key.length, dValue: value.length };
+    const copyOut = run('attentionBackward', shape, { query, key, value, dOut }, mask, sizes, M.attentionBackward);
+    return Object.fromEntries(Object.entries(sizes).map(([name, n]) => [name, copyOut(name, new Float32Array(n))]));
   }
 
   function linear(input, weight, options) {
@@ -110,6 +127,7 @@ export function createLibrary(M, { threadsReason = 'requested 1 thread', onDispo
   };
   return Object.freeze({
     info, attention: live('attention', attention), attentionWeights: live('attentionWeights', attentionWeights),
+    attentionBackward: live('attentionBackward', attentionBackward),
     linear: live('linear', linear), memoryUsage, MultiHeadAttention, dispose,
   });
 }

@@ -93,6 +93,12 @@ export interface AttentionOptions extends AttentionShapeOptions {
   weightsOut?: Float32Array | null;
 }
 
+/** Options of {@link AttentionLibrary.attentionBackward}. */
+export interface AttentionBackwardOptions extends AttentionShapeOptions {
+  /** Size of each value vector (and output vector). Default `headDim`. */
+  valueDim?: number | null;
+}
+
 /** Options of {@link AttentionLibrary.attentionWeights}. */
 export interface AttentionWeightsOptions extends AttentionShapeOptions {
   /** Caller-owned array `[batch, heads, seqQ, seqK]` to fill and return. */
@@ -137,6 +143,17 @@ export interface AttentionLibrary {
    * (weights, caches, the arena), which returns to its level when objects are disposed.
    */
   memoryUsage(): { wasmMemory: number; arena: number; heapInUse: number };
+
+  /**
+   * Gradients of a loss through {@link AttentionLibrary.attention}: given `dOut` = dL/d(out)
+   * (shaped like the output), returns dL/d(query), dL/d(key) and dL/d(value), shaped like their
+   * tensors; with grouped K/V heads the key and value gradients sum over the query heads that
+   * share them. Same options as `attention` (without `out`/`weightsOut`). The probabilities are
+   * recomputed row by row (O(seqK) extra memory); masked keys and fully masked rows get zero
+   * gradient.
+   */
+  attentionBackward(query: Float32Array, key: Float32Array, value: Float32Array, dOut: Float32Array,
+    options: AttentionBackwardOptions): { dQuery: Float32Array; dKey: Float32Array; dValue: Float32Array };
 
   /**
    * A linear layer, `out = input·Wᵀ + bias` with `weight` `[outFeatures, inFeatures]` row-major

@@ -128,3 +128,50 @@ export function referenceMha(config, weights, query, key, value, opts = {}) {
   });
   return { out: referenceLinear(a.out, batch * seqQ, e, weights.wo, weights.bo, e), weights: a.weights };
 }
+
+// Gradients of L = Σ out ⊙ dOut with respect to query, key and value, in double precision, from
+// the probabilities of referenceAttention: dV = Pᵀ·dO, dP = dO·Vᵀ, dS = P ⊙ (dP − rowsum(P ⊙ dP)),
+// dQ = scale·dS·K, dK = scale·dSᵀ·Q (summed over the query heads of each kv head).
+export function referenceAttentionBackward(query, key, value, dOut, opts) {
+  const batch = opts.batch ?? 1;
+  const heads = opts.heads;
+  const kvHeads = opts.kvHeads ?? heads;
+  const seqQ = opts.seqQ;
+  const seqK = opts.seqK ?? seqQ;
+  const headDim = opts.headDim;
+  const valueDim = opts.valueDim ?? headDim;
+  const layout = opts.layout ?? 'bhsd';
+  const scale = opts.scale ?? 1 / Math.sqrt(headDim);
+  const group = heads / kvHeads;
+  const { weights } = referenceAttention(query, key, value, opts);
+  const dQuery = new Float64Array(query.length);
+  const dKey = new Float64Array(key.length);
+  const dValue = new Float64Array(value.length);
+  const at = indexOf;
+  for (let b = 0; b < batch; b++) {
+    for (let h = 0; h < heads; h++) {
+      const kvh = Math.floor(h / group);
+      for (let i = 0; i < seqQ; i++) {
+        const p = weights.subarray(((b * heads + h) * seqQ + i) * seqK, ((b * heads + h) * seqQ + i + 1) * seqK);
+        const dp = new Float64Array(seqK);
+        let dsum = 0;
+        for (let j = 0; j < seqK; j++) {
+          for (let c = 0; c < valueDim; c++) {
+            const g = dOut[at(layout, heads, seqQ, valueDim, b, h, i, c)];
+            dp[j] += g * value[at(layout, kvHeads, seqK, valueDim, b, kvh, j, c)];
+            dValue[at(layout, kvHeads, seqK, valueDim, b, kvh, j, c)] += p[j] * g;
+          }
+          dsum += p[j] * dp[j];
+        }
+        for (let j = 0; j < seqK; j++) {
+          const ds = p[j] * (dp[j] - dsum) * scale;
+          for (let d = 0; d < headDim; d++) {
+            dQuery[at(layout, heads, seqQ, headDim, b, h, i, d)] += ds * key[at(layout, kvHeads, seqK, headDim, b, kvh, j, d)];
+            dKey[at(layout, kvHeads, seqK, headDim, b, kvh, j, d)] += ds * query[at(layout, heads, seqQ, headDim, b, h, i, d)];
+          }
+        }
+      }
+    }
+  }
+  return { dQuery, dKey, dValue };
+}

@@ -52,6 +52,7 @@ const char* PackedLinear::pack(const float* w, const float* b, int out_features,
   }
   out_ = out_features;
   in_ = in_features;
+  has_bias_ = b != nullptr;
   float* dst = packed_.get();
   for (std::size_t p = 0; p < out_pad / kPanel; ++p)
     for (int k = 0; k < in_; ++k)
@@ -62,6 +63,25 @@ const char* PackedLinear::pack(const float* w, const float* b, int out_features,
   for (std::size_t c = 0; c < out_pad; ++c)
     bias_.get()[c] = b && c < static_cast<std::size_t>(out_) ? b[c] : 0.0f;
   return nullptr;
+}
+
+// Element (o, k) of W lives at panel o / kPanel, row k, column o % kPanel.
+static inline std::size_t packed_index(int o, int k, int in) {
+  return (static_cast<std::size_t>(o / kPanel) * in + k) * kPanel + o % kPanel;
+}
+
+void PackedLinear::unpack(float* w, float* b) const {
+  for (int o = 0; o < out_; ++o)
+    for (int k = 0; k < in_; ++k) w[static_cast<std::size_t>(o) * in_ + k] = packed_.get()[packed_index(o, k, in_)];
+  if (b && has_bias_) std::memcpy(b, bias_.get(), out_ * sizeof(float));
+}
+
+void PackedLinear::add_scaled(const float* dw, const float* db, float alpha) {
+  for (int o = 0; o < out_; ++o)
+    for (int k = 0; k < in_; ++k)
+      packed_.get()[packed_index(o, k, in_)] += alpha * dw[static_cast<std::size_t>(o) * in_ + k];
+  if (db && has_bias_)
+    for (int o = 0; o < out_; ++o) bias_.get()[o] += alpha * db[o];
 }
 
 std::size_t PackedLinear::scratch_floats(int rows) const {

@@ -12,7 +12,8 @@ namespace attn {
 // never an abort (the wasm build has no exceptions).
 struct FloatBuffer {
   struct Free {
-    void operator()(float* p) const { std::free(p); }
+    template <class T>
+    void operator()(T* p) const { std::free(p); }
   };
   std::unique_ptr<float, Free> data;
   std::size_t size = 0;
@@ -35,9 +36,17 @@ class PackedLinear {
   int out_features() const { return out_; }
   int in_features() const { return in_; }
   bool packed() const { return packed_.get() != nullptr; }
+  bool has_bias() const { return has_bias_; }
+
+  // W back in [out × in] layout (for gradients), and b into `b` when the layer has a bias.
+  void unpack(float* w, float* b) const;
+  // W += alpha · dw (dw [out × in]) and b += alpha · db (db may be null): an optimizer step
+  // applied directly to the packed weights.
+  void add_scaled(const float* dw, const float* db, float alpha);
 
  private:
   int out_ = 0, in_ = 0;
+  bool has_bias_ = false;
   FloatBuffer packed_;  // Wᵀ in panels of kPanel columns: [out / kPanel][in][kPanel], zero-padded
   FloatBuffer bias_;    // [out rounded up to kPanel], zero when the layer has no bias
 };

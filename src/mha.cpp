@@ -6,6 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+
+#include "parallel.h"
 
 namespace attn {
 
@@ -76,6 +79,7 @@ const char* MultiHeadAttention::forward(const MhaForward& f) const {
       return "multi-head attention: a cache needs kdim == vdim == embed_dim";
     if (cache->length_ + f.seq_q > cache->max_seq_) return "multi-head attention: the cache is full";
   }
+  if (cache && f.tape) return "multi-head attention: training (a tape) does not work with a cache";
   const int seq_k = cache ? cache->length_ + f.seq_q : f.seq_k;
   const int rows_q = f.batch * f.seq_q;
   const int rows_k = cache ? f.seq_q : f.batch * seq_k;  // rows per K/V projection call
@@ -139,6 +143,198 @@ const char* MultiHeadAttention::forward(const MhaForward& f) const {
 
   proj_[3].apply(a_buf, e, rows_q, f.out, e, scratch);
   if (cache) cache->length_ += f.seq_q;
+  if (f.tape) return record(*f.tape, f, q_buf, k_buf, v_buf, a_buf);
+  return nullptr;
+}
+
+namespace {
+
+bool copy_into(FloatBuffer& dst, const float* src, std::size_t n) {
+  if (!dst.allocate(n)) return false;
+  std::memcpy(dst.get(), src, n * sizeof(float));
+  return true;
+}
+
+bool copy_bytes(std::unique_ptr<std::uint8_t, FloatBuffer::Free>& dst, const void* src, std::size_t n) {
+  dst.reset(static_cast<std::uint8_t*>(std::malloc(std::max<std::size_t>(n, 1))));
+  if (!dst) return false;
+  std::memcpy(dst.get(), src, n);
+  return true;
+}
+
+// dw[o] = Σ_r dy[r][o] · x[r] and db[o] = Σ_r dy[r][o] (db may be null); one output row per item.
+void weight_gradients(const float* dy, const float* x, int rows, int out, int in, float* dw, float* db) {
+  parallel_for(out, [&](int o) {
+    float* w = dw + static_cast<std::size_t>(o) * in;
+    std::fill(w, w + in, 0.0f);
+    float bias = 0.0f;
+    for (int r = 0; r < rows; ++r) {
+      const float g = dy[static_cast<std::size_t>(r) * out + o];
+      bias += g;
+      if (g != 0.0f)
+        for (int k = 0; k < in; ++k) w[k] += g * x[static_cast<std::size_t>(r) * in + k];
+    }
+    if (db) db[o] = bias;
+  });
+}
+
+// dx[r] += Σ_o dy[r][o] · w[o]; one input row per item.
+void add_input_gradients(const float* dy, const float* w, int rows, int out, int in, float* dx) {
+  parallel_for(rows, [&](int r) {
+    float* d = dx + static_cast<std::size_t>(r) * in;
+    for (int o = 0; o < out; ++o) {
+      const float g = dy[static_cast<std::size_t>(r) * out + o];
+      if (g != 0.0f)
+        for (int k = 0; k < in; ++k) d[k] += g * w[static_cast<std::size_t>(o) * in + k];
+    }
+  });
+}
+
+}  // namespace
+
+const char* MultiHeadAttention::record(MhaTape& t, const MhaForward& f, const float* q,
+                                       const float* k, const float* v, const float* a) const {
+  const std::size_t e = config_.embed_dim, kv = kv_features();
+  const std::size_t rows_q = static_cast<std::size_t>(f.batch) * f.seq_q;
+  const std::size_t rows_k = static_cast<std::size_t>(f.batch) * f.seq_k;
+  t.filled_ = false;
+  t.key_given_ = f.key != nullptr;
+  t.value_given_ = f.value != nullptr;
+  t.causal_ = f.causal;
+  t.batch_ = f.batch;
+  t.seq_q_ = f.seq_q;
+  t.seq_k_ = f.seq_k;
+  t.mask_type_ = f.mask_type;
+  t.mask_shape_ = f.mask_shape;
+  bool ok = copy_into(t.xq_, f.query, rows_q * e) && copy_into(t.q_, q, rows_q * e) &&
+            copy_into(t.k_, k, rows_k * kv) && copy_into(t.v_, v, rows_k * kv) &&
+            copy_into(t.a_, a, rows_q * e);
+  if (ok && t.key_given_) ok = copy_into(t.xk_, f.key, rows_k * config_.kdim);
+  if (ok && t.value_given_) ok = copy_into(t.xv_, f.value, rows_k * config_.vdim);
+  if (ok && f.mask) {
+    const std::size_t slices = f.mask_shape == MaskShape::plane       ? 1
+                               : f.mask_shape == MaskShape::per_batch ? f.batch
+                                                                      : std::size_t(f.batch) * config_.num_heads;
+    const std::size_t bytes = slices * f.seq_q * f.seq_k * (f.mask_type == MaskType::additive ? sizeof(float) : 1);
+    ok = copy_bytes(t.mask_, f.mask, bytes);
+  } else {
+    t.mask_.reset();
+  }
+  if (ok && f.key_padding) ok = copy_bytes(t.key_padding_, f.key_padding, rows_k);
+  else if (!f.key_padding) t.key_padding_.reset();
+  if (!ok) return "multi-head attention: out of memory for the training tape";
+  t.filled_ = true;
+  return nullptr;
+}
+
+const char* MultiHeadAttention::backward(const MhaTape& t, const float* d_out, const MhaGrads& g) const {
+  if (!ready()) return "multi-head attention: weights are not set";
+  if (!t.filled_) return "multi-head attention: backward needs a training forward first";
+  if (!d_out || !g.d_query || (t.key_given_ && !g.d_key) || (t.value_given_ && !g.d_value))
+    return "multi-head attention: missing gradient buffers";
+  for (int i = 0; i < 4; ++i)
+    if (!g.d_w[i] || (config_.bias && !g.d_b[i])) return "multi-head attention: missing gradient buffers";
+  const int e = config_.embed_dim, kv = kv_features(), hd = head_dim();
+  const int rows_q = t.batch_ * t.seq_q_, rows_k = t.batch_ * t.seq_k_;
+  const int in[4] = {e, config_.kdim, config_.vdim, e};
+  const int out[4] = {e, kv, kv, e};
+  std::size_t w_n = 0;
+  for (int i = 0; i < 4; ++i) w_n += static_cast<std::size_t>(out[i]) * in[i];
+  FloatBuffer work;  // unpacked weights, then dA, dQ, dK, dV
+  const std::size_t da_n = static_cast<std::size_t>(rows_q) * e, dk_n = static_cast<std::size_t>(rows_k) * kv;
+  if (!work.allocate(w_n + 2 * da_n + 2 * dk_n)) return "multi-head attention: out of memory";
+  float* w[4];
+  w[0] = work.get();
+  for (int i = 1; i < 4; ++i) w[i] = w[i - 1] + static_cast<std::size_t>(out[i - 1]) * in[i - 1];
+  for (int i = 0; i < 4; ++i) proj_[i].unpack(w[i], nullptr);
+  float* da = w[3] + static_cast<std::size_t>(e) * e;
+  float* dq = da + da_n;
+  float* dk = dq + da_n;
+  float* dv = dk + dk_n;
+
+  // y = a·Woᵀ + bo
+  weight_gradients(d_out, t.a_.get(), rows_q, e, e, g.d_w[3], config_.bias ? g.d_b[3] : nullptr);
+  std::fill(da, da + da_n, 0.0f);
+  add_input_gradients(d_out, w[3], rows_q, e, e, da);
+
+  // a = attention(q, k, v), laid out [batch, seq, heads, head_dim]
+  AttentionParams p;
+  p.query = t.q_.get();
+  p.key = t.k_.get();
+  p.value = t.v_.get();
+  p.out = da;  // only checked for presence
+  p.batch = t.batch_;
+  p.heads = config_.num_heads;
+  p.kv_heads = config_.num_kv_heads;
+  p.seq_q = t.seq_q_;
+  p.seq_k = t.seq_k_;
+  p.head_dim = p.value_dim = hd;
+  p.q = p.o = dense_bshd(config_.num_heads, t.seq_q_, hd);
+  p.k = p.v = dense_bshd(config_.num_kv_heads, t.seq_k_, hd);
+  p.mask = t.mask_.get();
+  p.mask_type = t.mask_ ? t.mask_type_ : MaskType::none;
+  p.m = mask_strides(t.mask_shape_, config_.num_heads, t.seq_q_, t.seq_k_);
+  p.key_padding = t.key_padding_.get();
+  p.key_padding_batch_stride = t.seq_k_;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  p.causal = t.causal_;
+  AttentionGrads ag;
+  ag.d_out = da;
+  ag.d_query = dq;
+  ag.d_key = dk;
+  ag.d_value = dv;
+  ag.d_o = ag.d_q = p.q;
+  ag.d_k = ag.d_v = p.k;
+  if (const char* err = attention_backward(p, ag)) return err;
+
+  // q, k, v = x·Wᵀ + b; a defaulted key is the query, a defaulted value the key input.
+  const float* xk = t.key_given_ ? t.xk_.get() : t.xq_.get();
+  const float* xv = t.value_given_ ? t.xv_.get() : xk;
+  float* dxk = t.key_given_ ? g.d_key : g.d_query;
+  float* dxv = t.value_given_ ? g.d_value : dxk;
+  std::fill(g.d_query, g.d_query + da_n, 0.0f);
+  if (t.key_given_) std::fill(g.d_key, g.d_key + static_cast<std::size_t>(rows_k) * config_.kdim, 0.0f);
+  if (t.value_given_) std::fill(g.d_value, g.d_value + static_cast<std::size_t>(rows_k) * config_.vdim, 0.0f);
+  const float* xs[3] = {t.xq_.get(), xk, xv};
+  const float* dys[3] = {dq, dk, dv};
+  float* dxs[3] = {g.d_query, dxk, dxv};
+  const int rows[3] = {rows_q, rows_k, rows_k};
+  for (int i = 0; i < 3; ++i) {
+    weight_gradients(dys[i], xs[i], rows[i], out[i], in[i], g.d_w[i], config_.bias ? g.d_b[i] : nullptr);
+    add_input_gradients(dys[i], w[i], rows[i], out[i], in[i], dxs[i]);
+  }
+  return nullptr;
+}
+
+void MultiHeadAttention::sgd_step(const MhaGrads& g, float lr) {
+  for (int i = 0; i < 4; ++i) proj_[i].add_scaled(g.d_w[i], config_.bias ? g.d_b[i] : nullptr, -lr);
+}
+
+const char* MultiHeadAttention::adam_step(const MhaGrads& g, float lr, float beta1, float beta2,
+                                          float eps, int step) {
+  const float c1 = 1.0f - std::pow(beta1, static_cast<float>(step));
+  const float c2 = 1.0f - std::pow(beta2, static_cast<float>(step));
+  for (int i = 0; i < 4; ++i) {
+    const std::size_t nw = static_cast<std::size_t>(proj_[i].out_features()) * proj_[i].in_features();
+    const std::size_t nb = config_.bias ? proj_[i].out_features() : 0;
+    if (adam_m_[i].size != nw + nb) {
+      if (!adam_m_[i].allocate(nw + nb) || !adam_v_[i].allocate(nw + nb))
+        return "multi-head attention: out of memory for the optimizer state";
+      std::fill(adam_m_[i].get(), adam_m_[i].get() + nw + nb, 0.0f);
+      std::fill(adam_v_[i].get(), adam_v_[i].get() + nw + nb, 0.0f);
+    }
+    FloatBuffer update;
+    if (!update.allocate(nw + nb)) return "multi-head attention: out of memory";
+    float* m = adam_m_[i].get();
+    float* v = adam_v_[i].get();
+    for (std::size_t j = 0; j < nw + nb; ++j) {
+      const float grad = j < nw ? g.d_w[i][j] : g.d_b[i][j - nw];
+      m[j] = beta1 * m[j] + (1.0f - beta1) * grad;
+      v[j] = beta2 * v[j] + (1.0f - beta2) * grad * grad;
+      update.get()[j] = -lr * (m[j] / c1) / (std::sqrt(v[j] / c2) + eps);
+    }
+    proj_[i].add_scaled(update.get(), nb ? update.get() + nw : nullptr, 1.0f);
+  }
   return nullptr;
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "attention.h"
 #include "linear.h"
@@ -45,6 +46,33 @@ class KvCache {
 
 enum class Projection : int { q = 0, k = 1, v = 2, o = 3 };
 
+// What a training forward keeps for backward(): copies of the inputs and masks, and the
+// projected Q, K, V and attention output. Owned by the caller; refilled by each training forward.
+class MhaTape {
+ public:
+  bool filled() const { return filled_; }
+
+ private:
+  friend class MultiHeadAttention;
+  bool filled_ = false, key_given_ = false, value_given_ = false, causal_ = false;
+  int batch_ = 0, seq_q_ = 0, seq_k_ = 0;
+  MaskType mask_type_ = MaskType::none;
+  MaskShape mask_shape_ = MaskShape::plane;
+  FloatBuffer xq_, xk_, xv_, q_, k_, v_, a_;
+  std::unique_ptr<std::uint8_t, FloatBuffer::Free> mask_, key_padding_;
+};
+
+// Gradients from backward(): of the inputs that were given (d_key and d_value null when the
+// key or value defaulted: their share is added to the query's or key's), and of the weights,
+// in setWeights layout. Bias gradients are written only when the layer has biases.
+struct MhaGrads {
+  float* d_query = nullptr;
+  float* d_key = nullptr;
+  float* d_value = nullptr;
+  float* d_w[4] = {nullptr, nullptr, nullptr, nullptr};  // q, k, v, o: [out × in]
+  float* d_b[4] = {nullptr, nullptr, nullptr, nullptr};
+};
+
 struct MhaForward {
   const float* query = nullptr;  // [batch, seq_q, embed_dim]
   const float* key = nullptr;    // [batch, seq_k, kdim]; null: the query (self-attention)
@@ -59,6 +87,7 @@ struct MhaForward {
   const std::uint8_t* key_padding = nullptr;  // [batch, seq_k_total], nonzero = ignore that key
   bool causal = false;                        // always on with a cache
   KvCache* cache = nullptr;  // append seq_q positions projected from the query, attend to all
+  MhaTape* tape = nullptr;   // training: keep what backward() needs (not with a cache)
 };
 
 class MultiHeadAttention {
@@ -73,6 +102,15 @@ class MultiHeadAttention {
   // causally to everything cached; the cache is unchanged if this fails.
   const char* forward(const MhaForward& f) const;
 
+  // Gradients of L given dL/d(out) (`d_out`, [batch, seq_q, embed_dim]) for the forward that
+  // filled `tape`. Returns nullptr or an error message.
+  const char* backward(const MhaTape& tape, const float* d_out, const MhaGrads& g) const;
+
+  // Optimizer steps on the packed weights, from gradients in setWeights layout (d_b may be null).
+  // adam_step keeps its moments in the layer; `step` counts from 1.
+  void sgd_step(const MhaGrads& g, float lr);
+  const char* adam_step(const MhaGrads& g, float lr, float beta1, float beta2, float eps, int step);
+
   const MhaConfig& config() const { return config_; }
   int head_dim() const { return config_.embed_dim / config_.num_heads; }
   int kv_features() const { return config_.num_kv_heads * head_dim(); }
@@ -80,7 +118,12 @@ class MultiHeadAttention {
  private:
   MhaConfig config_;
   bool configured_ = false;
+  // Copies what backward() needs into the tape (training forward).
+  const char* record(MhaTape& t, const MhaForward& f, const float* q, const float* k,
+                     const float* v, const float* a) const;
+
   PackedLinear proj_[4];  // q, k, v, o
+  FloatBuffer adam_m_[4], adam_v_[4];  // Adam moments per projection: weights then bias
 };
 
 }  // namespace attn

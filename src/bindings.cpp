@@ -133,6 +133,45 @@ std::string mha_forward_cached(const attn::MultiHeadAttention& m, const JsMhaCal
   return message(m.forward(f));
 }
 
+// Mirrors the gradient buffers passed by MultiHeadAttention.backward() / *Step() in mha.mjs.
+struct JsMhaGrads {
+  std::uintptr_t dOut = 0, dQuery = 0, dKey = 0, dValue = 0;
+  std::uintptr_t dWq = 0, dWk = 0, dWv = 0, dWo = 0, dBq = 0, dBk = 0, dBv = 0, dBo = 0;
+};
+
+attn::MhaGrads to_grads(const JsMhaGrads& c) {
+  attn::MhaGrads g;
+  g.d_query = ptr<float>(c.dQuery);
+  g.d_key = ptr<float>(c.dKey);
+  g.d_value = ptr<float>(c.dValue);
+  const std::uintptr_t w[4] = {c.dWq, c.dWk, c.dWv, c.dWo}, b[4] = {c.dBq, c.dBk, c.dBv, c.dBo};
+  for (int i = 0; i < 4; ++i) {
+    g.d_w[i] = ptr<float>(w[i]);
+    g.d_b[i] = ptr<float>(b[i]);
+  }
+  return g;
+}
+
+std::string mha_forward_train(const attn::MultiHeadAttention& m, const JsMhaCall& c, attn::MhaTape& tape) {
+  attn::MhaForward f = to_forward(c);
+  f.tape = &tape;
+  return message(m.forward(f));
+}
+
+std::string mha_backward(const attn::MultiHeadAttention& m, const attn::MhaTape& tape, const JsMhaGrads& c) {
+  return message(m.backward(tape, ptr<const float>(c.dOut), to_grads(c)));
+}
+
+std::string mha_sgd_step(attn::MultiHeadAttention& m, const JsMhaGrads& c, float lr) {
+  m.sgd_step(to_grads(c), lr);
+  return "";
+}
+
+std::string mha_adam_step(attn::MultiHeadAttention& m, const JsMhaGrads& c, float lr, float beta1,
+                          float beta2, float eps, int step) {
+  return message(m.adam_step(to_grads(c), lr, beta1, beta2, eps, step));
+}
+
 std::string cache_allocate(attn::KvCache& cache, const attn::MultiHeadAttention& m, int batch,
                            int max_seq) {
   return message(cache.allocate(m, batch, max_seq));
@@ -208,12 +247,30 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .field("seqQ", &JsMhaCall::seqQ)
       .field("seqK", &JsMhaCall::seqK)
       .field("causal", &JsMhaCall::causal);
+  value_object<JsMhaGrads>("MhaGrads")
+      .field("dOut", &JsMhaGrads::dOut)
+      .field("dQuery", &JsMhaGrads::dQuery)
+      .field("dKey", &JsMhaGrads::dKey)
+      .field("dValue", &JsMhaGrads::dValue)
+      .field("dWq", &JsMhaGrads::dWq)
+      .field("dWk", &JsMhaGrads::dWk)
+      .field("dWv", &JsMhaGrads::dWv)
+      .field("dWo", &JsMhaGrads::dWo)
+      .field("dBq", &JsMhaGrads::dBq)
+      .field("dBk", &JsMhaGrads::dBk)
+      .field("dBv", &JsMhaGrads::dBv)
+      .field("dBo", &JsMhaGrads::dBo);
   class_<attn::MultiHeadAttention>("MultiHeadAttentionCore")
       .constructor<>()
       .function("configure", &mha_configure)
       .function("setWeight", &mha_set_weight)
       .function("forward", &mha_forward)
-      .function("forwardCached", &mha_forward_cached);
+      .function("forwardCached", &mha_forward_cached)
+      .function("forwardTrain", &mha_forward_train)
+      .function("backward", &mha_backward)
+      .function("sgdStep", &mha_sgd_step)
+      .function("adamStep", &mha_adam_step);
+  class_<attn::MhaTape>("MhaTapeCore").constructor<>().function("filled", &attn::MhaTape::filled);
   class_<attn::KvCache>("KvCacheCore")
       .constructor<>()
       .function("allocate", &cache_allocate)

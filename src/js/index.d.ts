@@ -245,6 +245,17 @@ export interface MultiHeadAttentionForwardOptions {
    * must be null. Appending past `maxSeq` throws a RangeError and leaves the cache unchanged.
    */
   cache?: KVCache | null;
+  /**
+   * Keep what {@link MultiHeadAttention.backward} needs (copies of the inputs and masks, the
+   * projected Q, K, V and the attention output) in wasm memory. Not with a cache.
+   */
+  train?: boolean | null;
+}
+
+/** Weight gradients, in the layout of {@link MultiHeadAttentionWeights} (biases only with bias). */
+export interface MultiHeadAttentionGrads {
+  wq: Float32Array; wk: Float32Array; wv: Float32Array; wo: Float32Array;
+  bq?: Float32Array; bk?: Float32Array; bv?: Float32Array; bo?: Float32Array;
 }
 
 /**
@@ -285,6 +296,18 @@ export interface MultiHeadAttention {
    */
   forward(query: Float32Array, key?: Float32Array | null, value?: Float32Array | null,
     options?: MultiHeadAttentionForwardOptions | null): Float32Array;
+  /**
+   * Gradients for the last `forward(..., { train: true })`, given dL/d(out) `[batch, seqQ,
+   * embedDim]`. `dKey`/`dValue` are present only when key/value were passed (otherwise their
+   * share is added to `dQuery` / `dKey`).
+   */
+  backward(dOut: Float32Array): {
+    dQuery: Float32Array; dKey?: Float32Array; dValue?: Float32Array; weights: MultiHeadAttentionGrads;
+  };
+  /** w −= lr · grad on the weights in wasm memory. */
+  sgdStep(grads: MultiHeadAttentionGrads, options: { lr: number }): void;
+  /** One Adam step on the weights in wasm memory; the moments live in the layer. */
+  adamStep(grads: MultiHeadAttentionGrads, options?: { lr?: number; beta1?: number; beta2?: number; eps?: number }): void;
   /** A KV cache for this layer with fixed `batch` (default 1) and `maxSeq`. */
   createCache(options: { batch?: number | null; maxSeq: number }): KVCache;
   /** Frees the layer's wasm memory. Harmless to call twice. */

@@ -7,7 +7,7 @@ import {
 } from './shapes.mjs';
 
 const CONFIG_KEYS = ['embedDim', 'numHeads', 'numKvHeads', 'kdim', 'vdim', 'bias'];
-const FORWARD_OPTIONS = ['batch', 'seqQ', 'seqK', 'mask', 'keyPaddingMask', 'causal', 'weightsOut', 'out', 'cache'];
+const FORWARD_OPTIONS = ['batch', 'seqQ', 'seqK', 'mask', 'keyPaddingMask', 'causal', 'weightsOut', 'out', 'cache', 'train'];
 const CACHE_OPTIONS = ['batch', 'maxSeq'];
 const PROJECTIONS = [['wq', 'bq'], ['wk', 'bk'], ['wv', 'bv'], ['wo', 'bo']];
 
@@ -41,6 +41,21 @@ function activationSeq(name, array, batch, features, seq, seqName) {
   }
   checkFloat32(name, array, batch * seq * features, `batch ${batch} × ${seqName} ${seq} × ${features} features`);
   return seq;
+}
+
+function learningRate(lr) {
+  if (!(typeof lr === 'number' && Number.isFinite(lr) && lr > 0)) {
+    throw new RangeError(`options.lr must be a positive number, got ${describe(lr)}`);
+  }
+  return lr;
+}
+
+// The addresses of staged gradients for the C++ MhaGrads (names g_wq … g_bo, plus `extra`).
+function gradAddresses(call, extra = {}) {
+  const names = { dWq: 'g_wq', dWk: 'g_wk', dWv: 'g_wv', dWo: 'g_wo', dBq: 'g_bq', dBk: 'g_bk', dBv: 'g_bv', dBo: 'g_bo' };
+  const all = { dOut: 0, dQuery: 0, dKey: 0, dValue: 0 };
+  for (const [field, name] of Object.entries({ ...names, ...extra })) all[field] = call.address(name);
+  return all;
 }
 
 export function makeMultiHeadAttention(M, arena) {
@@ -96,6 +111,9 @@ export function makeMultiHeadAttention(M, arena) {
   class MultiHeadAttention {
     #core;
     #ready = false;
+    #tape = null;        // the C++ training tape, made on the first forward({ train: true })
+    #trained = null;     // shapes of that forward: { batch, seqQ, seqK, keyGiven, valueGiven }
+    #adamSteps = 0;
 
     constructor(config) {
       const c = resolveConfig(config);
@@ -201,6 +219,8 @@ export function makeMultiHeadAttention(M, arena) {
         }
       }
       const causal = bool(opts, 'causal');
+      const train = bool(opts, 'train');
+      if (train && cache) throw new TypeError('forward: options.train does not work with options.cache (a cache has no gradients)');
       const outCount = batch * seqQ * e;
       const weightsCount = batch * numHeads * seqQ * seqTotal;
       const out = given(opts.out) ? opts.out : undefined;
@@ -229,10 +249,84 @@ export function makeMultiHeadAttention(M, arena) {
         keyPadding: call.address('keyPadding'), maskType: mask ? mask.type : 0,
         maskBroadcast: mask ? mask.broadcast : 0, batch, seqQ, seqK: seqTotal, causal,
       };
-      const error = cache ? core.forwardCached(args, cacheCore) : core.forward(args);
+      let error;
+      if (train) {
+        this.#tape ??= new M.MhaTapeCore();
+        error = core.forwardTrain(args, this.#tape);
+        this.#trained = error ? null : { batch, seqQ, seqK, keyGiven: given(key), valueGiven: given(value) };
+      } else {
+        error = cache ? core.forwardCached(args, cacheCore) : core.forward(args);
+      }
       if (error) throw new Error(`attention-wasm: ${error}`);
       if (weightsOut) call.copyOut('weights', weightsOut);
       return call.copyOut('out', out ?? new Float32Array(outCount));
+    }
+
+    /**
+     * Gradients for the last forward(..., { train: true }), given dL/d(out) `[batch, seqQ,
+     * embedDim]`: { dQuery, dKey?, dValue?, weights: { wq, wk, wv, wo, bq?, bk?, bv?, bo? } }.
+     * dKey/dValue are returned only when key/value were given (otherwise their share is in
+     * dQuery / dKey).
+     */
+    backward(dOut) {
+      const core = this.#live('backward');
+      if (!this.#trained) throw new Error('MultiHeadAttention.backward: call forward(..., { train: true }) first');
+      const { batch, seqQ, seqK, keyGiven, valueGiven } = this.#trained;
+      const { embedDim: e, kdim, vdim } = this.config;
+      checkFloat32('dOut', dOut, batch * seqQ * e, `batch ${batch} × seqQ ${seqQ} × embedDim ${e}`);
+      const sizes = { dQuery: batch * seqQ * e };
+      if (keyGiven) sizes.dKey = batch * seqK * kdim;
+      if (valueGiven) sizes.dValue = batch * seqK * vdim;
+      const weightSizes = this.#weightSizes();
+      const outputs = { ...sizes };
+      for (const [name, n] of Object.entries(weightSizes)) outputs[`g_${name}`] = n;
+      const call = arena.stage('backward', { dOut }, outputs, 4 * (3 * Object.values(outputs).reduce((a, b) => a + b, 0)));
+      const error = core.backward(this.#tape, gradAddresses(call, { dOut: 'dOut', dQuery: 'dQuery', dKey: 'dKey', dValue: 'dValue' }));
+      if (error) throw new Error(`attention-wasm: ${error}`);
+      const result = Object.fromEntries(Object.entries(sizes).map(([name, n]) => [name, call.copyOut(name, new Float32Array(n))]));
+      result.weights = Object.fromEntries(Object.entries(weightSizes).map(([name, n]) => [name, call.copyOut(`g_${name}`, new Float32Array(n))]));
+      return result;
+    }
+
+    /** Plain gradient descent on the weights in wasm memory: w −= lr · grad. */
+    sgdStep(grads, { lr } = {}) {
+      const core = this.#live('sgdStep');
+      const rate = learningRate(lr);
+      const call = this.#stageGrads('sgdStep', grads);
+      const error = core.sgdStep(gradAddresses(call), rate);
+      if (error) throw new Error(`attention-wasm: ${error}`);
+    }
+
+    /** One Adam step on the weights in wasm memory (moments kept in the layer). */
+    adamStep(grads, { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8 } = {}) {
+      const core = this.#live('adamStep');
+      const rate = learningRate(lr);
+      for (const [name, x] of Object.entries({ beta1, beta2 })) {
+        if (!(typeof x === 'number' && x >= 0 && x < 1)) throw new RangeError(`options.${name} must be in [0, 1), got ${describe(x)}`);
+      }
+      if (!(typeof eps === 'number' && eps > 0)) throw new RangeError(`options.eps must be a positive number, got ${describe(eps)}`);
+      const call = this.#stageGrads('adamStep', grads);
+      const error = core.adamStep(gradAddresses(call), rate, beta1, beta2, eps, ++this.#adamSteps);
+      if (error) throw new Error(`attention-wasm: ${error}`);
+    }
+
+    #weightSizes() {
+      const { embedDim: e, kdim, vdim, numKvHeads, headDim, bias } = this.config;
+      const kv = numKvHeads * headDim;
+      const sizes = { wq: e * e, wk: kv * kdim, wv: kv * vdim, wo: e * e };
+      if (bias) Object.assign(sizes, { bq: e, bk: kv, bv: kv, bo: e });
+      return sizes;
+    }
+
+    #stageGrads(fn, grads) {
+      const sizes = this.#weightSizes();
+      checkKnownKeys(fn, grads, Object.keys(sizes), 'grads', ' (the weights of a backward() result)');
+      for (const [name, n] of Object.entries(sizes)) {
+        if (!given(grads[name])) throw new TypeError(`grads.${name} is required (a Float32Array of ${n})`);
+        checkFloat32(`grads.${name}`, grads[name], n, `${n} gradients`);
+      }
+      const inputs = Object.fromEntries(Object.keys(sizes).map((name) => [`g_${name}`, grads[name]]));
+      return arena.stage(fn, inputs, {}, 4 * 3 * Object.values(sizes).reduce((a, b) => a + b, 0));
     }
 
     /** A KV cache for incremental decoding with this layer: `batch` and `maxSeq` are fixed. */
@@ -257,7 +351,8 @@ export function makeMultiHeadAttention(M, arena) {
       if (!this.#core) return;
       registry.unregister(this);
       this.#core.delete();
-      this.#core = null;
+      this.#tape?.delete();
+      this.#core = this.#tape = this.#trained = null;
       this.#ready = false;
     }
 

@@ -28,6 +28,11 @@ const mha = new lib.MultiHeadAttention({ embedDim: 8, numHeads: 2, numKvHeads: 1
 mha.setWeights({ wq: q, wk: q, wv: q, wo: q, bq: q, bk: q, bv: q, bo: q });
 const cache = mha.createCache({ maxSeq: 16 });
 const y: Float32Array = mha.forward(q, null, null, { cache, keyPaddingMask: new Uint8Array(1) });
+mha.forward(q, null, null, { train: true });
+const grads = mha.backward(q).weights;
+mha.adamStep(grads, { lr: 0.01 });
+const { dQuery } = lib.attentionBackward(q, q, q, q, { heads: 2, seqQ: 1, headDim: 4 });
+console.log(dQuery);
 const length: number = cache.length;
 const headDim: number = mha.config.headDim;
 console.log(y, length, headDim);

@@ -30,6 +30,10 @@ export const STRINGS = {
     result: 'attention-wasm {ms} ms ({gflops} GFLOP/s) · plain JavaScript {plainMs} ms · speed-up {speedup}× · largest difference {diff}',
     heatmap: 'Attention weights of batch 0, head 0 (rows: queries, columns: keys).',
     heatmapSkipped: 'The heatmap is drawn for up to 512 × 512 weights.',
+    learnTitle: 'Watch it learn',
+    learnText: 'W<sub>q</sub>, W<sub>k</sub> and W<sub>v</sub> are learned. Here one attention layer learns, live in a Web Worker, to attend to the key equal to its query (the keys are the queries shuffled; each value is the position code of its key, which the query must fetch): watch the loss fall and the weights α̂ of the first example turn into one bright cell per row. (<code>forward({ train: true })</code>, <code>backward</code>, <code>adamStep</code>)',
+    learnStart: 'Start', learnStop: 'Stop', learnLoss: 'loss (log scale)',
+    learnStatus: 'step {step}, loss {loss}',
   },
   zh: {
     tagline: '用 C++ 和 WebAssembly SIMD 实现的缩放点积注意力，数字由函数库实时计算，一步一步讲解。',
@@ -60,6 +64,10 @@ export const STRINGS = {
     result: 'attention-wasm {ms} 毫秒（{gflops} GFLOP/s）· 普通 JavaScript {plainMs} 毫秒 · 加速 {speedup} 倍 · 最大差异 {diff}',
     heatmap: '第 0 批、第 0 个头的注意力权重（行：查询，列：键）。',
     heatmapSkipped: '热力图只画最多 512 × 512 个权重。',
+    learnTitle: '看它学习',
+    learnText: 'W<sub>q</sub>、W<sub>k</sub>、W<sub>v</sub> 是学出来的。这里一个注意力层在 Web Worker 中实时学习：让每个查询关注和它相同的键（键是打乱顺序的查询；每个值是它那个键的位置编码，查询要把它取出来）。看损失下降，第一个例子的权重 α̂ 变成每行一个亮格。（<code>forward({ train: true })</code>、<code>backward</code>、<code>adamStep</code>）',
+    learnStart: '开始', learnStop: '停止', learnLoss: '损失（对数刻度）',
+    learnStatus: '第 {step} 步，损失 {loss}',
   },
 };
 

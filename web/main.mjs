@@ -3,6 +3,7 @@
 import { loadAttention } from '../dist/index.mjs';
 import { STRINGS, format } from './i18n.mjs';
 import { renderMatrix, shade, sup } from './matrix-view.mjs';
+import { startLearning } from './learn.mjs';
 import { startPlayground } from './playground.mjs';
 
 const N = 4;  // tokens a¹…a⁴
@@ -31,6 +32,7 @@ let lib;
 let layer;
 let computed;
 let refreshPlayground = () => {};
+let refreshLearning = () => {};
 
 function applyLanguage(lang) {
   state.lang = lang;
@@ -43,6 +45,7 @@ function applyLanguage(lang) {
     $('status').textContent = format(STRINGS[lang].status, { version, simd, threads, s: threads === 1 ? '' : 's', why });
     render();
     refreshPlayground();
+    refreshLearning();
   }
 }
 
@@ -154,6 +157,7 @@ try {
   });
   applyLanguage(state.lang);
   refreshPlayground = startPlayground(() => STRINGS[state.lang]);
+  refreshLearning = startLearning(() => STRINGS[state.lang]);
   document.body.dataset.ready = 'true';
 } catch (error) {
   $('status').textContent = error.message;

@@ -165,3 +165,19 @@ test('a narrow (mobile) screen: readable, no horizontal scrolling', async () => 
   await page.screenshot({ path: new URL('demo-mobile.png', ARTIFACTS).pathname, fullPage: true });
   assert.deepEqual(problems, []);
 });
+
+test('watch it learn: training in a Web Worker lowers the loss and sharpens the weights', async () => {
+  const { page, problems } = await openDemo(strictServer.url);  // strict CSP, isolated
+  await page.click('#learn-start');
+  await page.waitForFunction(() => Number(document.getElementById('learn-status').dataset.step) >= 150, null, { timeout: 60000 });
+  await page.click('#learn-stop');
+  const first = Number(await page.getAttribute('#learn-status', 'data-first-loss'));
+  const last = Number(await page.getAttribute('#learn-status', 'data-loss'));
+  assert.ok(last < first / 3, `loss ${first} → ${last}`);
+  const rows = await page.$$eval('#learn-weights tbody tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((c) => Number(c.textContent))));
+  assert.equal(rows.length, 6);
+  for (const row of rows) assert.ok(Math.abs(row.reduce((a, b) => a + b, 0) - 1) < 0.05, `row sums to 1: ${row}`);
+  assert.match(await page.textContent('#learn-status'), /^step \d+, loss \d\.\d\de[-+]\d+$/);
+  await page.screenshot({ path: new URL('demo-learn.png', ARTIFACTS).pathname, fullPage: true });
+  assert.deepEqual(problems, []);
+});

@@ -189,6 +189,27 @@ for (const shape of SHAPES) {
 }
 const memory = quick ? null : memoryAtSeq8192();
 
+// The backward pass against the forward on (1,12,512,512,64), single thread.
+function backwardRatio() {
+  const shape = square(1, 12, 512, 64);
+  const n = 12 * 512 * 64;
+  const [q, k, v, g] = [1, 2, 3, 4].map((seed) => tensor(n, seed));
+  const time = (run) => {
+    for (let r = 0; r < 3; r++) run();
+    const ts = [];
+    for (let r = 0; r < 7; r++) {
+      const t0 = performance.now();
+      run();
+      ts.push(performance.now() - t0);
+    }
+    return median(ts);
+  };
+  const forwardMs = time(() => lib.attention(q, k, v, shape));
+  const backwardMs = time(() => lib.attentionBackward(q, k, v, g, shape));
+  return { shape: label(shape), forwardMs, backwardMs, ratio: backwardMs / forwardMs };
+}
+const backward = backwardRatio();
+
 const mib = (b) => `${(b / 2 ** 20).toFixed(0)} MiB`;
 console.log(`attention-wasm ${lib.info.version} (${lib.info.simd}; 1 thread, and 2 as "2T"), Node ${process.version}, ` +
   `onnxruntime-web ${ort.env.versions?.web ?? '?'}, tfjs ${tf.version_core}; ${new Date().toISOString().slice(0, 10)}`);
@@ -207,9 +228,10 @@ for (const row of results) {
   if (skipped.length) console.log(`${''.padEnd(26)} skipped (first call > 20 s): ${skipped.join(', ')}`);
   console.log(`${''.padEnd(26)} first call of attention-wasm: ${row.firstCall['attention-wasm'].toFixed(1)} ms`);
 }
-console.log(`\nwasm memory after the run: ${mib(lib.memoryUsage().wasmMemory)}`);
+console.log(`\nbackward ${backward.shape}, 1 thread: ${backward.backwardMs.toFixed(1)} ms vs forward ${backward.forwardMs.toFixed(1)} ms (${backward.ratio.toFixed(2)}×)`);
+console.log(`wasm memory after the run: ${mib(lib.memoryUsage().wasmMemory)}`);
 if (memory) console.log(`fresh module, one (1,1,8192,8192,64) call: wasm memory ${mib(memory.before)} → ${mib(memory.after)} (inputs + output 8 MiB; a score matrix would be 256 MiB)`);
 mkdirSync(dirname(jsonPath), { recursive: true });
-writeFileSync(jsonPath, JSON.stringify({ date: new Date().toISOString(), node: process.version, info: lib.info, loadMs, simdPeakGflops: peak, results, memory }, null, 2));
+writeFileSync(jsonPath, JSON.stringify({ date: new Date().toISOString(), node: process.version, info: lib.info, loadMs, simdPeakGflops: peak, results, memory, backward }, null, 2));
 console.log(`results: ${jsonPath}`);
 process.exit(0);  // onnxruntime-web's thread pool would keep the process alive

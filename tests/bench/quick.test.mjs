@@ -23,6 +23,7 @@ test('the quick benchmark measures every engine and writes JSON', () => {
       assert.ok(firstCall[engine] > 0, `${engine}'s first call was timed`);
     }
     assert.ok(result.simdPeakGflops > 0, 'the SIMD128 peak probe ran');
+    assert.ok(result.backward.backwardMs > 0 && result.backward.forwardMs > 0, 'the backward pass was timed');
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

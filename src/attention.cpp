@@ -78,8 +78,8 @@ struct Workspace {
   float* row_max = nullptr;  // per row: the reference the exponents are taken from (log2 units)
   float* row_sum = nullptr;  // running sum of exp2(score − max) per row
 
-  bool reserve(const AttentionParams& p) {
-    direct = (p.heads / p.kv_heads) * static_cast<std::int64_t>(p.seq_q) <= kDirectRows;
+  bool reserve(const AttentionParams& p, bool allow_direct = true) {
+    direct = allow_direct && (p.heads / p.kv_heads) * static_cast<std::int64_t>(p.seq_q) <= kDirectRows;
     const int blocks = (p.seq_k + kKeysPerBlock - 1) / kKeysPerBlock;
     kt_block_floats = direct ? 0 : p.head_dim * kKeysPerBlock;
     acc_ld = p.value ? round_up(p.value_dim, kTileCols) : 0;
@@ -119,17 +119,22 @@ struct RowBlock {
 // Transposes key rows [seq_k × head_dim] into blocks of kKeysPerBlock keys, each stored as
 // panels of kTileCols keys, [panel][head_dim][kTileCols]: the micro-kernel then reads one
 // contiguous stream per panel. Keys past seq_k in the last panel are zero.
-void pack_keys_transposed(const float* key, std::ptrdiff_t row_stride, int seq_k, int head_dim,
-                          Workspace& ws) {
+void pack_transposed(const float* key, std::ptrdiff_t row_stride, int seq_k, int head_dim,
+                     float* dst) {
   for (int kb = 0; kb < seq_k; kb += kKeysPerBlock) {
     const int len = std::min(kKeysPerBlock, seq_k - kb);
-    float* block = ws.kt + (kb / kKeysPerBlock) * ws.kt_block_floats;
+    float* block = dst + static_cast<std::ptrdiff_t>(kb / kKeysPerBlock) * head_dim * kKeysPerBlock;
     for (int j = 0; j < round_up(len, kTileCols); ++j) {
       float* dst = block + (j / kTileCols) * head_dim * kTileCols + j % kTileCols;
       const float* src = j < len ? key + static_cast<std::ptrdiff_t>(kb + j) * row_stride : nullptr;
       for (int d = 0; d < head_dim; ++d) dst[d * kTileCols] = src ? src[d] : 0.0f;
     }
   }
+}
+
+void pack_keys_transposed(const float* key, std::ptrdiff_t row_stride, int seq_k, int head_dim,
+                          Workspace& ws) {
+  pack_transposed(key, row_stride, seq_k, head_dim, ws.kt);
 }
 
 // Copies value rows [seq_k × value_dim] into blocks of kKeysPerBlock keys, each stored as
@@ -168,8 +173,9 @@ void pack_queries(const RowBlock& rb, int head_dim, float scale, float* qpack) {
 // Takes one row of scores (already scaled into log2 units: the queries were packed times
 // scale·log2 e), applies the masks, and folds the row into its running max and sum; leaves
 // p = exp2(score − max) in s and rescales the row's accumulator.
-void softmax_update(const AttentionParams& p, const RowBlock& rb, int i, int kb, int len,
-                    float* s, Workspace& ws) {
+// Applies row i's masks (additive, boolean, key padding, causal) to its scores for keys
+// [kb, kb + len), in log2 units: masked keys become −∞.
+void mask_scores(const AttentionParams& p, const RowBlock& rb, int i, int kb, int len, float* s) {
   int j;
   if (p.mask_type == MaskType::additive) {
     const float* mrow = static_cast<const float*>(rb.m[i]) + kb;
@@ -185,8 +191,14 @@ void softmax_update(const AttentionParams& p, const RowBlock& rb, int i, int kb,
       if (pad[j]) s[j] = kNegInf;
   }
   for (j = std::max(0, rb.key_end[i] - kb); j < len; ++j) s[j] = kNegInf;  // causal
+}
+
+void softmax_update(const AttentionParams& p, const RowBlock& rb, int i, int kb, int len,
+                    float* s, Workspace& ws) {
+  mask_scores(p, rb, i, kb, len, s);
   if (rb.w[i]) std::copy(s, s + len, rb.w[i] + kb);  // normalised once the row is done
 
+  int j;
   vfloat vm0(kNegInf), vm1(kNegInf);  // two chains: max has a long latency
   for (j = 0; j + 2 * W <= len; j += 2 * W) {
     vm0 = simd::vmax(vm0, simd::load(s + j));
@@ -327,6 +339,29 @@ void attend_direct(const AttentionParams& p, const RowBlock& rb, const float* ke
   finish_rows(p, rb, key_end, ws);
 }
 
+// Describes rows [r0, r0 + kRowsPerBlock) of kv head kvh in batch entry b: query rows ordered
+// position-major, so a block's causal limits stay close together and, in a decode step, one
+// block holds every query head of the group.
+void fill_row_block(const AttentionParams& p, int b, int kvh, int r0, RowBlock& rb) {
+  const int group = p.heads / p.kv_heads;
+  rb.rows = std::min(kRowsPerBlock, group * p.seq_q - r0);
+  rb.key_padding = p.key_padding ? p.key_padding + b * p.key_padding_batch_stride : nullptr;
+  for (int i = 0; i < rb.rows; ++i) {
+    const int qi = (r0 + i) / group;
+    const int h = kvh * group + (r0 + i) % group;
+    rb.q[i] = p.query + b * p.q.batch + h * p.q.head + qi * p.q.row;
+    rb.o[i] = p.out ? p.out + b * p.o.batch + h * p.o.head + qi * p.o.row : nullptr;
+    rb.w[i] = p.weights ? p.weights + b * p.w.batch + h * p.w.head + qi * p.w.row : nullptr;
+    rb.m[i] = nullptr;
+    if (p.mask_type == MaskType::additive)
+      rb.m[i] = static_cast<const float*>(p.mask) + b * p.m.batch + h * p.m.head + qi * p.m.row;
+    else if (p.mask_type == MaskType::boolean)
+      rb.m[i] = static_cast<const std::uint8_t*>(p.mask) + b * p.m.batch + h * p.m.head + qi * p.m.row;
+    const int limit = p.causal ? qi + 1 + (p.seq_k - p.seq_q) : p.seq_k;
+    rb.key_end[i] = std::clamp(limit, 0, p.seq_k);
+  }
+}
+
 }  // namespace
 
 Strides dense_bhsd(int heads, int rows, int cols) {
@@ -394,29 +429,10 @@ const char* attention(const AttentionParams& p) {
       pack_keys_transposed(key_head, p.k.row, p.seq_k, p.head_dim, ws);
       if (value_head) pack_values(value_head, p.v.row, p.seq_k, p.value_dim, ws);
     }
-    // Rows are ordered query-position-major so a block's causal limits stay close together
-    // and, in a decode step, one block holds every query head of the group.
     const int first = chunk * blocks_per_head / chunks, last = (chunk + 1) * blocks_per_head / chunks;
     for (int blk = first; blk < last; ++blk) {
-      const int r0 = blk * kRowsPerBlock;
       RowBlock rb;
-      rb.rows = std::min(kRowsPerBlock, rows_per_kv_head - r0);
-      rb.key_padding = p.key_padding ? p.key_padding + b * p.key_padding_batch_stride : nullptr;
-      for (int i = 0; i < rb.rows; ++i) {
-        const int qi = (r0 + i) / group;
-        const int h = kvh * group + (r0 + i) % group;
-        rb.q[i] = p.query + b * p.q.batch + h * p.q.head + qi * p.q.row;
-        rb.o[i] = p.out ? p.out + b * p.o.batch + h * p.o.head + qi * p.o.row : nullptr;
-        rb.w[i] = p.weights ? p.weights + b * p.w.batch + h * p.w.head + qi * p.w.row : nullptr;
-        rb.m[i] = nullptr;
-        if (p.mask_type == MaskType::additive)
-          rb.m[i] = static_cast<const float*>(p.mask) + b * p.m.batch + h * p.m.head + qi * p.m.row;
-        else if (p.mask_type == MaskType::boolean)
-          rb.m[i] = static_cast<const std::uint8_t*>(p.mask) + b * p.m.batch + h * p.m.head +
-                    qi * p.m.row;
-        const int limit = p.causal ? qi + 1 + (p.seq_k - p.seq_q) : p.seq_k;
-        rb.key_end[i] = std::clamp(limit, 0, p.seq_k);
-      }
+      fill_row_block(p, b, kvh, blk * kRowsPerBlock, rb);
       if (ws.direct)
         attend_direct(p, rb, key_head, value_head, ws);
       else
@@ -430,75 +446,119 @@ const char* attention_backward(const AttentionParams& forward, const AttentionGr
   if (!forward.value) return "attention_backward: value is required";
   if (!g.d_out || !g.d_query || !g.d_key || !g.d_value)
     return "attention_backward: d_out, d_query, d_key and d_value are required";
-  // The forward's out and weights play no part here (out only has to be non-null to validate
-  // the rest as a forward call; it is never written).
+  // The forward's weights play no part; its out is replaced by a private buffer per block.
   AttentionParams p = forward;
-  p.out = g.d_query;
+  p.out = g.d_query;  // (only to validate as a forward call)
   p.weights = nullptr;
   if (const char* err = validate(p)) return err;
-  const int group = p.heads / p.kv_heads;
-  const float scale2 = p.scale * kLog2e;
+  const int d = p.head_dim, dv = p.value_dim;
+  const int d_ld = round_up(d, W), dv_ld = round_up(dv, W);
+  const int rows_per_kv_head = (p.heads / p.kv_heads) * p.seq_q;
+  const int blocks = (p.seq_k + kKeysPerBlock - 1) / kKeysPerBlock;
   std::atomic<const char*> error{nullptr};
-  // One item per (batch, kv head): its d_key and d_value rows sum over the group's query rows,
-  // so no two threads write the same gradient.
+  // One item per (batch, kv head): its d_key and d_value sum over the group's query rows.
+  // Per block of query rows: a forward pass (row statistics and O), then per key block
+  // S = Q·Kᵀ, P, dP = dO·Vᵀ, dS = P ⊙ (dP − rowsum(dO ⊙ O)), dQ += dS·K, dK += dSᵀ·Q and
+  // dV += Pᵀ·dO, all on the micro-kernel.
   parallel_for(p.batch * p.kv_heads, [&](int item) {
     const int b = item / p.kv_heads, kvh = item % p.kv_heads;
-    std::unique_ptr<float, FreeDeleter> buf(
-        static_cast<float*>(std::malloc(2 * static_cast<std::size_t>(p.seq_k) * sizeof(float))));
-    if (!buf) {
+    Workspace ws;
+    const std::size_t vt_n = static_cast<std::size_t>(blocks) * dv * kKeysPerBlock;
+    const std::size_t extra = vt_n + kRowsPerBlock * static_cast<std::size_t>(d_ld + 2 * dv_ld + dv + 2 * d_ld + 2 * kKeysPerBlock + 1) +
+                              static_cast<std::size_t>(p.seq_k) * (d_ld + dv_ld);
+    std::unique_ptr<float, FreeDeleter> buf(static_cast<float*>(std::malloc(extra * sizeof(float))));
+    if (!ws.reserve(p, false) || !buf) {
       error = "attention_backward: out of memory";
       return;
     }
-    float* s = buf.get();          // scores in log2 units, then probabilities
-    float* dp = s + p.seq_k;       // dL/dP for the row
-    const float* key = p.key + b * p.k.batch + kvh * p.k.head;
-    const float* value = p.value + b * p.v.batch + kvh * p.v.head;
+    float* vt = buf.get();                                  // Vᵀ panels, for dP = dO·Vᵀ
+    float* qraw = vt + vt_n;                                // the block's query rows [16][d_ld]
+    float* dopack = qraw + kRowsPerBlock * d_ld;            // dO rows as A tiles [tile][dv][2]
+    float* doraw = dopack + kRowsPerBlock * dv;             // dO rows [16][dv_ld]
+    float* o = doraw + kRowsPerBlock * dv_ld;               // the forward output [16][dv_ld]
+    float* dq = o + kRowsPerBlock * dv_ld;                  // [16][d_ld]
+    float* pblk = dq + kRowsPerBlock * d_ld;                // P for a key block [16][64]
+    float* dsblk = pblk + kRowsPerBlock * kKeysPerBlock;    // dP, then dS [16][64]
+    float* dsum = dsblk + kRowsPerBlock * kKeysPerBlock;    // rowsum(dO ⊙ O) [16]
+    float* dk = dsum + kRowsPerBlock + kRowsPerBlock * d_ld;  // [seq_k][d_ld] (after spare row)
+    float* dvv = dk + static_cast<std::size_t>(p.seq_k) * d_ld;  // [seq_k][dv_ld]
+    std::fill(dk, dk + static_cast<std::size_t>(p.seq_k) * (d_ld + dv_ld), 0.0f);
+
+    const float* key_head = p.key + b * p.k.batch + kvh * p.k.head;
+    const float* value_head = p.value + b * p.v.batch + kvh * p.v.head;
+    pack_keys_transposed(key_head, p.k.row, p.seq_k, d, ws);
+    pack_values(value_head, p.v.row, p.seq_k, dv, ws);
+    pack_transposed(value_head, p.v.row, p.seq_k, dv, vt);
+
+    for (int r0 = 0; r0 < rows_per_kv_head; r0 += kRowsPerBlock) {
+      RowBlock rb;
+      fill_row_block(p, b, kvh, r0, rb);
+      const float* d_out_rows[kRowsPerBlock];
+      float* d_query_rows[kRowsPerBlock];
+      for (int i = 0; i < rb.rows; ++i) {
+        const int group = p.heads / p.kv_heads;
+        const int qi = (r0 + i) / group, h = kvh * group + (r0 + i) % group;  // as fill_row_block
+        d_out_rows[i] = g.d_out + b * g.d_o.batch + h * g.d_o.head + qi * g.d_o.row;
+        d_query_rows[i] = g.d_query + b * g.d_q.batch + h * g.d_q.head + qi * g.d_q.row;
+        rb.o[i] = o + i * dv_ld;
+      }
+      attend_block(p, rb, ws);  // row statistics in ws.row_max / ws.row_sum, O, and ws.qpack
+      int key_end = 0;
+      for (int i = 0; i < rb.rows; ++i) {
+        key_end = std::max(key_end, rb.key_end[i]);
+        dsum[i] = dot(d_out_rows[i], o + i * dv_ld, dv);
+        std::copy(rb.q[i], rb.q[i] + d, qraw + i * d_ld);
+        std::copy(d_out_rows[i], d_out_rows[i] + dv, doraw + i * dv_ld);
+      }
+      for (int i0 = 0; i0 < rb.rows; i0 += kTileRows) {
+        float* tile = dopack + static_cast<std::ptrdiff_t>(i0 / kTileRows) * dv * kTileRows;
+        for (int i = 0; i < kTileRows; ++i)
+          for (int c = 0; c < dv; ++c) tile[c * kTileRows + i] = i0 + i < rb.rows ? d_out_rows[i0 + i][c] : 0.0f;
+      }
+      std::fill(dq, dq + rb.rows * d_ld, 0.0f);
+
+      for (int kb = 0; kb < key_end; kb += kKeysPerBlock) {
+        const int len = std::min(kKeysPerBlock, key_end - kb);
+        const float* kt = ws.kt + (kb / kKeysPerBlock) * ws.kt_block_floats;
+        const float* vtb = vt + static_cast<std::ptrdiff_t>(kb / kKeysPerBlock) * dv * kKeysPerBlock;
+        for (int c = 0; c < len; c += kTileCols) {
+          kernel::gemm_rows<Init::zero, 1, kTileRows>(rb.rows, ws.qpack, d * kTileRows, kt + c * d,
+                                                      kTileCols, d, kTileCols, pblk + c, kKeysPerBlock);
+          kernel::gemm_rows<Init::zero, 1, kTileRows>(rb.rows, dopack, dv * kTileRows, vtb + c * dv,
+                                                      kTileCols, dv, kTileCols, dsblk + c, kKeysPerBlock);
+        }
+        for (int i = 0; i < rb.rows; ++i) {
+          float* s = pblk + i * kKeysPerBlock;
+          float* ds = dsblk + i * kKeysPerBlock;
+          mask_scores(p, rb, i, kb, len, s);
+          const float ref = ws.row_max[i], sum = ws.row_sum[i];
+          if (sum == 0.0f) {  // every key masked: no weight, no gradient
+            std::fill(s, s + len, 0.0f);
+            std::fill(ds, ds + len, 0.0f);
+            continue;
+          }
+          const float inv = 1.0f / sum;
+          for (int j = 0; j < len; ++j) {
+            const float e = ref == kPosInf ? (s[j] == kPosInf ? 1.0f : 0.0f) : simd::exp2_softmax(s[j] - ref);
+            s[j] = e * inv;
+            ds[j] = s[j] * (ds[j] - dsum[i]) * p.scale;
+          }
+        }
+        // dQ += dS·K (K rows in place); dK += dSᵀ·Q; dV += Pᵀ·dO.
+        kernel::gemm_rows<Init::load, kKeysPerBlock, 1>(rb.rows, dsblk, kTileRows * kKeysPerBlock,
+                                                        key_head + kb * p.k.row, p.k.row, len, d, dq, d_ld);
+        kernel::gemm_rows<Init::load, 1, kKeysPerBlock>(len, dsblk, kTileRows, qraw, d_ld, rb.rows, d,
+                                                        dk + static_cast<std::ptrdiff_t>(kb) * d_ld, d_ld);
+        kernel::gemm_rows<Init::load, 1, kKeysPerBlock>(len, pblk, kTileRows, doraw, dv_ld, rb.rows, dv,
+                                                        dvv + static_cast<std::ptrdiff_t>(kb) * dv_ld, dv_ld);
+      }
+      for (int i = 0; i < rb.rows; ++i) std::copy(dq + i * d_ld, dq + i * d_ld + d, d_query_rows[i]);
+    }
     float* dkey = g.d_key + b * g.d_k.batch + kvh * g.d_k.head;
     float* dvalue = g.d_value + b * g.d_v.batch + kvh * g.d_v.head;
     for (int j = 0; j < p.seq_k; ++j) {
-      std::fill(dkey + j * g.d_k.row, dkey + j * g.d_k.row + p.head_dim, 0.0f);
-      std::fill(dvalue + j * g.d_v.row, dvalue + j * g.d_v.row + p.value_dim, 0.0f);
-    }
-    const std::uint8_t* pad = p.key_padding ? p.key_padding + b * p.key_padding_batch_stride : nullptr;
-    for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
-      for (int qi = 0; qi < p.seq_q; ++qi) {
-        const float* q = p.query + b * p.q.batch + h * p.q.head + qi * p.q.row;
-        const float* d_o = g.d_out + b * g.d_o.batch + h * g.d_o.head + qi * g.d_o.row;
-        float* dq = g.d_query + b * g.d_q.batch + h * g.d_q.head + qi * g.d_q.row;
-        std::fill(dq, dq + p.head_dim, 0.0f);
-        const std::ptrdiff_t m = b * p.m.batch + h * p.m.head + qi * p.m.row;
-        const int key_end = p.causal ? std::clamp(qi + 1 + p.seq_k - p.seq_q, 0, p.seq_k) : p.seq_k;
-        // The row's probabilities, exactly as the forward pass forms them.
-        float max = kNegInf;
-        for (int j = 0; j < p.seq_k; ++j) {
-          float x = j < key_end ? dot(q, key + j * p.k.row, p.head_dim) * scale2 : kNegInf;
-          if (p.mask_type == MaskType::additive) x += static_cast<const float*>(p.mask)[m + j] * kLog2e;
-          if (p.mask_type == MaskType::boolean && !static_cast<const std::uint8_t*>(p.mask)[m + j]) x = kNegInf;
-          if (pad && pad[j]) x = kNegInf;
-          s[j] = x;
-          if (x > max) max = x;
-        }
-        if (max == kNegInf) continue;  // every key masked: output 0, gradients 0
-        float sum = 0.0f;
-        for (int j = 0; j < p.seq_k; ++j) {
-          s[j] = max == kPosInf ? (s[j] == kPosInf ? 1.0f : 0.0f) : simd::exp2_softmax(s[j] - max);
-          sum += s[j];
-        }
-        // dP_j = dO·V_j; D = Σ P_j dP_j (= dO·O); dS_j = P_j (dP_j − D).
-        float d_sum = 0.0f;
-        for (int j = 0; j < p.seq_k; ++j) {
-          s[j] /= sum;
-          dp[j] = s[j] != 0.0f ? dot(d_o, value + j * p.v.row, p.value_dim) : 0.0f;
-          d_sum += s[j] * dp[j];
-        }
-        for (int j = 0; j < p.seq_k; ++j) {
-          if (s[j] == 0.0f) continue;  // masked keys, and keys with no weight, get nothing
-          const float ds = s[j] * (dp[j] - d_sum) * p.scale;
-          axpy(ds, key + j * p.k.row, dq, p.head_dim);
-          axpy(ds, q, dkey + j * g.d_k.row, p.head_dim);
-          axpy(s[j], d_o, dvalue + j * g.d_v.row, p.value_dim);
-        }
-      }
+      std::copy(dk + static_cast<std::ptrdiff_t>(j) * d_ld, dk + static_cast<std::ptrdiff_t>(j) * d_ld + d, dkey + j * g.d_k.row);
+      std::copy(dvv + static_cast<std::ptrdiff_t>(j) * dv_ld, dvv + static_cast<std::ptrdiff_t>(j) * dv_ld + dv, dvalue + j * g.d_v.row);
     }
   });
   return error.load();

@@ -112,6 +112,7 @@ struct RowBlock {
   float* o[kRowsPerBlock];
   float* w[kRowsPerBlock];
   const void* m[kRowsPerBlock];
+  float* lse[kRowsPerBlock];  // null when not asked for
   const std::uint8_t* key_padding = nullptr;  // this block's batch entry, or null
   int key_end[kRowsPerBlock];  // keys [0, key_end) are not causally masked
 };
@@ -259,6 +260,7 @@ void softmax_update(const AttentionParams& p, const RowBlock& rb, int i, int kb,
 void finish_rows(const AttentionParams& p, const RowBlock& rb, int key_end, Workspace& ws) {
   for (int i = 0; i < rb.rows; ++i) {
     const float sum = ws.row_sum[i];
+    if (rb.lse[i]) *rb.lse[i] = sum == 0.0f ? kNegInf : (ws.row_max[i] + std::log2(sum)) / kLog2e;
     const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;  // 0: every key masked; NaN stays NaN
     if (p.value) {
       const float* acc = ws.acc + i * ws.acc_ld;
@@ -352,6 +354,7 @@ void fill_row_block(const AttentionParams& p, int b, int kvh, int r0, RowBlock& 
     rb.q[i] = p.query + b * p.q.batch + h * p.q.head + qi * p.q.row;
     rb.o[i] = p.out ? p.out + b * p.o.batch + h * p.o.head + qi * p.o.row : nullptr;
     rb.w[i] = p.weights ? p.weights + b * p.w.batch + h * p.w.head + qi * p.w.row : nullptr;
+    rb.lse[i] = p.lse ? p.lse + b * p.l.batch + h * p.l.head + qi * p.l.row : nullptr;
     rb.m[i] = nullptr;
     if (p.mask_type == MaskType::additive)
       rb.m[i] = static_cast<const float*>(p.mask) + b * p.m.batch + h * p.m.head + qi * p.m.row;
@@ -450,6 +453,7 @@ const char* attention_backward(const AttentionParams& forward, const AttentionGr
   AttentionParams p = forward;
   p.out = g.d_query;  // (only to validate as a forward call)
   p.weights = nullptr;
+  p.lse = nullptr;
   if (const char* err = validate(p)) return err;
   const int d = p.head_dim, dv = p.value_dim;
   const int d_ld = round_up(d, W), dv_ld = round_up(dv, W);
@@ -502,11 +506,29 @@ const char* attention_backward(const AttentionParams& forward, const AttentionGr
         d_query_rows[i] = g.d_query + b * g.d_q.batch + h * g.d_q.head + qi * g.d_q.row;
         rb.o[i] = o + i * dv_ld;
       }
-      attend_block(p, rb, ws);  // row statistics in ws.row_max / ws.row_sum, O, and ws.qpack
+      // Row statistics (ws.row_max, ws.row_sum), O and the packed queries: from the forward's
+      // saved lse and out when given and finite, else from a forward pass over the block.
+      bool saved = g.lse && g.out;
+      const float* out_rows[kRowsPerBlock];
+      for (int i = 0; i < rb.rows && saved; ++i) {
+        const int group = p.heads / p.kv_heads;
+        const int qi = (r0 + i) / group, h = kvh * group + (r0 + i) % group;
+        const float l = g.lse[b * p.l.batch + h * p.l.head + qi * p.l.row];
+        saved = std::isfinite(l);
+        ws.row_max[i] = l * kLog2e;
+        ws.row_sum[i] = 1.0f;
+        out_rows[i] = g.out + b * p.o.batch + h * p.o.head + qi * p.o.row;
+      }
+      if (saved) {
+        pack_queries(rb, d, p.scale * kLog2e, ws.qpack);
+      } else {
+        attend_block(p, rb, ws);
+        for (int i = 0; i < rb.rows; ++i) out_rows[i] = o + i * dv_ld;
+      }
       int key_end = 0;
       for (int i = 0; i < rb.rows; ++i) {
         key_end = std::max(key_end, rb.key_end[i]);
-        dsum[i] = dot(d_out_rows[i], o + i * dv_ld, dv);
+        dsum[i] = dot(d_out_rows[i], out_rows[i], dv);
         std::copy(rb.q[i], rb.q[i] + d, qraw + i * d_ld);
         std::copy(d_out_rows[i], d_out_rows[i] + dv, doraw + i * dv_ld);
       }
@@ -538,7 +560,16 @@ const char* attention_backward(const AttentionParams& forward, const AttentionGr
             continue;
           }
           const float inv = 1.0f / sum;
-          for (int j = 0; j < len; ++j) {
+          int j = 0;
+          if (ref != kPosInf) {
+            const vfloat vref(ref), vinv(inv), vd(dsum[i]), vscale(p.scale);
+            for (; j + W <= len; j += W) {
+              const vfloat pj = simd::exp2_softmax(simd::load(s + j) - vref) * vinv;
+              simd::store(s + j, pj);
+              simd::store(ds + j, pj * (simd::load(ds + j) - vd) * vscale);
+            }
+          }
+          for (; j < len; ++j) {
             const float e = ref == kPosInf ? (s[j] == kPosInf ? 1.0f : 0.0f) : simd::exp2_softmax(s[j] - ref);
             s[j] = e * inv;
             ds[j] = s[j] * (ds[j] - dsum[i]) * p.scale;

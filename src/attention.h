@@ -45,6 +45,11 @@ struct AttentionParams {
   int batch = 1, heads = 1, kv_heads = 1, seq_q = 1, seq_k = 1, head_dim = 1, value_dim = 1;
   Strides q, k, v, o, w, m;
 
+  // Optional output for training: each row's log-sum-exp of its scaled, masked scores (natural
+  // log; −∞ for a row with no visible key), [batch, heads, seq_q] with strides l (col unused).
+  float* lse = nullptr;
+  Strides l;
+
   float scale = 1.0f;   // multiplies Q·Kᵀ before the mask is added (0 is allowed)
   bool causal = false;  // bottom-right aligned: query i attends key j iff j <= i + seq_k - seq_q
 };
@@ -80,6 +85,10 @@ struct AttentionGrads {
   float* d_key = nullptr;    // summed over the query heads that share each kv head
   float* d_value = nullptr;  // likewise
   Strides d_o, d_q, d_k, d_v;
+  // Optional, from the forward pass: lse as AttentionParams::lse (read with p.l) and its output
+  // (read with p.o). With both, the backward skips recomputing them (about 2/7 of its work).
+  const float* lse = nullptr;
+  const float* out = nullptr;
 };
 
 // The backward pass of attention(p): fills g.d_query, g.d_key and g.d_value (all three

@@ -26,6 +26,9 @@ struct JsAttentionCall {
   bool causal = false;
   // The backward pass only: dL/d(out) in, the gradients out (same layouts as their tensors).
   std::uintptr_t dOut = 0, dQuery = 0, dKey = 0, dValue = 0;
+  // Each row's log-sum-exp [batch, heads, seqQ]: written by the forward, read by the backward
+  // (with savedOut, the forward's output).
+  std::uintptr_t lse = 0, savedOut = 0;
 };
 
 std::string message(const char* err) { return err ? err : ""; }
@@ -61,6 +64,8 @@ attn::AttentionParams to_params(const JsAttentionCall& c) {
   p.o = dense(c.heads, c.seqQ, c.valueDim);
   p.w = attn::dense_bhsd(c.heads, c.seqQ, c.seqK);  // mask and weights are always bhsd
   p.m = attn::mask_strides(static_cast<attn::MaskShape>(c.maskBroadcast), c.heads, c.seqQ, c.seqK);
+  p.lse = ptr<float>(c.lse);
+  p.l = attn::dense_bhsd(c.heads, c.seqQ, 1);
   return p;
 }
 
@@ -77,6 +82,8 @@ std::string run_attention_backward(const JsAttentionCall& c) {
   g.d_q = p.q;
   g.d_k = p.k;
   g.d_v = p.v;
+  g.lse = ptr<const float>(c.lse);
+  g.out = ptr<const float>(c.savedOut);
   return message(attn::attention_backward(p, g));
 }
 
@@ -221,7 +228,9 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .field("dOut", &JsAttentionCall::dOut)
       .field("dQuery", &JsAttentionCall::dQuery)
       .field("dKey", &JsAttentionCall::dKey)
-      .field("dValue", &JsAttentionCall::dValue);
+      .field("dValue", &JsAttentionCall::dValue)
+      .field("lse", &JsAttentionCall::lse)
+      .field("savedOut", &JsAttentionCall::savedOut);
   function("attention", &run_attention);
   function("attentionBackward", &run_attention_backward);
   function("linear", &run_linear);

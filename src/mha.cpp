@@ -139,6 +139,12 @@ const char* MultiHeadAttention::forward(const MhaForward& f) const {
   p.m = mask_strides(f.mask_shape, config_.num_heads, f.seq_q, seq_k);
   p.scale = 1.0f / std::sqrt(static_cast<float>(hd));
   p.causal = cache != nullptr || f.causal;
+  if (f.tape) {  // keep each row's log-sum-exp: the backward pass then skips a forward
+    if (!f.tape->lse_.allocate(static_cast<std::size_t>(f.batch) * config_.num_heads * f.seq_q))
+      return "multi-head attention: out of memory for the training tape";
+    p.lse = f.tape->lse_.get();
+    p.l = dense_bhsd(config_.num_heads, f.seq_q, 1);
+  }
   if (const char* err = attention(p)) return err;
 
   proj_[3].apply(a_buf, e, rows_q, f.out, e, scratch);
@@ -278,7 +284,10 @@ const char* MultiHeadAttention::backward(const MhaTape& t, const float* d_out, c
   p.key_padding_batch_stride = t.seq_k_;
   p.scale = 1.0f / std::sqrt(static_cast<float>(hd));
   p.causal = t.causal_;
+  p.l = dense_bhsd(config_.num_heads, t.seq_q_, 1);
   AttentionGrads ag;
+  ag.lse = t.lse_.get();
+  ag.out = t.a_.get();
   ag.d_out = da;
   ag.d_query = dq;
   ag.d_key = dk;

@@ -58,7 +58,7 @@ class MhaTape {
   int batch_ = 0, seq_q_ = 0, seq_k_ = 0;
   MaskType mask_type_ = MaskType::none;
   MaskShape mask_shape_ = MaskShape::plane;
-  FloatBuffer xq_, xk_, xv_, q_, k_, v_, a_;
+  FloatBuffer xq_, xk_, xv_, q_, k_, v_, a_, lse_;
   std::unique_ptr<std::uint8_t, FloatBuffer::Free> mask_, key_padding_;
 };
 

@@ -8,9 +8,9 @@ import {
 } from './shapes.mjs';
 
 const ATTENTION_OPTIONS = ['batch', 'heads', 'kvHeads', 'seqQ', 'seqK', 'headDim', 'valueDim', 'layout',
-  'scale', 'causal', 'mask', 'out', 'weightsOut'];
+  'scale', 'causal', 'mask', 'out', 'weightsOut', 'lseOut'];
 const BACKWARD_OPTIONS = ['batch', 'heads', 'kvHeads', 'seqQ', 'seqK', 'headDim', 'valueDim', 'layout', 'scale',
-  'causal', 'mask'];
+  'causal', 'mask', 'lse', 'out'];
 const LINEAR_OPTIONS = ['inFeatures', 'outFeatures', 'rows', 'bias', 'out'];
 const WEIGHTS_OPTIONS = ['batch', 'heads', 'kvHeads', 'seqQ', 'seqK', 'headDim', 'layout', 'scale', 'causal',
   'mask', 'out'];
@@ -34,6 +34,7 @@ export function createLibrary(M, { threadsReason = 'requested 1 thread', onDispo
       headDim: shape.headDim, valueDim: shape.valueDim || 1, bshd: shape.layout === 'bshd',
       scale: shape.scale, causal: shape.causal,
       dOut: call.address('dOut'), dQuery: call.address('dQuery'), dKey: call.address('dKey'), dValue: call.address('dValue'),
+      lse: call.address('lse'), savedOut: call.address('savedOut'),
     });
     if (error) throw new Error(`attention-wasm: ${error}`);
     return call.copyOut;
@@ -48,11 +49,14 @@ export function createLibrary(M, { threadsReason = 'requested 1 thread', onDispo
     const mask = checkMask(options.mask, shape);
     const out = checkOutput('options.out', options.out, parts.out);
     const weightsOut = checkOutput('options.weightsOut', options.weightsOut, parts.weights);
+    const lseOut = checkOutput('options.lseOut', options.lseOut, parts.lse);
     const outputs = { out: elementCount(parts.out) };
     if (weightsOut) outputs.weights = weightsOut.length;
+    if (lseOut) outputs.lse = lseOut.length;
 
     const copyOut = run('attention', shape, { query, key, value }, mask, outputs);
     if (weightsOut) copyOut('weights', weightsOut);
+    if (lseOut) copyOut('lse', lseOut);
     return copyOut('out', out ?? new Float32Array(outputs.out));
   }
 
@@ -76,8 +80,11 @@ export function createLibrary(M, { threadsReason = 'requested 1 thread', onDispo
     checkTensor('value', value, parts.value);
     checkTensor('dOut', dOut, parts.out);
     const mask = checkMask(options.mask, shape);
+    const lse = checkOutput('options.lse', options.lse, parts.lse);
+    const savedOut = checkOutput('options.out', options.out, parts.out);
+    if (!lse !== !savedOut) throw new TypeError('attentionBackward: options.lse and options.out go together (both from the forward call)');
     const sizes = { dQuery: query.length, dKey: key.length, dValue: value.length };
-    const copyOut = run('attentionBackward', shape, { query, key, value, dOut }, mask, sizes, M.attentionBackward);
+    const copyOut = run('attentionBackward', shape, { query, key, value, dOut, lse, savedOut }, mask, sizes, M.attentionBackward);
     return Object.fromEntries(Object.entries(sizes).map(([name, n]) => [name, copyOut(name, new Float32Array(n))]));
   }
 

@@ -91,12 +91,22 @@ export interface AttentionOptions extends AttentionShapeOptions {
   out?: Float32Array | null;
   /** Caller-owned array `[batch, heads, seqQ, seqK]` that receives the softmax weights. */
   weightsOut?: Float32Array | null;
+  /**
+   * Caller-owned array `[batch, heads, seqQ]` that receives each row's log-sum-exp of its scaled,
+   * masked scores (natural log; `-Infinity` for a row with no visible key). Pass it, with the
+   * output, to {@link AttentionLibrary.attentionBackward} to skip recomputing them.
+   */
+  lseOut?: Float32Array | null;
 }
 
 /** Options of {@link AttentionLibrary.attentionBackward}. */
 export interface AttentionBackwardOptions extends AttentionShapeOptions {
   /** Size of each value vector (and output vector). Default `headDim`. */
   valueDim?: number | null;
+  /** The forward call's `lseOut`; with `out`, the backward skips a forward pass. */
+  lse?: Float32Array | null;
+  /** The forward call's output; goes with `lse`. */
+  out?: Float32Array | null;
 }
 
 /** Options of {@link AttentionLibrary.attentionWeights}. */
@@ -148,9 +158,9 @@ export interface AttentionLibrary {
    * Gradients of a loss through {@link AttentionLibrary.attention}: given `dOut` = dL/d(out)
    * (shaped like the output), returns dL/d(query), dL/d(key) and dL/d(value), shaped like their
    * tensors; with grouped K/V heads the key and value gradients sum over the query heads that
-   * share them. Same options as `attention` (without `out`/`weightsOut`). The probabilities are
-   * recomputed row by row (O(seqK) extra memory); masked keys and fully masked rows get zero
-   * gradient.
+   * share them. Same shape options as `attention`; `lse` and `out` from the forward call (its
+   * `lseOut` and its output) let it skip a forward pass. The probabilities are recomputed block by
+   * block (extra memory O(seqK · headDim)); masked keys and fully masked rows get zero gradient.
    */
   attentionBackward(query: Float32Array, key: Float32Array, value: Float32Array, dOut: Float32Array,
     options: AttentionBackwardOptions): { dQuery: Float32Array; dKey: Float32Array; dValue: Float32Array };

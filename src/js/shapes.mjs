@@ -112,6 +112,7 @@ export function tensorParts(s) {
     value: t(s.kvHeads, 'kvHeads', s.seqK, 'seqK', s.valueDim, 'valueDim'),
     out: t(s.heads, 'heads', s.seqQ, 'seqQ', s.valueDim, 'valueDim'),
     weights: [['batch', s.batch], ['heads', s.heads], ['seqQ', s.seqQ], ['seqK', s.seqK]],
+    lse: [['batch', s.batch], ['heads', s.heads], ['seqQ', s.seqQ]],
   };
 }
 

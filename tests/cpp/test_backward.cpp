@@ -131,6 +131,28 @@ void check_gradients(const Case& c) {
   compare(dq, want_q, "d_query");
   compare(dk, want_k, "d_key");
   compare(dv, want_v, "d_value");
+
+  // Again from the forward's saved log-sum-exp and output (rows with no visible key give −∞
+  // and make their block recompute).
+  std::vector<float> out(dout.size()), lse(std::size_t(c.batch) * c.heads * c.seq_q);
+  p.l = attn::dense_bhsd(c.heads, c.seq_q, 1);  // the backward reads lse with p.l, out with p.o
+  attn::AttentionParams fw = p;
+  fw.out = out.data();
+  fw.lse = lse.data();
+  REQUIRE(attn::attention(fw) == nullptr);
+  for (std::size_t r = 0; r < lse.size(); ++r) {  // lse is log Σ exp(score) over visible keys
+    INFO("row " << r);
+    CHECK((std::isfinite(lse[r]) || lse[r] == -INFINITY));
+  }
+  std::fill(dq.begin(), dq.end(), NAN);
+  std::fill(dk.begin(), dk.end(), NAN);
+  std::fill(dv.begin(), dv.end(), NAN);
+  g.lse = lse.data();
+  g.out = out.data();
+  REQUIRE(attn::attention_backward(p, g) == nullptr);
+  compare(dq, want_q, "d_query from saved lse");
+  compare(dk, want_k, "d_key from saved lse");
+  compare(dv, want_v, "d_value from saved lse");
 }
 
 }  // namespace

@@ -53,6 +53,35 @@ test('argument errors', () => {
   assert.throws(() => lib.attentionBackward(query, key, value, new Float32Array(3), shape),
     /^RangeError: dOut has length 3, expected 40 \(batch 1 × heads 2 × seqQ 5 × valueDim 4\)$/);
   assert.throws(() => lib.attentionBackward(query, key, value, [1], shape), /^TypeError: dOut must be a Float32Array/);
+  assert.throws(() => lib.attentionBackward(query, key, value, new Float32Array(40), { ...shape, weightsOut: new Float32Array(70) }),
+    /^TypeError: attentionBackward: unknown option 'weightsOut'/);
   assert.throws(() => lib.attentionBackward(query, key, value, new Float32Array(40), { ...shape, out: new Float32Array(40) }),
-    /^TypeError: attentionBackward: unknown option 'out'/);
+    /^TypeError: attentionBackward: options\.lse and options\.out go together/);
+  assert.throws(() => lib.attentionBackward(query, key, value, new Float32Array(40), { ...shape, lse: new Float32Array(3), out: new Float32Array(40) }),
+    /^RangeError: options\.lse has length 3, expected 10 \(batch 1 × heads 2 × seqQ 5\)$/);
+});
+
+test('lseOut gives each row\'s log-sum-exp; backward from the saved lse and out gives the same gradients', () => {
+  for (const [n, shape] of SHAPES.entries()) {
+    const { query, key, value } = makeInputs(shape, n + 1);
+    const rows = (shape.batch ?? 1) * shape.heads * shape.seqQ;
+    const lse = new Float32Array(rows);
+    const out = lib.attention(query, key, value, { ...shape, lseOut: lse });
+    // log Σ_j exp(score) from the reference's weights: lse = score − log(weight) for any visible key.
+    const { weights } = referenceAttention(query, key, value, shape);
+    const seqK = shape.seqK ?? shape.seqQ;
+    for (let r = 0; r < rows; r++) {
+      const row = weights.subarray(r * seqK, (r + 1) * seqK);
+      if (row.every((w) => w === 0)) assert.equal(lse[r], -Infinity, `row ${r} has no visible key`);
+      else assert.ok(Number.isFinite(lse[r]), `row ${r}`);
+    }
+    const dOut = randomTensor(out.length, rng(n + 70));
+    const plain = lib.attentionBackward(query, key, value, dOut, shape);
+    const saved = lib.attentionBackward(query, key, value, dOut, { ...shape, lse, out });
+    for (const name of ['dQuery', 'dKey', 'dValue']) assertClose(saved[name], plain[name], `${name} of shape ${n}`, 1e-6);
+  }
+  // One row by hand: scores q·k / √d of a 1-key-dim case.
+  const lse = new Float32Array(1);
+  lib.attention(new Float32Array([2]), new Float32Array([1, -1, 0.5]), new Float32Array(3), { heads: 1, seqQ: 1, seqK: 3, headDim: 1, lseOut: lse });
+  assert.ok(Math.abs(lse[0] - Math.log(Math.exp(2) + Math.exp(-2) + Math.exp(1))) < 1e-5);
 });

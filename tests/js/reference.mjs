@@ -10,16 +10,18 @@ export function indexOf(layout, heads, seq, dim, b, h, s, d) {
 }
 
 // Returns { out, weights } (Float64Arrays; out in the same layout as the query).
-export function referenceAttention(query, key, value, opts) {
-  const batch = opts.batch ?? 1;
+// The library's defaults, applied to attention() options.
+function withDefaults(opts) {
   const heads = opts.heads;
-  const kvHeads = opts.kvHeads ?? heads;
-  const seqQ = opts.seqQ;
-  const seqK = opts.seqK ?? seqQ;
   const headDim = opts.headDim;
-  const valueDim = opts.valueDim ?? headDim;
-  const layout = opts.layout ?? 'bhsd';
-  const scale = opts.scale ?? 1 / Math.sqrt(headDim);
+  return {
+    batch: opts.batch ?? 1, heads, kvHeads: opts.kvHeads ?? heads, seqQ: opts.seqQ, seqK: opts.seqK ?? opts.seqQ,
+    headDim, valueDim: opts.valueDim ?? headDim, layout: opts.layout ?? 'bhsd', scale: opts.scale ?? 1 / Math.sqrt(headDim),
+  };
+}
+
+export function referenceAttention(query, key, value, opts) {
+  const { batch, heads, kvHeads, seqQ, seqK, headDim, valueDim, layout, scale } = withDefaults(opts);
   const mask = opts.mask ?? null;
   const group = heads / kvHeads;
   const out = new Float64Array(batch * heads * seqQ * valueDim);
@@ -133,15 +135,7 @@ export function referenceMha(config, weights, query, key, value, opts = {}) {
 // the probabilities of referenceAttention: dV = Pᵀ·dO, dP = dO·Vᵀ, dS = P ⊙ (dP − rowsum(P ⊙ dP)),
 // dQ = scale·dS·K, dK = scale·dSᵀ·Q (summed over the query heads of each kv head).
 export function referenceAttentionBackward(query, key, value, dOut, opts) {
-  const batch = opts.batch ?? 1;
-  const heads = opts.heads;
-  const kvHeads = opts.kvHeads ?? heads;
-  const seqQ = opts.seqQ;
-  const seqK = opts.seqK ?? seqQ;
-  const headDim = opts.headDim;
-  const valueDim = opts.valueDim ?? headDim;
-  const layout = opts.layout ?? 'bhsd';
-  const scale = opts.scale ?? 1 / Math.sqrt(headDim);
+  const { batch, heads, kvHeads, seqQ, seqK, headDim, valueDim, layout, scale } = withDefaults(opts);
   const group = heads / kvHeads;
   const { weights } = referenceAttention(query, key, value, opts);
   const dQuery = new Float64Array(query.length);

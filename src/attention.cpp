@@ -7,10 +7,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <cstdlib>
 #include <limits>
-#include <memory>
 
+#include "buffer.h"
 #include "microkernel.h"
 #include "parallel.h"
 #include "simd.h"
@@ -58,10 +57,6 @@ inline void axpy(float alpha, const float* x, float* y, int n) {
   for (; c < n; ++c) y[c] += alpha * x[c];
 }
 
-struct FreeDeleter {
-  void operator()(float* p) const { std::free(p); }
-};
-
 // Scratch for one work item; sizes depend only on the params.
 struct Workspace {
   int kt_block_floats = 0;  // head_dim × kKeysPerBlock
@@ -69,7 +64,7 @@ struct Workspace {
   int v_block_floats = 0;   // kKeysPerBlock × acc_ld
   int scores_ld = 0;        // kKeysPerBlock, or seq_k in direct mode
   bool direct = false;      // few rows per kv head: no packing, see attend_direct
-  std::unique_ptr<float, FreeDeleter> mem;
+  FloatBuffer mem;
   float* kt = nullptr;      // Kᵀ of one kv head, see pack_keys_transposed
   float* vp = nullptr;      // V of one kv head, see pack_values
   float* qpack = nullptr;   // the block's query rows, tile by tile: [tile][head_dim][kTileRows]
@@ -90,9 +85,7 @@ struct Workspace {
     const std::size_t q_n = direct ? 0 : kRowsPerBlock * static_cast<std::size_t>(p.head_dim);
     const std::size_t total =
         kt_n + vp_n + q_n + kRowsPerBlock * (static_cast<std::size_t>(scores_ld) + acc_ld + 2);
-    if (total > std::numeric_limits<std::size_t>::max() / sizeof(float)) return false;
-    mem.reset(static_cast<float*>(std::malloc(total * sizeof(float))));
-    if (!mem) return false;
+    if (!mem.allocate(total)) return false;
     kt = mem.get();
     vp = kt + kt_n;
     qpack = vp + vp_n;
@@ -121,10 +114,10 @@ struct RowBlock {
 // panels of kTileCols keys, [panel][head_dim][kTileCols]: the micro-kernel then reads one
 // contiguous stream per panel. Keys past seq_k in the last panel are zero.
 void pack_transposed(const float* key, std::ptrdiff_t row_stride, int seq_k, int head_dim,
-                     float* dst) {
+                     float* packed) {
   for (int kb = 0; kb < seq_k; kb += kKeysPerBlock) {
     const int len = std::min(kKeysPerBlock, seq_k - kb);
-    float* block = dst + static_cast<std::ptrdiff_t>(kb / kKeysPerBlock) * head_dim * kKeysPerBlock;
+    float* block = packed + static_cast<std::ptrdiff_t>(kb / kKeysPerBlock) * head_dim * kKeysPerBlock;
     for (int j = 0; j < round_up(len, kTileCols); ++j) {
       float* dst = block + (j / kTileCols) * head_dim * kTileCols + j % kTileCols;
       const float* src = j < len ? key + static_cast<std::ptrdiff_t>(kb + j) * row_stride : nullptr;
@@ -468,10 +461,11 @@ const char* attention_backward(const AttentionParams& forward, const AttentionGr
     const int b = item / p.kv_heads, kvh = item % p.kv_heads;
     Workspace ws;
     const std::size_t vt_n = static_cast<std::size_t>(blocks) * dv * kKeysPerBlock;
-    const std::size_t extra = vt_n + kRowsPerBlock * static_cast<std::size_t>(d_ld + 2 * dv_ld + dv + 2 * d_ld + 2 * kKeysPerBlock + 1) +
-                              static_cast<std::size_t>(p.seq_k) * (d_ld + dv_ld);
-    std::unique_ptr<float, FreeDeleter> buf(static_cast<float*>(std::malloc(extra * sizeof(float))));
-    if (!ws.reserve(p, false) || !buf) {
+    const std::size_t extra = vt_n +
+        kRowsPerBlock * static_cast<std::size_t>(2 * d_ld + 2 * dv_ld + dv + 2 * kKeysPerBlock + 1) +
+        static_cast<std::size_t>(p.seq_k) * (d_ld + dv_ld);
+    FloatBuffer buf;
+    if (!ws.reserve(p, false) || !buf.allocate(extra)) {
       error = "attention_backward: out of memory";
       return;
     }
@@ -484,7 +478,7 @@ const char* attention_backward(const AttentionParams& forward, const AttentionGr
     float* pblk = dq + kRowsPerBlock * d_ld;                // P for a key block [16][64]
     float* dsblk = pblk + kRowsPerBlock * kKeysPerBlock;    // dP, then dS [16][64]
     float* dsum = dsblk + kRowsPerBlock * kKeysPerBlock;    // rowsum(dO ⊙ O) [16]
-    float* dk = dsum + kRowsPerBlock + kRowsPerBlock * d_ld;  // [seq_k][d_ld] (after spare row)
+    float* dk = dsum + kRowsPerBlock;                       // [seq_k][d_ld]
     float* dvv = dk + static_cast<std::size_t>(p.seq_k) * d_ld;  // [seq_k][dv_ld]
     std::fill(dk, dk + static_cast<std::size_t>(p.seq_k) * (d_ld + dv_ld), 0.0f);
 

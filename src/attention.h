@@ -72,9 +72,10 @@ Strides dense_bshd(int heads, int rows, int cols);
 const char* validate(const AttentionParams& p);
 
 // Computes out (and weights, when asked). A query row whose every key is masked yields zeros
-// in out and weights. Extra memory is O(rows per block · (keys per block + value_dim) + seq_k ·
-// head_dim), never seq_q × seq_k. Returns nullptr on success, else a static message (invalid
-// params, or out of memory); on failure out and weights are left in an unspecified state.
+// in out and weights. Extra memory per thread is one kv head's K and V, packed
+// (seq_k · (head_dim + value_dim)), plus small blocks; never seq_q × seq_k. Returns nullptr on
+// success, else a static message (invalid params, or out of memory); on failure out and weights
+// are left in an unspecified state.
 const char* attention(const AttentionParams& p);
 
 // Gradients of a loss L with respect to query, key and value, given dL/d(out). Layouts as in

@@ -32,16 +32,6 @@ void panel_tiles(int rows, const float* xpack, std::ptrdiff_t x_tile, const floa
 
 }  // namespace
 
-bool FloatBuffer::allocate(std::size_t n) {
-  size = 0;
-  data.reset();
-  if (n > std::numeric_limits<std::size_t>::max() / sizeof(float)) return false;
-  data.reset(static_cast<float*>(std::malloc(std::max<std::size_t>(n, 1) * sizeof(float))));
-  if (!data) return false;
-  size = n;
-  return true;
-}
-
 const char* PackedLinear::pack(const float* w, const float* b, int out_features,
                                int in_features) {
   if (!w || out_features < 1 || in_features < 1) return "linear: invalid weight shape";

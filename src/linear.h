@@ -3,24 +3,10 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdlib>
-#include <memory>
+
+#include "buffer.h"
 
 namespace attn {
-
-// An owning float buffer from malloc, so an allocation failure is a null pointer to report,
-// never an abort (the wasm build has no exceptions).
-struct FloatBuffer {
-  struct Free {
-    template <class T>
-    void operator()(T* p) const { std::free(p); }
-  };
-  std::unique_ptr<float, Free> data;
-  std::size_t size = 0;
-
-  bool allocate(std::size_t n);  // contents undefined; false if out of memory
-  float* get() const { return data.get(); }
-};
 
 class PackedLinear {
  public:

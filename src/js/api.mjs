@@ -3,7 +3,7 @@
 import { HeapArena, kernelWorkspaceBytes } from './heap.mjs';
 import { makeMultiHeadAttention } from './mha.mjs';
 import {
-  checkFloat32, checkKnownKeys, checkMask, checkOutput, checkTensor, describe, dim, elementCount, given, kindOf,
+  checkFloat32, checkKnownKeys, checkMask, checkOptionalTensor, checkTensor, describe, dim, elementCount, given, kindOf,
   resolveShape, tensorParts,
 } from './shapes.mjs';
 
@@ -47,9 +47,9 @@ export function createLibrary(M, { threadsReason = 'requested 1 thread', onDispo
     checkTensor('key', key, parts.key);
     checkTensor('value', value, parts.value);
     const mask = checkMask(options.mask, shape);
-    const out = checkOutput('options.out', options.out, parts.out);
-    const weightsOut = checkOutput('options.weightsOut', options.weightsOut, parts.weights);
-    const lseOut = checkOutput('options.lseOut', options.lseOut, parts.lse);
+    const out = checkOptionalTensor('options.out', options.out, parts.out);
+    const weightsOut = checkOptionalTensor('options.weightsOut', options.weightsOut, parts.weights);
+    const lseOut = checkOptionalTensor('options.lseOut', options.lseOut, parts.lse);
     const outputs = { out: elementCount(parts.out) };
     if (weightsOut) outputs.weights = weightsOut.length;
     if (lseOut) outputs.lse = lseOut.length;
@@ -66,7 +66,7 @@ export function createLibrary(M, { threadsReason = 'requested 1 thread', onDispo
     checkTensor('query', query, parts.query);
     checkTensor('key', key, parts.key);
     const mask = checkMask(options.mask, shape);
-    const out = checkOutput('options.out', options.out, parts.weights);
+    const out = checkOptionalTensor('options.out', options.out, parts.weights);
     const count = elementCount(parts.weights);
     const copyOut = run('attentionWeights', shape, { query, key }, mask, { weights: count });
     return copyOut('weights', out ?? new Float32Array(count));
@@ -80,8 +80,8 @@ export function createLibrary(M, { threadsReason = 'requested 1 thread', onDispo
     checkTensor('value', value, parts.value);
     checkTensor('dOut', dOut, parts.out);
     const mask = checkMask(options.mask, shape);
-    const lse = checkOutput('options.lse', options.lse, parts.lse);
-    const savedOut = checkOutput('options.out', options.out, parts.out);
+    const lse = checkOptionalTensor('options.lse', options.lse, parts.lse);
+    const savedOut = checkOptionalTensor('options.out', options.out, parts.out);
     if (!lse !== !savedOut) throw new TypeError('attentionBackward: options.lse and options.out go together (both from the forward call)');
     const sizes = { dQuery: query.length, dKey: key.length, dValue: value.length };
     const copyOut = run('attentionBackward', shape, { query, key, value, dOut, lse, savedOut }, mask, sizes, M.attentionBackward);

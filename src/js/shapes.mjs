@@ -121,8 +121,8 @@ export function checkTensor(name, array, parts) {
   return array;
 }
 
-// An optional caller-owned output array: checked like an input, or undefined.
-export function checkOutput(name, array, parts) {
+// An optional array (a caller-owned output, or an optional input): checked like a tensor, or undefined.
+export function checkOptionalTensor(name, array, parts) {
   return given(array) ? checkTensor(name, array, parts) : undefined;
 }
 

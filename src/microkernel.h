@@ -45,7 +45,7 @@ inline void micro_tile(const float* a, const float* b, std::ptrdiff_t ldb, int k
     for (int n = 0; n < N; ++n) bv[n] = simd::load(b + n * W);
     for (int i = 0; i < R; ++i) {
       const vfloat av(a[i * AI]);
-      for (int n = 0; n < N; ++n) acc[i][n] += av * bv[n];
+      for (int n = 0; n < N; ++n) acc[i][n] = simd::madd(av, bv[n], acc[i][n]);
     }
   }
   for (int i = 0; i < R; ++i)

@@ -43,13 +43,13 @@ export function createLibrary(M, { threadsReason = 'requested 1 thread', onDispo
   function attention(query, key, value, options) {
     const shape = resolveShape('attention', options, ATTENTION_OPTIONS);
     const parts = tensorParts(shape);
-    checkTensor('query', query, parts.query);
-    checkTensor('key', key, parts.key);
-    checkTensor('value', value, parts.value);
+    checkTensor(shape, 'query', query, parts.query);
+    checkTensor(shape, 'key', key, parts.key);
+    checkTensor(shape, 'value', value, parts.value);
     const mask = checkMask(options.mask, shape);
-    const out = checkOptionalTensor('options.out', options.out, parts.out);
-    const weightsOut = checkOptionalTensor('options.weightsOut', options.weightsOut, parts.weights);
-    const lseOut = checkOptionalTensor('options.lseOut', options.lseOut, parts.lse);
+    const out = checkOptionalTensor(shape, 'options.out', options.out, parts.out);
+    const weightsOut = checkOptionalTensor(shape, 'options.weightsOut', options.weightsOut, parts.weights);
+    const lseOut = checkOptionalTensor(shape, 'options.lseOut', options.lseOut, parts.lse);
     const outputs = { out: elementCount(parts.out) };
     if (weightsOut) outputs.weights = weightsOut.length;
     if (lseOut) outputs.lse = lseOut.length;
@@ -63,10 +63,10 @@ export function createLibrary(M, { threadsReason = 'requested 1 thread', onDispo
   function attentionWeights(query, key, options) {
     const shape = resolveShape('attentionWeights', options, WEIGHTS_OPTIONS);
     const parts = tensorParts(shape);
-    checkTensor('query', query, parts.query);
-    checkTensor('key', key, parts.key);
+    checkTensor(shape, 'query', query, parts.query);
+    checkTensor(shape, 'key', key, parts.key);
     const mask = checkMask(options.mask, shape);
-    const out = checkOptionalTensor('options.out', options.out, parts.weights);
+    const out = checkOptionalTensor(shape, 'options.out', options.out, parts.weights);
     const count = elementCount(parts.weights);
     const copyOut = run('attentionWeights', shape, { query, key }, mask, { weights: count });
     return copyOut('weights', out ?? new Float32Array(count));
@@ -75,13 +75,13 @@ export function createLibrary(M, { threadsReason = 'requested 1 thread', onDispo
   function attentionBackward(query, key, value, dOut, options) {
     const shape = resolveShape('attentionBackward', options, BACKWARD_OPTIONS);
     const parts = tensorParts(shape);
-    checkTensor('query', query, parts.query);
-    checkTensor('key', key, parts.key);
-    checkTensor('value', value, parts.value);
-    checkTensor('dOut', dOut, parts.out);
+    checkTensor(shape, 'query', query, parts.query);
+    checkTensor(shape, 'key', key, parts.key);
+    checkTensor(shape, 'value', value, parts.value);
+    checkTensor(shape, 'dOut', dOut, parts.out);
     const mask = checkMask(options.mask, shape);
-    const lse = checkOptionalTensor('options.lse', options.lse, parts.lse);
-    const savedOut = checkOptionalTensor('options.out', options.out, parts.out);
+    const lse = checkOptionalTensor(shape, 'options.lse', options.lse, parts.lse);
+    const savedOut = checkOptionalTensor(shape, 'options.out', options.out, parts.out);
     if (!lse !== !savedOut) throw new TypeError('attentionBackward: options.lse and options.out go together (both from the forward call)');
     const sizes = { dQuery: query.length, dKey: key.length, dValue: value.length };
     const copyOut = run('attentionBackward', shape, { query, key, value, dOut, lse, savedOut }, mask, sizes, M.attentionBackward);
@@ -89,20 +89,21 @@ export function createLibrary(M, { threadsReason = 'requested 1 thread', onDispo
   }
 
   function linear(input, weight, options) {
-    checkKnownKeys('linear', options, LINEAR_OPTIONS, 'options', ' with inFeatures and outFeatures');
-    const inFeatures = dim(options, 'inFeatures');
-    const outFeatures = dim(options, 'outFeatures');
-    const rows = given(options.rows) ? dim(options, 'rows') : input?.length / inFeatures;
-    if (kindOf(input) !== 'Float32Array') throw new TypeError(`input must be a Float32Array, got ${describe(input)}`);
+    const fn = 'linear';
+    checkKnownKeys(fn, options, LINEAR_OPTIONS, 'options', ' with inFeatures and outFeatures');
+    const inFeatures = dim(options, 'inFeatures', undefined, 'options', fn);
+    const outFeatures = dim(options, 'outFeatures', undefined, 'options', fn);
+    const rows = given(options.rows) ? dim(options, 'rows', undefined, 'options', fn) : input?.length / inFeatures;
+    if (kindOf(input) !== 'Float32Array') throw new TypeError(`linear: input must be a Float32Array, got ${describe(input)}`);
     if (!Number.isInteger(rows) || rows < 1) {
-      throw new RangeError(`input has length ${input.length}, not a positive multiple of inFeatures ${inFeatures}`);
+      throw new RangeError(`linear: input has length ${input.length}, not a positive multiple of inFeatures ${inFeatures}`);
     }
-    checkFloat32('input', input, rows * inFeatures, `rows ${rows} × inFeatures ${inFeatures}`);
-    checkFloat32('weight', weight, outFeatures * inFeatures, `outFeatures ${outFeatures} × inFeatures ${inFeatures}`);
+    checkFloat32('input', input, rows * inFeatures, `rows ${rows} × inFeatures ${inFeatures}`, fn);
+    checkFloat32('weight', weight, outFeatures * inFeatures, `outFeatures ${outFeatures} × inFeatures ${inFeatures}`, fn);
     const bias = given(options.bias) ? options.bias : undefined;
-    if (bias) checkFloat32('options.bias', bias, outFeatures, `outFeatures ${outFeatures}`);
+    if (bias) checkFloat32('options.bias', bias, outFeatures, `outFeatures ${outFeatures}`, fn);
     const out = given(options.out) ? options.out : undefined;
-    if (out) checkFloat32('options.out', out, rows * outFeatures, `rows ${rows} × outFeatures ${outFeatures}`);
+    if (out) checkFloat32('options.out', out, rows * outFeatures, `rows ${rows} × outFeatures ${outFeatures}`, fn);
     const padded = Math.ceil(outFeatures / 16) * 16;  // packed panels of 16 columns
     const call = arena.stage('linear', { input, weight, bias }, { out: rows * outFeatures },
       4 * (padded * (inFeatures + 1) + (Math.ceil(rows / 4) * 4 + 4) * inFeatures + 32));

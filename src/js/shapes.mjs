@@ -1,5 +1,6 @@
 // Argument checking for the public functions: every check runs before the wasm heap is touched,
-// and every message names the argument and gives what was expected and what came.
+// and every message names the function and the argument and gives what was expected and what
+// came. `fn` (the function's name) is the last, optional parameter of the shared helpers.
 
 const MAX_DIM = 2 ** 31 - 1;  // dims are C++ ints
 
@@ -20,6 +21,9 @@ export const kindOf = (value) => Object.prototype.toString.call(value).slice(8, 
 // `null` and `undefined` both mean "not given".
 export const given = (value) => value !== undefined && value !== null;
 
+// 'attention: ' for fn 'attention'; nothing without a name.
+const from = (fn) => (fn ? `${fn}: ` : '');
+
 // Checks that `object` is a plain object whose keys are all in `known`. `label` names it in
 // messages ('options', 'config', 'weights'); `needs` says what it must hold when it is missing.
 export function checkKnownKeys(fn, object, known, label = 'options', needs = '') {
@@ -35,36 +39,37 @@ export function checkKnownKeys(fn, object, known, label = 'options', needs = '')
 }
 
 // A positive integer `object[name]`, or `fallback` when not given (required when undefined).
-export function dim(object, name, fallback, label = 'options') {
+export function dim(object, name, fallback, label = 'options', fn = '') {
   const value = object[name];
   if (!given(value)) {
-    if (fallback === undefined) throw new TypeError(`${label}.${name} is required (a positive integer)`);
+    if (fallback === undefined) throw new TypeError(`${from(fn)}${label}.${name} is required (a positive integer)`);
     return fallback;
   }
-  if (typeof value !== 'number') throw new TypeError(`${label}.${name} must be a number, got ${describe(value)}`);
+  if (typeof value !== 'number') throw new TypeError(`${from(fn)}${label}.${name} must be a number, got ${describe(value)}`);
   if (!Number.isInteger(value) || value < 1 || value > MAX_DIM) {
-    throw new RangeError(`${label}.${name} must be a positive integer, got ${value}`);
+    throw new RangeError(`${from(fn)}${label}.${name} must be a positive integer, got ${value}`);
   }
   return value;
 }
 
-export function bool(object, name, fallback = false, label = 'options') {
+export function bool(object, name, fallback = false, label = 'options', fn = '') {
   const value = object[name];
   if (!given(value)) return fallback;
-  if (typeof value !== 'boolean') throw new TypeError(`${label}.${name} must be a boolean, got ${describe(value)}`);
+  if (typeof value !== 'boolean') throw new TypeError(`${from(fn)}${label}.${name} must be a boolean, got ${describe(value)}`);
   return value;
 }
 
-export function checkFloat32(name, array, expected, formula) {  // formula: how expected is made
+// formula: how `expected` is made; hint: appended to a length error (e.g. which default applied).
+export function checkFloat32(name, array, expected, formula, fn = '', hint = '') {
   if (kindOf(array) !== 'Float32Array') {
-    throw new TypeError(`${name} must be a Float32Array, got ${describe(array)}`);
+    throw new TypeError(`${from(fn)}${name} must be a Float32Array, got ${describe(array)}`);
   }
-  checkLength(name, array, expected, formula);
+  checkLength(name, array, expected, formula, fn, hint);
 }
 
-export function checkLength(name, array, expected, formula) {
+export function checkLength(name, array, expected, formula, fn = '', hint = '') {
   if (array.length !== expected) {
-    throw new RangeError(`${name} has length ${array.length}, expected ${expected} (${formula})`);
+    throw new RangeError(`${from(fn)}${name} has length ${array.length}, expected ${expected} (${formula})${hint}`);
   }
 }
 
@@ -75,30 +80,33 @@ export const formula = (parts) => parts.map(([k, v]) => `${k} ${v}`).join(' × '
 // `known` lists the option names the calling function accepts.
 export function resolveShape(fn, options, known) {
   checkKnownKeys(fn, options, known, 'options', ' with at least heads, seqQ and headDim');
-  const heads = dim(options, 'heads');
-  const seqQ = dim(options, 'seqQ');
-  const headDim = dim(options, 'headDim');
-  const batch = dim(options, 'batch', 1);
-  const kvHeads = dim(options, 'kvHeads', heads);
-  const seqK = dim(options, 'seqK', seqQ);
-  const valueDim = known.includes('valueDim') ? dim(options, 'valueDim', headDim) : 0;
+  const size = (name, fallback) => dim(options, name, fallback, 'options', fn);
+  const heads = size('heads');
+  const seqQ = size('seqQ');
+  const headDim = size('headDim');
+  const batch = size('batch', 1);
+  const kvHeads = size('kvHeads', heads);
+  const seqK = size('seqK', seqQ);
+  const valueDim = known.includes('valueDim') ? size('valueDim', headDim) : 0;
   if (heads % kvHeads !== 0) {
-    throw new RangeError(`options.heads (${heads}) must be a multiple of options.kvHeads (${kvHeads})`);
+    throw new RangeError(`${fn}: options.heads (${heads}) must be a multiple of options.kvHeads (${kvHeads})`);
   }
 
   const layout = given(options.layout) ? options.layout : 'bhsd';
   if (layout !== 'bhsd' && layout !== 'bshd') {
-    throw new RangeError(`options.layout must be 'bhsd' or 'bshd', got ${describe(layout)}`);
+    throw new RangeError(`${fn}: options.layout must be 'bhsd' or 'bshd', got ${describe(layout)}`);
   }
 
   let scale = 1 / Math.sqrt(headDim);
   if (given(options.scale)) {
-    if (typeof options.scale !== 'number') throw new TypeError(`options.scale must be a number, got ${describe(options.scale)}`);
-    if (!Number.isFinite(options.scale)) throw new RangeError(`options.scale must be finite, got ${options.scale}`);
+    if (typeof options.scale !== 'number') throw new TypeError(`${fn}: options.scale must be a number, got ${describe(options.scale)}`);
+    if (!Number.isFinite(options.scale)) throw new RangeError(`${fn}: options.scale must be finite, got ${options.scale}`);
     scale = options.scale;
   }
-  const causal = bool(options, 'causal');
-  return { batch, heads, kvHeads, seqQ, seqK, headDim, valueDim, layout, scale, causal };
+  const causal = bool(options, 'causal', false, 'options', fn);
+  // A cross-attention call that forgot seqK fails on the key's length: say where seqK came from.
+  const seqKHint = given(options.seqK) ? '' : `; options.seqK was not given, so it defaults to seqQ (${seqQ}): pass seqK when keys and values have another length`;
+  return { fn, batch, heads, kvHeads, seqQ, seqK, seqKHint, headDim, valueDim, layout, scale, causal };
 }
 
 // The shape of each tensor as [name, size] pairs, in memory order for the layout.
@@ -116,14 +124,17 @@ export function tensorParts(s) {
   };
 }
 
-export function checkTensor(name, array, parts) {
-  checkFloat32(name, array, elementCount(parts), formula(parts));
+// Checks a tensor of a call whose shape `s` came from resolveShape (which names the function).
+// A wrong key or value length gets the seqK hint when seqK was defaulted.
+export function checkTensor(s, name, array, parts) {
+  const hint = name === 'key' || name === 'value' ? s.seqKHint : '';
+  checkFloat32(name, array, elementCount(parts), formula(parts), s.fn, hint);
   return array;
 }
 
 // An optional array (a caller-owned output, or an optional input): checked like a tensor, or undefined.
-export function checkOptionalTensor(name, array, parts) {
-  return given(array) ? checkTensor(name, array, parts) : undefined;
+export function checkOptionalTensor(s, name, array, parts) {
+  return given(array) ? checkTensor(s, name, array, parts) : undefined;
 }
 
 export const MASK_ADDITIVE = 1;
@@ -131,19 +142,20 @@ export const MASK_BOOLEAN = 2;
 
 // Returns undefined or { array, type, broadcast } with broadcast 0: [seqQ, seqK],
 // 1: [batch, 1, seqQ, seqK], 2: [batch, heads, seqQ, seqK].
-export function checkMask(mask, s) {
+// `fn` defaults to the one resolveShape recorded in `s`.
+export function checkMask(mask, s, fn = s.fn) {
   if (!given(mask)) return undefined;
   let type;
   if (kindOf(mask) === 'Float32Array') type = MASK_ADDITIVE;
   else if (kindOf(mask) === 'Uint8Array') type = MASK_BOOLEAN;
   else {
-    throw new TypeError(`options.mask must be a Float32Array (added to the scores) or a Uint8Array (1 = may attend, 0 = masked), got ${describe(mask)}`);
+    throw new TypeError(`${from(fn)}options.mask must be a Float32Array (added to the scores) or a Uint8Array (1 = may attend, 0 = masked), got ${describe(mask)}`);
   }
   const plane = s.seqQ * s.seqK;
   const lengths = [plane, s.batch * plane, s.batch * s.heads * plane];
   const broadcast = lengths.indexOf(mask.length);
   if (broadcast < 0) {
-    throw new RangeError(`options.mask has length ${mask.length}, expected ${lengths[0]} ([seqQ ${s.seqQ}, seqK ${s.seqK}]), ` +
+    throw new RangeError(`${from(fn)}options.mask has length ${mask.length}, expected ${lengths[0]} ([seqQ ${s.seqQ}, seqK ${s.seqK}]), ` +
       `${lengths[1]} ([batch ${s.batch}, 1, seqQ, seqK]) or ${lengths[2]} ([batch ${s.batch}, heads ${s.heads}, seqQ, seqK])`);
   }
   return { array: mask, type, broadcast };

@@ -51,14 +51,14 @@ test('argument errors', () => {
   const shape = SHAPES[0];
   const { query, key, value } = makeInputs(shape);
   assert.throws(() => lib.attentionBackward(query, key, value, new Float32Array(3), shape),
-    /^RangeError: dOut has length 3, expected 40 \(batch 1 × heads 2 × seqQ 5 × valueDim 4\)$/);
-  assert.throws(() => lib.attentionBackward(query, key, value, [1], shape), /^TypeError: dOut must be a Float32Array/);
+    /^RangeError: attentionBackward: dOut has length 3, expected 40 \(batch 1 × heads 2 × seqQ 5 × valueDim 4\)$/);
+  assert.throws(() => lib.attentionBackward(query, key, value, [1], shape), /^TypeError: attentionBackward: dOut must be a Float32Array/);
   assert.throws(() => lib.attentionBackward(query, key, value, new Float32Array(40), { ...shape, weightsOut: new Float32Array(70) }),
     /^TypeError: attentionBackward: unknown option 'weightsOut'/);
   assert.throws(() => lib.attentionBackward(query, key, value, new Float32Array(40), { ...shape, out: new Float32Array(40) }),
     /^TypeError: attentionBackward: options\.lse and options\.out go together/);
   assert.throws(() => lib.attentionBackward(query, key, value, new Float32Array(40), { ...shape, lse: new Float32Array(3), out: new Float32Array(40) }),
-    /^RangeError: options\.lse has length 3, expected 10 \(batch 1 × heads 2 × seqQ 5\)$/);
+    /^RangeError: attentionBackward: options\.lse has length 3, expected 10 \(batch 1 × heads 2 × seqQ 5\)$/);
 });
 
 test('lseOut gives each row\'s log-sum-exp; backward from the saved lse and out gives the same gradients', () => {

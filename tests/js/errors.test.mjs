@@ -25,67 +25,81 @@ const attention = (changes = {}, arrays = {}) => () => {
 
 describe('attention() argument errors', () => {
   test('tensor types', () => {
-    throwsFrom(attention({}, { query: [1, 2, 3] }), TypeError, /^query must be a Float32Array, got Array\(3\)$/);
-    throwsFrom(attention({}, { key: new Float64Array(1024) }), TypeError, /^key must be a Float32Array, got Float64Array\(1024\)$/);
-    throwsFrom(attention({}, { value: undefined }), TypeError, /^value must be a Float32Array, got undefined$/);
-    throwsFrom(attention({}, { value: null }), TypeError, /^value must be a Float32Array, got null$/);
+    throwsFrom(attention({}, { query: [1, 2, 3] }), TypeError, /^attention: query must be a Float32Array, got Array\(3\)$/);
+    throwsFrom(attention({}, { key: new Float64Array(1024) }), TypeError, /^attention: key must be a Float32Array, got Float64Array\(1024\)$/);
+    throwsFrom(attention({}, { value: undefined }), TypeError, /^attention: value must be a Float32Array, got undefined$/);
+    throwsFrom(attention({}, { value: null }), TypeError, /^attention: value must be a Float32Array, got null$/);
   });
 
   test('tensor lengths, with the formula', () => {
     throwsFrom(attention({}, { key: new Float32Array(1000) }), RangeError,
-      /^key has length 1000, expected 1024 \(batch 1 × kvHeads 8 × seqK 2 × headDim 64\)$/);
+      /^attention: key has length 1000, expected 1024 \(batch 1 × kvHeads 8 × seqK 2 × headDim 64\)$/);
     throwsFrom(attention({}, { query: new Float32Array(5) }), RangeError,
-      /^query has length 5, expected 1024 \(batch 1 × heads 8 × seqQ 2 × headDim 64\)$/);
+      /^attention: query has length 5, expected 1024 \(batch 1 × heads 8 × seqQ 2 × headDim 64\)$/);
     throwsFrom(attention({ valueDim: 3 }), RangeError,
-      /^value has length 1024, expected 48 \(batch 1 × kvHeads 8 × seqK 2 × valueDim 3\)$/);
+      /^attention: value has length 1024, expected 48 \(batch 1 × kvHeads 8 × seqK 2 × valueDim 3\)$/);
     throwsFrom(attention({ layout: 'bshd' }, { query: new Float32Array(4) }), RangeError,
-      /^query has length 4, expected 1024 \(batch 1 × seqQ 2 × heads 8 × headDim 64\)$/);
+      /^attention: query has length 4, expected 1024 \(batch 1 × seqQ 2 × heads 8 × headDim 64\)$/);
+  });
+
+  test('cross-attention without seqK: the key\'s length error says seqK defaults to seqQ', () => {
+    const query = new Float32Array(4 * 16), key = new Float32Array(6 * 16);
+    const hint = '; options\\.seqK was not given, so it defaults to seqQ \\(4\\): pass seqK when keys and values have another length$';
+    throwsFrom(() => lib.attention(query, key, key, { heads: 1, seqQ: 4, headDim: 16 }), RangeError,
+      new RegExp(`^attention: key has length 96, expected 64 \\(batch 1 × kvHeads 1 × seqK 4 × headDim 16\\)${hint}`));
+    throwsFrom(() => lib.attentionWeights(query, key, { heads: 1, seqQ: 4, headDim: 16 }), RangeError,
+      new RegExp(`^attentionWeights: key has length 96, expected 64 .*${hint}`));
+    // No hint where seqK was given, or where the tensor's size does not involve seqK.
+    throwsFrom(() => lib.attention(query, key, key, { heads: 1, seqQ: 4, seqK: 5, headDim: 16 }), RangeError,
+      /^attention: key has length 96, expected 80 \(batch 1 × kvHeads 1 × seqK 5 × headDim 16\)$/);
+    throwsFrom(() => lib.attention(key, key, key, { heads: 1, seqQ: 4, headDim: 16 }), RangeError,
+      /^attention: query has length 96, expected 64 \(batch 1 × heads 1 × seqQ 4 × headDim 16\)$/);
   });
 
   test('options object and unknown options', () => {
     throwsFrom(() => lib.attention(inputs.query, inputs.key, inputs.value), TypeError, /^attention: options must be an object.*got undefined$/);
-    throwsFrom(() => lib.attention(inputs.query, inputs.key, inputs.value, 7), TypeError, /options must be an object.*got number 7$/);
+    throwsFrom(() => lib.attention(inputs.query, inputs.key, inputs.value, 7), TypeError, /^attention: options must be an object.*got number 7$/);
     throwsFrom(attention({ headdim: 64 }), TypeError, /^attention: unknown option 'headdim' \(known options: batch, heads, .*\)$/);
   });
 
   test('required and integer dims', () => {
     for (const name of ['heads', 'seqQ', 'headDim']) {
-      throwsFrom(attention({ [name]: undefined }), TypeError, new RegExp(`^options\\.${name} is required \\(a positive integer\\)$`));
+      throwsFrom(attention({ [name]: undefined }), TypeError, new RegExp(`^attention: options\\.${name} is required \\(a positive integer\\)$`));
     }
     for (const name of ['batch', 'heads', 'kvHeads', 'seqQ', 'seqK', 'headDim', 'valueDim']) {
-      throwsFrom(attention({ [name]: '8' }), TypeError, new RegExp(`^options\\.${name} must be a number, got string "8"$`));
+      throwsFrom(attention({ [name]: '8' }), TypeError, new RegExp(`^attention: options\\.${name} must be a number, got string "8"$`));
       for (const bad of [0, -1, 2.5, NaN, Infinity, 2 ** 31]) {
-        throwsFrom(attention({ [name]: bad }), RangeError, new RegExp(`^options\\.${name} must be a positive integer, got ${bad}$`));
+        throwsFrom(attention({ [name]: bad }), RangeError, new RegExp(`^attention: options\\.${name} must be a positive integer, got ${bad}$`));
       }
     }
   });
 
   test('heads must be a multiple of kvHeads', () => {
-    throwsFrom(attention({ kvHeads: 3 }), RangeError, /^options\.heads \(8\) must be a multiple of options\.kvHeads \(3\)$/);
+    throwsFrom(attention({ kvHeads: 3 }), RangeError, /^attention: options\.heads \(8\) must be a multiple of options\.kvHeads \(3\)$/);
   });
 
   test('layout, scale, causal', () => {
-    throwsFrom(attention({ layout: 'bsdh' }), RangeError, /^options\.layout must be 'bhsd' or 'bshd', got string "bsdh"$/);
-    throwsFrom(attention({ scale: '0.1' }), TypeError, /^options\.scale must be a number, got string "0\.1"$/);
-    throwsFrom(attention({ scale: NaN }), RangeError, /^options\.scale must be finite, got NaN$/);
-    throwsFrom(attention({ scale: -Infinity }), RangeError, /^options\.scale must be finite, got -Infinity$/);
-    throwsFrom(attention({ causal: 1 }), TypeError, /^options\.causal must be a boolean, got number 1$/);
+    throwsFrom(attention({ layout: 'bsdh' }), RangeError, /^attention: options\.layout must be 'bhsd' or 'bshd', got string "bsdh"$/);
+    throwsFrom(attention({ scale: '0.1' }), TypeError, /^attention: options\.scale must be a number, got string "0\.1"$/);
+    throwsFrom(attention({ scale: NaN }), RangeError, /^attention: options\.scale must be finite, got NaN$/);
+    throwsFrom(attention({ scale: -Infinity }), RangeError, /^attention: options\.scale must be finite, got -Infinity$/);
+    throwsFrom(attention({ causal: 1 }), TypeError, /^attention: options\.causal must be a boolean, got number 1$/);
   });
 
   test('mask type and length', () => {
     throwsFrom(attention({ mask: new Int32Array(4) }), TypeError,
-      /^options\.mask must be a Float32Array \(added to the scores\) or a Uint8Array \(1 = may attend, 0 = masked\), got Int32Array\(4\)$/);
-    throwsFrom(attention({ mask: [0, 1, 1, 0] }), TypeError, /^options\.mask must be .* got Array\(4\)$/);
+      /^attention: options\.mask must be a Float32Array \(added to the scores\) or a Uint8Array \(1 = may attend, 0 = masked\), got Int32Array\(4\)$/);
+    throwsFrom(attention({ mask: [0, 1, 1, 0] }), TypeError, /^attention: options\.mask must be .* got Array\(4\)$/);
     throwsFrom(attention({ mask: new Uint8Array(5) }), RangeError,
-      /^options\.mask has length 5, expected 4 \(\[seqQ 2, seqK 2\]\), 4 \(\[batch 1, 1, seqQ, seqK\]\) or 32 \(\[batch 1, heads 8, seqQ, seqK\]\)$/);
+      /^attention: options\.mask has length 5, expected 4 \(\[seqQ 2, seqK 2\]\), 4 \(\[batch 1, 1, seqQ, seqK\]\) or 32 \(\[batch 1, heads 8, seqQ, seqK\]\)$/);
   });
 
   test('out and weightsOut', () => {
     throwsFrom(attention({ out: new Float32Array(3) }), RangeError,
-      /^options\.out has length 3, expected 1024 \(batch 1 × heads 8 × seqQ 2 × valueDim 64\)$/);
-    throwsFrom(attention({ out: new Float64Array(1024) }), TypeError, /^options\.out must be a Float32Array, got Float64Array\(1024\)$/);
+      /^attention: options\.out has length 3, expected 1024 \(batch 1 × heads 8 × seqQ 2 × valueDim 64\)$/);
+    throwsFrom(attention({ out: new Float64Array(1024) }), TypeError, /^attention: options\.out must be a Float32Array, got Float64Array\(1024\)$/);
     throwsFrom(attention({ weightsOut: new Float32Array(3) }), RangeError,
-      /^options\.weightsOut has length 3, expected 32 \(batch 1 × heads 8 × seqQ 2 × seqK 2\)$/);
+      /^attention: options\.weightsOut has length 3, expected 32 \(batch 1 × heads 8 × seqQ 2 × seqK 2\)$/);
   });
 
   test('a result too large for wasm32 memory throws a RangeError before allocating', () => {
@@ -115,7 +129,7 @@ describe('attentionWeights() argument errors', () => {
     throwsFrom(() => lib.attentionWeights(inputs.query, inputs.key, { ...wopts, weightsOut: new Float32Array(32) }), TypeError,
       /^attentionWeights: unknown option 'weightsOut'/);
     throwsFrom(() => lib.attentionWeights(inputs.query, inputs.key, { ...wopts, out: new Float32Array(31) }), RangeError,
-      /^options\.out has length 31, expected 32 \(batch 1 × heads 8 × seqQ 2 × seqK 2\)$/);
-    throwsFrom(() => lib.attentionWeights(inputs.query, 'key', wopts), TypeError, /^key must be a Float32Array, got string "key"$/);
+      /^attentionWeights: options\.out has length 31, expected 32 \(batch 1 × heads 8 × seqQ 2 × seqK 2\)$/);
+    throwsFrom(() => lib.attentionWeights(inputs.query, 'key', wopts), TypeError, /^attentionWeights: key must be a Float32Array, got string "key"$/);
   });
 });

@@ -23,10 +23,10 @@ test('matches x·Wᵀ + b on odd sizes, with and without bias', () => {
 
 test('argument errors', () => {
   const x = new Float32Array(6), w = new Float32Array(6);
-  assert.throws(() => lib.linear(x, w, { inFeatures: 4, outFeatures: 1 }), /^RangeError: input has length 6, not a positive multiple of inFeatures 4$/);
-  assert.throws(() => lib.linear(x, w, { inFeatures: 3, outFeatures: 3 }), /^RangeError: weight has length 6, expected 9 \(outFeatures 3 × inFeatures 3\)$/);
-  assert.throws(() => lib.linear([1], w, { inFeatures: 1, outFeatures: 6 }), /^TypeError: input must be a Float32Array, got Array\(1\)$/);
-  assert.throws(() => lib.linear(x, w, { inFeatures: 3, outFeatures: 2, bias: new Float32Array(3) }), /^RangeError: options\.bias has length 3, expected 2/);
-  assert.throws(() => lib.linear(x, w, { inFeatures: 3 }), /^TypeError: options\.outFeatures is required/);
+  assert.throws(() => lib.linear(x, w, { inFeatures: 4, outFeatures: 1 }), /^RangeError: linear: input has length 6, not a positive multiple of inFeatures 4$/);
+  assert.throws(() => lib.linear(x, w, { inFeatures: 3, outFeatures: 3 }), /^RangeError: linear: weight has length 6, expected 9 \(outFeatures 3 × inFeatures 3\)$/);
+  assert.throws(() => lib.linear([1], w, { inFeatures: 1, outFeatures: 6 }), /^TypeError: linear: input must be a Float32Array, got Array\(1\)$/);
+  assert.throws(() => lib.linear(x, w, { inFeatures: 3, outFeatures: 2, bias: new Float32Array(3) }), /^RangeError: linear: options\.bias has length 3, expected 2/);
+  assert.throws(() => lib.linear(x, w, { inFeatures: 3 }), /^TypeError: linear: options\.outFeatures is required/);
   assert.throws(() => lib.linear(x, w, { in: 3, outFeatures: 2 }), /^TypeError: linear: unknown option 'in'/);
 });

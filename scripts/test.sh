@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # npm test: set up, build, then run every suite.
-#   1. Catch2 through ctest: native SIMD (ASan + UBSan), native scalar, wasm SIMD under Node;
+#   1. Catch2 through ctest: native SIMD (ASan + UBSan), native scalar, the threaded tests under
+#      ThreadSanitizer (attn_tests_tsan), wasm SIMD under Node;
 #      then 60 s of libFuzzer on the C++ entry points (ATTN_FUZZ_SECONDS to change it)
 #   2. node --test: the JS API, the demo page in headless Chromium, the packed package, and a
 #      run of the quick benchmark (times are never asserted)

@@ -5,17 +5,24 @@
 // serial run, so results are bit-identical whatever the thread count.
 #pragma once
 
-#include <functional>
-
 namespace attn {
 
 // Threads used by parallel_for, the calling thread included (1 = serial). Clamped to [1, 64].
-// Worker threads are started on first use after a change and reused.
+// Worker threads are started here and reused; waits for a job that is running to end first.
 void set_num_threads(int n);
 int num_threads();
 
+namespace detail {
+// fn is called as call(fn, i); no allocation, so a job can start even when memory is exhausted.
+void parallel_for(int count, void (*call)(const void* fn, int i), const void* fn);
+}  // namespace detail
+
 // Runs fn(i) for every i in [0, count) and returns when all are done; the calling thread takes
-// items too. Not re-entrant: fn must not call parallel_for.
-void parallel_for(int count, const std::function<void(int)>& fn);
+// items too. Safe from any thread: jobs of concurrent callers run one after the other, and a
+// parallel_for inside fn runs its items serially on that thread.
+template <class Fn>
+void parallel_for(int count, const Fn& fn) {
+  detail::parallel_for(count, [](const void* f, int i) { (*static_cast<const Fn*>(f))(i); }, &fn);
+}
 
 }  // namespace attn

@@ -3,13 +3,20 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "attention.h"
 #include "linear.h"
+#include "mha.h"
 #include "parallel.h"
 
 namespace {
@@ -99,3 +106,172 @@ TEST_CASE("PackedLinear is bit-identical with 1 and 3 threads", "[parallel]") {
   attn::set_num_threads(1);
   CHECK(std::memcmp(y1.data(), y3.data(), y1.size() * sizeof(float)) == 0);
 }
+
+namespace {
+
+// One training step of a layer (forward with a tape, backward, Adam) and a cached decode, on
+// `threads` threads: everything it computes, concatenated.
+std::vector<float> layer_step(int threads) {
+  attn::set_num_threads(threads);
+  const int e = 24, heads = 6, kv_heads = 2, batch = 2, seq = 19, kv = kv_heads * (e / heads);
+  attn::MultiHeadAttention mha;
+  REQUIRE(mha.configure({e, heads, kv_heads, e, e, true}) == nullptr);
+  std::vector<float> w[4], b[4];
+  const int outs[4] = {e, kv, kv, e};
+  for (int i = 0; i < 4; ++i) {
+    w[i] = random_vec(std::size_t(outs[i]) * e, 10 + i);
+    b[i] = random_vec(outs[i], 20 + i);
+    REQUIRE(mha.set_weight(static_cast<attn::Projection>(i), w[i].data(), b[i].data()) == nullptr);
+  }
+  const auto x = random_vec(std::size_t(batch) * seq * e, 30), dy = random_vec(x.size(), 31);
+  std::vector<float> y(x.size()), dx(x.size()), gw[4], gb[4];
+  attn::MhaTape tape;
+  attn::MhaForward f;
+  f.query = x.data();
+  f.out = y.data();
+  f.batch = batch;
+  f.seq_q = f.seq_k = seq;
+  f.causal = true;
+  f.tape = &tape;
+  REQUIRE(mha.forward(f) == nullptr);
+  attn::MhaGrads g;
+  g.d_query = dx.data();
+  for (int i = 0; i < 4; ++i) {
+    gw[i].resize(w[i].size());
+    gb[i].resize(b[i].size());
+    g.d_w[i] = gw[i].data();
+    g.d_b[i] = gb[i].data();
+  }
+  REQUIRE(mha.backward(tape, dy.data(), g) == nullptr);
+  REQUIRE(mha.adam_step(g, 0.01f, 0.9f, 0.999f, 1e-8f, 1) == nullptr);
+  attn::KvCache cache;
+  REQUIRE(cache.allocate(mha, batch, seq) == nullptr);
+  std::vector<float> decoded(x.size());
+  f.tape = nullptr;
+  f.cache = &cache;
+  for (int s = 0; s < seq; ++s) {  // one position at a time: the decode path
+    std::vector<float> xs(std::size_t(batch) * e), ys(xs.size());
+    for (int bi = 0; bi < batch; ++bi)
+      std::copy_n(x.data() + (std::size_t(bi) * seq + s) * e, e, xs.data() + std::size_t(bi) * e);
+    f.query = xs.data();
+    f.out = ys.data();
+    f.seq_q = 1;
+    REQUIRE(mha.forward(f) == nullptr);
+    for (int bi = 0; bi < batch; ++bi)
+      std::copy_n(ys.data() + std::size_t(bi) * e, e, decoded.data() + (std::size_t(bi) * seq + s) * e);
+  }
+  attn::set_num_threads(1);
+  std::vector<float> all = y;
+  all.insert(all.end(), dx.begin(), dx.end());
+  for (int i = 0; i < 4; ++i) all.insert(all.end(), gw[i].begin(), gw[i].end());
+  all.insert(all.end(), decoded.begin(), decoded.end());
+  return all;
+}
+
+}  // namespace
+
+TEST_CASE("the layer's training step and cached decoding are bit-identical with 1 and 3 threads", "[parallel]") {
+  const auto one = layer_step(1);
+  const auto three = layer_step(3);
+  REQUIRE(one.size() == three.size());
+  CHECK(std::memcmp(one.data(), three.data(), one.size() * sizeof(float)) == 0);
+}
+
+#if ATTN_THREADS
+namespace {
+
+// Ends the process with a message if it is not destroyed within `seconds`: a deadlock in the code
+// under test becomes a failed test instead of a hung suite.
+class Watchdog {
+ public:
+  Watchdog(double seconds, const char* what)
+      : thread_([this, seconds, what] {
+          std::unique_lock<std::mutex> lock(mutex_);
+          if (!done_cv_.wait_for(lock, std::chrono::duration<double>(seconds), [this] { return done_; })) {
+            std::fprintf(stderr, "watchdog: %s did not finish within %.0f s (deadlock?)\n", what, seconds);
+            std::fflush(stderr);
+            std::_Exit(3);
+          }
+        }) {}
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    done_cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable done_cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
+// Resizing the pool after jobs ran, over and over (issue 16: workers started by a resize took a
+// stale pass over the previous job, so run() could hang or return while a worker was still inside
+// the job). Every job must run each item exactly once, and no item may still be running when
+// parallel_for returns. Bounded by iterations and by time; the watchdog turns a hang into a failure.
+TEST_CASE("the pool survives resizes between jobs (stress, with a watchdog)", "[parallel][stress]") {
+  Watchdog watchdog(30, "the resize stress");
+  const auto start = std::chrono::steady_clock::now();
+  int iterations = 0;
+  bool ok = true;
+  for (int it = 0; it < 3000 && ok; ++it, ++iterations) {
+    if (std::chrono::steady_clock::now() - start > std::chrono::seconds(2)) break;
+    if (it % 2 == 0) attn::set_num_threads(1);
+    attn::set_num_threads(2 + it % 3);
+    // Sometimes let the new workers reach their wait before the first job (the case that broke),
+    // sometimes race them.
+    if (it % 3 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    for (int job = 0; job < 3 && ok; ++job) {
+      const int count = 2 + (it * 3 + job) % 9;
+      std::vector<std::atomic<int>> hits(count);
+      std::atomic<int> inside{0};
+      attn::parallel_for(count, [&](int i) {
+        inside++;
+        volatile int spin = 0;
+        for (int s = 0; s < 200 * (i % 4); ++s) spin = spin + s;
+        hits[i]++;
+        inside--;
+      });
+      ok = inside.load() == 0;
+      for (int i = 0; i < count; ++i) ok = ok && hits[i].load() == 1;
+    }
+  }
+  attn::set_num_threads(1);
+  INFO("after " << iterations << " iterations");
+  WARN("pool resize stress: " << iterations << " iterations");
+  CHECK(ok);
+  CHECK(iterations > 10);
+}
+
+TEST_CASE("parallel_for from two threads at once, and nested inside an item", "[parallel][stress]") {
+  Watchdog watchdog(30, "concurrent and nested parallel_for");
+  attn::set_num_threads(3);
+  std::atomic<int> bad{0};
+  auto caller = [&](int seed) {
+    for (int job = 0; job < 300; ++job) {
+      const int count = 2 + (job + seed) % 7;
+      std::vector<std::atomic<int>> hits(count);
+      attn::parallel_for(count, [&](int i) {
+        // A nested call runs serially on this thread (it would otherwise wait for itself).
+        int inner = 0;
+        attn::parallel_for(3, [&](int) { ++inner; });
+        if (inner != 3) bad++;
+        hits[i]++;
+      });
+      for (int i = 0; i < count; ++i) if (hits[i].load() != 1) bad++;
+      if (job % 50 == seed) attn::set_num_threads(2 + job % 2);  // resizes wait for the other's job
+    }
+  };
+  std::thread other(caller, 1);
+  caller(0);
+  other.join();
+  attn::set_num_threads(1);
+  CHECK(bad.load() == 0);
+}
+#endif

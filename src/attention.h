@@ -1,12 +1,19 @@
-// attention-wasm: scaled dot-product attention, out = softmax(scale · Q Kᵀ + mask) · V.
+// attention-wasm: scaled dot-product attention, out = softmax(scale · Q Kᵀ + mask) · V, with the
+// score variants of current models (causal alignments, sliding windows, softcap, ALiBi, sinks)
+// and keys and values stored as float32, float16 or int8.
 //
 // This is the one public C++ header. The kernel knows nothing about JavaScript: the Embind
 // translation unit (bindings.cpp) fills an AttentionParams from the JS side's heap arena.
 //
 // Tensors are described by a base pointer and element strides, so one kernel serves the
 // [batch, heads, seq, dim] layout, the [batch, seq, heads, dim] layout, grouped K/V heads and
-// a KV cache whose rows live inside a larger buffer, all without copies. The last dimension
-// (head_dim or value_dim, or seq_k for masks and weights) is always contiguous.
+// a KV cache whose rows live inside a larger buffer (or a ring of slots), all without copies.
+// The last dimension (head_dim or value_dim, or seq_k for masks and weights) is always contiguous.
+//
+// Each score goes through the same steps, in this order (the score rule, src/score_rule.h):
+//   s = scale·q·k → s = softcap·tanh(s / softcap) → s += alibi → masks (the additive mask is
+//   added; boolean mask, key padding, causal and window set −∞) → softmax, with the sink in the
+//   denominator.
 #pragma once
 
 #include <cstddef>
@@ -28,11 +35,26 @@ enum class MaskType : int {
   boolean = 2,   // const uint8_t*: nonzero = may attend, 0 = masked (PyTorch SDPA polarity)
 };
 
+// How keys and values are stored. Strides count elements of the storage type.
+enum class KvType : int {
+  f32 = 0,  // const float*
+  f16 = 1,  // const uint16_t*: IEEE binary16 bits
+  i8 = 2,   // const int8_t*: x = scale · q, one float scale per (batch, kv head, row)
+};
+
+// Which query position a key position is compared with, for causal, windows and ALiBi:
+// query row i sits at key position i + off, off = seq_k − seq_q (lower_right, flash-attention's
+// convention and a KV cache's: the queries are the last seq_q positions) or 0 (upper_left:
+// torch.tril of the [seq_q, seq_k] matrix, PyTorch SDPA's is_causal=True).
+enum class Align : int { lower_right = 0, upper_left = 1 };
+
+constexpr int kNoLimit = -1;  // a window side without limit
+
 struct AttentionParams {
   // Query head h reads K/V head h / (heads / kv_heads) (PyTorch repeat_interleave).
   const float* query = nullptr;  // [batch, heads,    seq_q, head_dim]
-  const float* key = nullptr;    // [batch, kv_heads, seq_k, head_dim]
-  const float* value = nullptr;  // [batch, kv_heads, seq_k, value_dim]; null: weights only
+  const void* key = nullptr;     // [batch, kv_heads, seq_k, head_dim], of kv_type
+  const void* value = nullptr;   // [batch, kv_heads, seq_k, value_dim], of kv_type; null: weights only
   float* out = nullptr;          // [batch, heads,    seq_q, value_dim]; null iff value is null
   float* weights = nullptr;      // optional softmax matrix [batch, heads, seq_q, seq_k]
   const void* mask = nullptr;    // optional [batch, heads, seq_q, seq_k], see MaskType
@@ -45,13 +67,38 @@ struct AttentionParams {
   int batch = 1, heads = 1, kv_heads = 1, seq_q = 1, seq_k = 1, head_dim = 1, value_dim = 1;
   Strides q, k, v, o, w, m;
 
+  // Key and value storage. For i8, key_scale/value_scale hold one float per stored row,
+  // addressed with ks/vs (col unused).
+  KvType kv_type = KvType::f32;
+  const float* key_scale = nullptr;
+  const float* value_scale = nullptr;
+  Strides ks, vs;
+  // 0, or the number of slots of a ring buffer: key position j is then stored in row
+  // j % kv_ring (of K, V and their scales), and positions below seq_k − kv_ring are gone
+  // (treated as masked). Masks, key padding and ALiBi still use positions.
+  int kv_ring = 0;
+
   // Optional output for training: each row's log-sum-exp of its scaled, masked scores (natural
-  // log; −∞ for a row with no visible key), [batch, heads, seq_q] with strides l (col unused).
+  // log, the sink included; −∞ for a row with no visible key and no sink), [batch, heads, seq_q]
+  // with strides l (col unused).
   float* lse = nullptr;
   Strides l;
 
-  float scale = 1.0f;   // multiplies Q·Kᵀ before the mask is added (0 is allowed)
-  bool causal = false;  // bottom-right aligned: query i attends key j iff j <= i + seq_k - seq_q
+  float scale = 1.0f;   // multiplies Q·Kᵀ (0 is allowed)
+  bool causal = false;  // query row i attends key j iff j <= i + off (see Align)
+  Align align = Align::lower_right;
+  // Local attention (flash-attention's window_size): query i sees key j iff
+  // i + off − window_left <= j <= i + off + window_right; kNoLimit = unbounded. Intersects causal.
+  int window_left = kNoLimit, window_right = kNoLimit;
+  // > 0: scores become softcap·tanh(score / softcap) (Gemma 2); 0: off.
+  float softcap = 0.0f;
+  // Optional ALiBi slopes, one per query head: adds −slope·|i + off − j| to the score. Read as
+  // alibi_slopes[b · alibi_batch_stride + h] (stride 0: the same slopes for every batch entry).
+  const float* alibi_slopes = nullptr;
+  std::ptrdiff_t alibi_batch_stride = 0;
+  // Optional per-query-head sink logits [heads] (gpt-oss): each joins its rows' softmax
+  // denominator, w_ij = exp(s_ij) / (exp(sink_h) + Σ_k exp(s_ik)), without contributing a value.
+  const float* sinks = nullptr;
 };
 
 // The three shapes a mask may have, and the strides that broadcast it to
@@ -71,11 +118,17 @@ Strides dense_bshd(int heads, int rows, int cols);
 // Checks the sizes and pointers of p. Returns nullptr if p is usable, else a static message.
 const char* validate(const AttentionParams& p);
 
-// Computes out (and weights, when asked). A query row whose every key is masked yields zeros
-// in out and weights. Extra memory per thread is one kv head's K and V, packed
-// (seq_k · (head_dim + value_dim)), plus small blocks; never seq_q × seq_k. Returns nullptr on
-// success, else a static message (invalid params, or out of memory); on failure out and weights
-// are left in an unspecified state.
+// Computes out (and weights and lse, when asked). A query row whose every key is masked yields
+// zeros in out and weights. Key blocks that no row of a block can see (causal, window) are
+// skipped. Extra memory per thread is one kv head's K and V packed as float32
+// (seq_k · (head_dim + value_dim)) for float32 storage, one key block of them for float16 and
+// int8 (dequantised block by block), plus small blocks; never seq_q × seq_k.
+//
+// Finite inputs never give NaN, whatever the scale, as long as the dot products themselves fit
+// in float32 (head_dim · max|q| · max|k| < 3.4e38) and so do the sums of values
+// (256 · seq_k · max|v|): scores that overflow become ±∞, and +∞ scores share the weight.
+// Returns nullptr on success, else a static message (invalid params, or out of memory); on
+// failure out, weights and lse are left in an unspecified state.
 const char* attention(const AttentionParams& p);
 
 // Gradients of a loss L with respect to query, key and value, given dL/d(out). Layouts as in
@@ -86,19 +139,22 @@ struct AttentionGrads {
   float* d_key = nullptr;    // summed over the query heads that share each kv head
   float* d_value = nullptr;  // likewise
   Strides d_o, d_q, d_k, d_v;
+  // Optional [heads]: dL/d(sinks), summed over batch and rows (required iff p.sinks is given).
+  float* d_sinks = nullptr;
   // Optional, from the forward pass: lse as AttentionParams::lse (read with p.l) and its output
   // (read with p.o). With both, the backward skips recomputing them (about 2/7 of its work).
   const float* lse = nullptr;
   const float* out = nullptr;
 };
 
-// The backward pass of attention(p): fills g.d_query, g.d_key and g.d_value (all three
-// required; p.out and p.weights are ignored, p.value is required). The probabilities are
-// recomputed row by row, so extra memory is O(seq_k) per thread, never seq_q × seq_k. Masked
-// keys and fully masked rows get zero gradient. Returns nullptr or a static error message.
+// The backward pass of attention(p) for float32 keys and values: fills g.d_query, g.d_key,
+// g.d_value (all three required) and g.d_sinks; p.out and p.weights are ignored, p.value is
+// required. The probabilities are recomputed block by block from the saved (or recomputed)
+// log-sum-exp, so extra memory is O(seq_k) per thread, never seq_q × seq_k. Masked keys and
+// fully masked rows get zero gradient. Returns nullptr or a static error message.
 const char* attention_backward(const AttentionParams& p, const AttentionGrads& g);
 
-// "simd128", "sse4.1", ... or "scalar": the instruction set this build was compiled for.
+// "relaxed-simd", "simd128", "sse4.1", ... or "scalar": the instruction set of this build.
 const char* simd_name();
 
 }  // namespace attn

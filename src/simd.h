@@ -38,6 +38,7 @@ inline vfloat load(const float* p) { return *p; }
 inline void store(float* p, vfloat v) { *p = v.x; }
 inline vfloat madd(vfloat a, vfloat b, vfloat c) { return a.x * b.x + c.x; }
 inline vfloat vmax(vfloat a, vfloat b) { return a.x > b.x ? a : b; }
+inline vfloat vabs(vfloat a) { return std::fabs(a.x); }
 inline float reduce_max(vfloat v) { return v.x; }
 inline float reduce_add(vfloat v) { return v.x; }
 
@@ -68,6 +69,7 @@ inline vfloat madd(vfloat a, vfloat b, vfloat c) {
   return a * b + c;
 #endif
 }
+inline vfloat vabs(vfloat a) { return xsimd::abs(a); }
 inline float reduce_add(vfloat v) { return xsimd::hadd(v); }
 inline float reduce_max(vfloat v) {
   alignas(64) float lanes[vfloat::size];
@@ -131,6 +133,50 @@ inline vfloat exp2_softmax(vfloat x) {
   poly = madd(poly, f, vfloat(1.0f));
   const vint bits = (xsimd::bitwise_cast<vint>(t) << 23) + vint(exponent_bias);
   return xsimd::select(x < vfloat(lowest), vfloat(0.0f), poly * xsimd::bitwise_cast<vfloat>(bits));
+}
+#endif
+
+// tanh(x) as a rational function (Eigen's float tanh: odd degree-13 numerator over even degree-6
+// denominator, input clamped to ±7.9053 where tanh rounds to ±1; relative error < 3e-7; |x| <
+// 4e-4 returns x). For softcapped scores. NaN stays NaN.
+namespace tanh_coef {
+constexpr float clamp = 7.90531110763549805f, tiny = 0.0004f;
+constexpr float a1 = 4.89352455891786e-03f, a3 = 6.37261928875436e-04f, a5 = 1.48572235717979e-05f,
+                a7 = 5.12229709037114e-08f, a9 = -8.60467152213735e-11f, a11 = 2.00018790482477e-13f,
+                a13 = -2.76076847742355e-16f;
+constexpr float b0 = 4.89352518554385e-03f, b2 = 2.26843463243900e-03f, b4 = 1.18534705686654e-04f,
+                b6 = 1.19825839466702e-06f;
+}  // namespace tanh_coef
+
+inline float tanh_rational(float x) {
+  using namespace tanh_coef;
+  if (std::fabs(x) < tiny) return x;
+  x = x > clamp ? clamp : x < -clamp ? -clamp : x;
+  const float x2 = x * x;
+  const float num = x * (a1 + x2 * (a3 + x2 * (a5 + x2 * (a7 + x2 * (a9 + x2 * (a11 + x2 * a13))))));
+  const float den = b0 + x2 * (b2 + x2 * (b4 + x2 * b6));
+  return num / den;
+}
+
+#if defined(ATTN_SCALAR)
+inline vfloat tanh_rational(vfloat x) { return tanh_rational(x.x); }
+#else
+inline vfloat tanh_rational(vfloat x) {
+  using namespace tanh_coef;
+  const vfloat c = xsimd::min(xsimd::max(x, vfloat(-clamp)), vfloat(clamp));
+  const vfloat x2 = c * c;
+  vfloat num = madd(x2, vfloat(a13), vfloat(a11));
+  num = madd(x2, num, vfloat(a9));
+  num = madd(x2, num, vfloat(a7));
+  num = madd(x2, num, vfloat(a5));
+  num = madd(x2, num, vfloat(a3));
+  num = madd(x2, num, vfloat(a1));
+  num = num * c;
+  vfloat den = madd(x2, vfloat(b6), vfloat(b4));
+  den = madd(x2, den, vfloat(b2));
+  den = madd(x2, den, vfloat(b0));
+  const vfloat t = num / den;
+  return xsimd::select(xsimd::abs(x) < vfloat(tiny), x, xsimd::select(x != x, x, t));
 }
 #endif
 

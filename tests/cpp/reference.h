@@ -17,14 +17,22 @@ inline std::ptrdiff_t at(const attn::Strides& s, int b, int h, int row) {
 }
 
 // Returns out as dense [batch, heads, seq_q, value_dim] and fills weights (dense
-// [batch, heads, seq_q, seq_k]) when asked. A row with no visible key gives zeros. Sizes,
-// strides and masks come from p; q, k, v (floats or doubles) are read with p's strides.
+// [batch, heads, seq_q, seq_k]) and lse (dense [batch, heads, seq_q]) when asked. Follows the
+// score rule of attention.h from its definition: scale·q·k, softcap·tanh(s/softcap), −slope·|i +
+// off − j|, masks, causal and window limits, keys a ring no longer holds, the sink in the
+// denominator. A row with no visible key and no sink gives zeros (lse −∞). q, k, v (floats or
+// doubles) are read with p's strides; for float16/int8 storage pass the stored values as floats
+// (with kv_type f32 strides).
 template <class T>
 std::vector<double> attention(const attn::AttentionParams& p, const T* query, const T* key,
-                              const T* value, std::vector<double>* weights = nullptr) {
+                              const T* value, std::vector<double>* weights = nullptr,
+                              std::vector<double>* lse = nullptr) {
   const int group = p.heads / p.kv_heads;
+  const double inf = std::numeric_limits<double>::infinity();
+  const long off = p.align == attn::Align::upper_left ? 0 : long(p.seq_k) - p.seq_q;
   std::vector<double> out(static_cast<std::size_t>(p.batch) * p.heads * p.seq_q * p.value_dim, 0.0);
   if (weights) weights->assign(static_cast<std::size_t>(p.batch) * p.heads * p.seq_q * p.seq_k, 0.0);
+  if (lse) lse->assign(static_cast<std::size_t>(p.batch) * p.heads * p.seq_q, -inf);
   std::vector<double> score(p.seq_k);
   std::vector<bool> visible(p.seq_k);
   for (int b = 0; b < p.batch; ++b)
@@ -32,13 +40,20 @@ std::vector<double> attention(const attn::AttentionParams& p, const T* query, co
       for (int i = 0; i < p.seq_q; ++i) {
         const int kvh = h / group;
         const T* q = query + at(p.q, b, h, i);
-        double max = -std::numeric_limits<double>::infinity();
+        const long pos = i + off;
+        const double sink = p.sinks ? double(p.sinks[h]) : -inf;
+        double max = sink;
         for (int j = 0; j < p.seq_k; ++j) {
           const T* k = key + at(p.k, b, kvh, j);
           double dot = 0;
           for (int d = 0; d < p.head_dim; ++d) dot += double(q[d]) * double(k[d]);
           double s = double(p.scale) * dot;
-          bool vis = !p.causal || j <= i + (p.seq_k - p.seq_q);
+          if (p.softcap > 0) s = double(p.softcap) * std::tanh(s / double(p.softcap));
+          if (p.alibi_slopes) s -= double(p.alibi_slopes[b * p.alibi_batch_stride + h]) * std::fabs(double(pos - j));
+          bool vis = !p.causal || j <= pos;
+          if (p.window_left != attn::kNoLimit && j < pos - p.window_left) vis = false;
+          if (p.window_right != attn::kNoLimit && j > pos + p.window_right) vis = false;
+          if (p.kv_ring > 0 && j < p.seq_k - p.kv_ring) vis = false;
           const std::ptrdiff_t m = at(p.m, b, h, i) + j;
           if (p.mask_type == attn::MaskType::additive) s += static_cast<const float*>(p.mask)[m];
           if (p.mask_type == attn::MaskType::boolean && !static_cast<const std::uint8_t*>(p.mask)[m])
@@ -49,13 +64,14 @@ std::vector<double> attention(const attn::AttentionParams& p, const T* query, co
           score[j] = s;
           if (vis && s > max) max = s;
         }
-        double sum = 0;
+        double sum = sink == -inf ? 0.0 : std::exp(sink - max);
         for (int j = 0; j < p.seq_k; ++j) {
           score[j] = visible[j] ? std::exp(score[j] - max) : 0.0;
           sum += score[j];
         }
         if (sum == 0) continue;  // every key masked: zeros
         const std::size_t row = ((static_cast<std::size_t>(b) * p.heads + h) * p.seq_q + i);
+        if (lse) (*lse)[row] = max + std::log(sum);
         for (int j = 0; j < p.seq_k; ++j) {
           const double w = score[j] / sum;
           if (weights) (*weights)[row * p.seq_k + j] = w;
@@ -68,8 +84,10 @@ std::vector<double> attention(const attn::AttentionParams& p, const T* query, co
 }
 
 inline std::vector<double> attention(const attn::AttentionParams& p,
-                                     std::vector<double>* weights = nullptr) {
-  return attention(p, p.query, p.key, p.value, weights);
+                                     std::vector<double>* weights = nullptr,
+                                     std::vector<double>* lse = nullptr) {
+  return attention(p, p.query, static_cast<const float*>(p.key), static_cast<const float*>(p.value),
+                   weights, lse);
 }
 
 // y[rows × out] = x[rows × in] · Wᵀ + b with W [out × in] (nn.Linear); b may be null.

@@ -192,7 +192,8 @@ TEST_CASE("attention_backward with masks, padding, layouts and odd sizes", "[bac
 TEST_CASE("attention_backward rejects missing gradients", "[backward]") {
   attn::AttentionParams p;
   float x[4] = {};
-  p.query = p.key = p.value = x;
+  p.query = x;
+  p.key = p.value = x;
   p.out = x;
   p.q = p.k = p.v = p.o = attn::dense_bhsd(1, 1, 1);
   attn::AttentionGrads g;

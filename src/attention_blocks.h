@@ -1,0 +1,343 @@
+// The pieces the forward and backward drivers share: blocks of query rows with their score rules,
+// the packed layouts the micro-kernel reads (queries, Kᵀ and V panels, packed lazily block by
+// block from any storage type), and the online softmax over key blocks (flash attention).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "attention.h"
+#include "buffer.h"
+#include "kv_storage.h"
+#include "microkernel.h"
+#include "score_rule.h"
+#include "simd.h"
+
+namespace attn::blocks {
+
+using kernel::kTileCols;
+using kernel::kTileRows;
+using score::kLog2e;
+using score::kNegInf;
+using simd::vfloat;
+using simd::W;
+
+constexpr int kRowsPerBlock = 16;  // query rows that share one pass over a key block
+constexpr int kKeysPerBlock = 64;  // keys per block: S (16×64) and a Kᵀ block stay in L1
+constexpr float kRescaleSlack = 8.0f;  // log2 units: probabilities up to 2^8 before a rescale
+constexpr float kPosInf = std::numeric_limits<float>::infinity();
+static_assert(kKeysPerBlock % kTileCols == 0, "key blocks hold whole panels");
+// Up to this many query rows per kv head (a decode step: one position, the heads of a group),
+// packing K and V would cost more than it saves: the direct path reads them once, in place.
+constexpr int kDirectRows = 4;
+
+inline int round_up(int x, int m) { return (x + m - 1) / m * m; }
+inline int block_of(int key) { return key / kKeysPerBlock; }
+
+// One block of query rows of one (batch, kv head): the rows may come from different query
+// heads of the group, so every row carries its own pointers and score rule.
+struct RowBlock {
+  int rows = 0;
+  int qi[kRowsPerBlock];  // query position of each row
+  int h[kRowsPerBlock];   // query head of each row
+  const float* q[kRowsPerBlock];
+  float* o[kRowsPerBlock];
+  float* w[kRowsPerBlock];
+  float* lse[kRowsPerBlock];  // null when not asked for
+  score::RowRule rule[kRowsPerBlock];
+  const std::uint8_t* key_padding = nullptr;  // this block's batch entry, or null
+  score::KeyRange keys;  // the union of the rows' key ranges
+};
+
+// Describes rows [r0, r0 + kRowsPerBlock) of kv head kvh in batch entry b: query rows ordered
+// position-major, so a block's key ranges stay close together and, in a decode step, one
+// block holds every query head of the group.
+inline void fill_row_block(const AttentionParams& p, int b, int kvh, int r0, RowBlock& rb) {
+  const int group = p.heads / p.kv_heads;
+  const int off = score::offset(p);
+  rb.rows = std::min(kRowsPerBlock, group * p.seq_q - r0);
+  rb.key_padding = p.key_padding ? p.key_padding + b * p.key_padding_batch_stride : nullptr;
+  rb.keys = {p.seq_k, 0};
+  for (int i = 0; i < rb.rows; ++i) {
+    const int qi = (r0 + i) / group;
+    const int h = kvh * group + (r0 + i) % group;
+    rb.qi[i] = qi;
+    rb.h[i] = h;
+    rb.q[i] = p.query + b * p.q.batch + h * p.q.head + qi * p.q.row;
+    rb.o[i] = p.out ? p.out + b * p.o.batch + h * p.o.head + qi * p.o.row : nullptr;
+    rb.w[i] = p.weights ? p.weights + b * p.w.batch + h * p.w.head + qi * p.w.row : nullptr;
+    rb.lse[i] = p.lse ? p.lse + b * p.l.batch + h * p.l.head + qi * p.l.row : nullptr;
+    score::RowRule& r = rb.rule[i];
+    r.keys = score::key_range(p, qi);
+    r.pos = float(qi + off);
+    r.alibi = p.alibi_slopes ? -p.alibi_slopes[b * p.alibi_batch_stride + h] * kLog2e : 0.0f;
+    r.sink = p.sinks ? p.sinks[h] * kLog2e : kNegInf;
+    r.mask = nullptr;
+    const std::ptrdiff_t m = b * p.m.batch + h * p.m.head + qi * p.m.row;
+    if (p.mask_type == MaskType::additive) r.mask = static_cast<const float*>(p.mask) + m;
+    if (p.mask_type == MaskType::boolean) r.mask = static_cast<const std::uint8_t*>(p.mask) + m;
+    if (r.keys.begin < r.keys.end) {
+      rb.keys.begin = std::min(rb.keys.begin, r.keys.begin);
+      rb.keys.end = std::max(rb.keys.end, r.keys.end);
+    }
+  }
+  if (rb.keys.begin >= rb.keys.end) rb.keys = {0, 0};
+}
+
+// The block's key blocks: [first, last) in units of kKeysPerBlock.
+inline int first_block(const RowBlock& rb) { return block_of(rb.keys.begin); }
+inline int end_block(const RowBlock& rb) { return (rb.keys.end + kKeysPerBlock - 1) / kKeysPerBlock; }
+
+// Scratch for one work item; sizes depend only on the params.
+struct Workspace {
+  int blocks = 0;           // key blocks of seq_k
+  int kt_block_floats = 0;  // head_dim × kKeysPerBlock
+  int acc_ld = 0;           // value_dim rounded up to kTileCols
+  int v_block_floats = 0;   // kKeysPerBlock × acc_ld
+  int scores_ld = 0;        // kKeysPerBlock, or seq_k in direct mode
+  bool direct = false;      // few rows per kv head: no packing, see the direct path
+  FloatBuffer mem;
+  float* kt = nullptr;      // Kᵀ of one kv head, block by block, see pack_block
+  float* vp = nullptr;      // V of one kv head, block by block
+  float* packed = nullptr;  // per key block: 1 once kt and vp hold it
+  float* qpack = nullptr;   // the block's query rows, tile by tile: [tile][head_dim][kTileRows]
+  float* scores = nullptr;  // [kRowsPerBlock][scores_ld]
+  float* acc = nullptr;     // [kRowsPerBlock][acc_ld]
+  float* row_max = nullptr;  // per row: the reference the exponents are taken from (log2 units)
+  float* row_sum = nullptr;  // running sum of exp2(score − max) per row
+  float k_max = 0.0f;        // max |k| over the keys this item may see (see score::scaling)
+
+  bool reserve(const AttentionParams& p, bool allow_direct = true) {
+    direct = allow_direct && (p.heads / p.kv_heads) * static_cast<std::int64_t>(p.seq_q) <= kDirectRows;
+    blocks = (p.seq_k + kKeysPerBlock - 1) / kKeysPerBlock;
+    kt_block_floats = direct ? 0 : p.head_dim * kKeysPerBlock;
+    acc_ld = p.value ? round_up(p.value_dim, kTileCols) : 0;
+    v_block_floats = direct ? 0 : kKeysPerBlock * acc_ld;
+    scores_ld = direct ? p.seq_k : kKeysPerBlock;
+    const std::size_t kt_n = static_cast<std::size_t>(blocks) * kt_block_floats;
+    const std::size_t vp_n = static_cast<std::size_t>(blocks) * v_block_floats;
+    const std::size_t flags_n = direct ? 0 : blocks;
+    const std::size_t q_n = direct ? 0 : kRowsPerBlock * static_cast<std::size_t>(p.head_dim);
+    const std::size_t total = kt_n + vp_n + flags_n + q_n +
+                              kRowsPerBlock * (static_cast<std::size_t>(scores_ld) + acc_ld + 2);
+    if (!mem.allocate(total)) return false;
+    kt = mem.get();
+    vp = kt + kt_n;
+    packed = vp + vp_n;
+    std::fill(packed, packed + flags_n, 0.0f);
+    qpack = packed + flags_n;
+    scores = qpack + q_n;
+    acc = scores + kRowsPerBlock * static_cast<std::size_t>(scores_ld);
+    row_max = acc + kRowsPerBlock * acc_ld;
+    row_sum = row_max + kRowsPerBlock;
+    return true;
+  }
+
+  float* kt_block(int blk) const { return kt + static_cast<std::ptrdiff_t>(blk) * kt_block_floats; }
+  float* v_block(int blk) const { return vp + static_cast<std::ptrdiff_t>(blk) * v_block_floats; }
+};
+
+// Transposes key block blk into panels of kTileCols keys, [panel][head_dim][kTileCols], so the
+// micro-kernel reads one contiguous stream per panel; keys past seq_k are zero. Converts from
+// the storage type and applies int8 scales.
+template <class T>
+void pack_key_block(const kv::Head<T>& h, int blk, int seq_k, int head_dim, float* block) {
+  const int kb = blk * kKeysPerBlock, len = std::min(kKeysPerBlock, seq_k - kb);
+  for (int j = 0; j < round_up(len, kTileCols); ++j) {
+    float* dst = block + (j / kTileCols) * head_dim * kTileCols + j % kTileCols;
+    if (j >= len) {
+      for (int d = 0; d < head_dim; ++d) dst[d * kTileCols] = 0.0f;
+      continue;
+    }
+    const int s = h.slot(kb + j);
+    const T* src = h.key_at_slot(s);
+    const float scale = h.key_scale_at_slot(s);
+    for (int d = 0; d < head_dim; ++d) dst[d * kTileCols] = kv::Stored<T>::one(src + d) * scale;
+  }
+}
+
+// Copies value block blk into panels of kTileCols value columns, [panel][key][kTileCols],
+// zero-padded past value_dim, so the P·V micro-kernel reads contiguous streams and never a
+// partial vector. Keys past seq_k are never read (their probabilities are 0 and the GEMM stops
+// at the block's length).
+template <class T>
+void pack_value_block(const kv::Head<T>& h, int blk, int seq_k, int value_dim, int acc_ld, float* block) {
+  const int kb = blk * kKeysPerBlock, len = std::min(kKeysPerBlock, seq_k - kb);
+  const int panels = acc_ld / kTileCols;
+  for (int j = 0; j < len; ++j) {
+    const int s = h.slot(kb + j);
+    const T* src = h.value_at_slot(s);
+    const vfloat scale(h.value_scale_at_slot(s));
+    for (int pn = 0; pn < panels; ++pn) {
+      float* dst = block + (pn * kKeysPerBlock + j) * kTileCols;
+      const int c0 = pn * kTileCols;
+      int c = 0;
+      for (; c + W <= kTileCols && c0 + c + W <= value_dim; c += W)
+        simd::store(dst + c, kv::Stored<T>::load(src + c0 + c) * scale);
+      for (; c < kTileCols; ++c)
+        dst[c] = c0 + c < value_dim ? kv::Stored<T>::one(src + c0 + c) * h.value_scale_at_slot(s) : 0.0f;
+    }
+  }
+}
+
+// Makes sure key block blk of the head is packed (K always, V when there is a value).
+template <class T>
+void ensure_packed(const AttentionParams& p, const kv::Head<T>& h, Workspace& ws, int blk) {
+  if (ws.packed[blk] != 0.0f) return;
+  pack_key_block(h, blk, p.seq_k, p.head_dim, ws.kt_block(blk));
+  if (h.value) pack_value_block(h, blk, p.seq_k, p.value_dim, ws.acc_ld, ws.v_block(blk));
+  ws.packed[blk] = 1.0f;
+}
+
+// max |q| over the block's query rows.
+inline float query_abs_max(const RowBlock& rb, int head_dim) {
+  float m = 0.0f;
+  for (int i = 0; i < rb.rows; ++i) {
+    const float* q = rb.q[i];
+    vfloat vm(0.0f);
+    int d = 0;
+    for (; d + W <= head_dim; d += W) vm = simd::vmax(vm, simd::vabs(simd::load(q + d)));
+    m = std::max(m, simd::reduce_max(vm));
+    for (; d < head_dim; ++d) m = std::max(m, std::fabs(q[d]));
+  }
+  return m;
+}
+
+// Copies the block's query rows, times `factor`, into tiles of kTileRows rows stored
+// [head_dim][kTileRows], the A layout of the Q·Kᵀ micro-kernel; rows past the block's end are zero.
+inline void pack_queries(const RowBlock& rb, int head_dim, float factor, float* qpack) {
+  for (int i0 = 0; i0 < rb.rows; i0 += kTileRows) {
+    float* tile = qpack + static_cast<std::ptrdiff_t>(i0 / kTileRows) * head_dim * kTileRows;
+    for (int i = 0; i < kTileRows; ++i) {
+      const float* q = i0 + i < rb.rows ? rb.q[i0 + i] : nullptr;
+      for (int d = 0; d < head_dim; ++d) tile[d * kTileRows + i] = q ? q[d] * factor : 0.0f;
+    }
+  }
+}
+
+// ---- the online softmax ----
+
+inline void start_rows(const AttentionParams& p, const RowBlock& rb, Workspace& ws) {
+  std::fill(ws.row_max, ws.row_max + rb.rows, kNegInf);
+  std::fill(ws.row_sum, ws.row_sum + rb.rows, 0.0f);
+  if (p.value) std::fill(ws.acc, ws.acc + rb.rows * ws.acc_ld, 0.0f);
+}
+
+// Moves row i's reference to `ref` (when it differs), rescaling its sum and accumulator.
+inline void rebase_row(const AttentionParams& p, int i, float ref, Workspace& ws) {
+  const float old_ref = ws.row_max[i];
+  if (ref == old_ref) return;
+  const float alpha = simd::exp2_softmax(old_ref - ref);  // 0 while old_ref is -inf
+  ws.row_sum[i] *= alpha;
+  if (p.value) {
+    float* acc = ws.acc + i * ws.acc_ld;
+    for (int c = 0; c < ws.acc_ld; c += W) simd::store(acc + c, simd::load(acc + c) * vfloat(alpha));
+  }
+  ws.row_max[i] = ref;
+}
+
+// Folds one row's scores s[0, len) (log2 units, masks applied) into its running max and sum;
+// leaves p = exp2(score − reference) in s and rescales the row's accumulator when the reference
+// moves. `w`, when not null, receives the scores themselves (normalised by finish_rows).
+inline void softmax_update(const AttentionParams& p, int i, int len, float* s, float* w, Workspace& ws) {
+  if (w) std::copy(s, s + len, w);
+
+  int j;
+  vfloat vm0(kNegInf), vm1(kNegInf);  // two chains: max has a long latency
+  for (j = 0; j + 2 * W <= len; j += 2 * W) {
+    vm0 = simd::vmax(vm0, simd::load(s + j));
+    vm1 = simd::vmax(vm1, simd::load(s + j + W));
+  }
+  for (; j + W <= len; j += W) vm0 = simd::vmax(vm0, simd::load(s + j));
+  float block_max = simd::reduce_max(simd::vmax(vm0, vm1));
+  for (; j < len; ++j) block_max = std::max(block_max, s[j]);
+
+  // The row's reference point moves only when the block's max exceeds it by more than
+  // kRescaleSlack (or on the first visible block): exp2(s − ref) then stays below 2^kRescaleSlack,
+  // far from overflow, and the accumulator is rescaled rarely instead of on every new max.
+  const float old_ref = ws.row_max[i];
+  const float ref = block_max > old_ref + kRescaleSlack ? block_max : old_ref;
+  if (ref == kNegInf) {  // every key so far is masked (or NaN): nothing to add but NaNs
+    bool nan = false;
+    for (j = 0; j < len; ++j) {
+      nan |= s[j] != s[j];
+      if (s[j] == s[j]) s[j] = 0.0f;
+    }
+    if (nan) ws.row_sum[i] = std::numeric_limits<float>::quiet_NaN();
+    return;
+  }
+  float sum = 0.0f;
+  if (ref == kPosInf) {
+    // Scores of +∞ (overflowing inputs or masks) take all the weight, shared equally, as the
+    // limit of the softmax; exp2(∞ − ∞) would be NaN.
+    for (j = 0; j < len; ++j) {
+      s[j] = s[j] != s[j] ? s[j] : s[j] == kPosInf ? 1.0f : 0.0f;
+      sum += s[j];
+    }
+  } else {
+    vfloat vsum(0.0f);
+    for (j = 0; j + W <= len; j += W) {
+      const vfloat e = simd::exp2_softmax(simd::load(s + j) - vfloat(ref));
+      simd::store(s + j, e);
+      vsum += e;
+    }
+    sum = simd::reduce_add(vsum);
+    for (; j < len; ++j) {
+      s[j] = simd::exp2_softmax(s[j] - ref);
+      sum += s[j];
+    }
+  }
+  rebase_row(p, i, ref, ws);
+  ws.row_sum[i] += sum;
+}
+
+// Adds each row's sink (if any) to its softmax denominator, as one more key with no value.
+inline void fold_sinks(const AttentionParams& p, const RowBlock& rb, Workspace& ws) {
+  if (!p.sinks) return;
+  for (int i = 0; i < rb.rows; ++i) {
+    const float sink = rb.rule[i].sink;
+    const float sum = ws.row_sum[i];
+    if (sink == kNegInf || sum != sum) continue;
+    const float old_ref = ws.row_max[i];
+    if (old_ref == kPosInf) continue;  // +∞ scores take all the weight anyway
+    const float ref = sink > old_ref + kRescaleSlack ? sink : old_ref;
+    rebase_row(p, i, ref, ws);
+    ws.row_sum[i] += simd::exp2_softmax(sink - ref);
+  }
+}
+
+// Writes the normalised output, weights and lse of every row in the block. Scores (and so
+// weights) were written for keys [kstart, kend); the rest of each weights row is zero.
+inline void finish_rows(const AttentionParams& p, const RowBlock& rb, int kstart, int kend, Workspace& ws) {
+  for (int i = 0; i < rb.rows; ++i) {
+    const float sum = ws.row_sum[i];
+    if (rb.lse[i]) *rb.lse[i] = sum == 0.0f ? kNegInf : (ws.row_max[i] + std::log2(sum)) / kLog2e;
+    const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;  // 0: every key masked; NaN stays NaN
+    if (p.value) {
+      const float* acc = ws.acc + i * ws.acc_ld;
+      float* o = rb.o[i];
+      int c = 0;
+      for (; c + W <= p.value_dim; c += W) simd::store(o + c, simd::load(acc + c) * vfloat(inv));
+      for (; c < p.value_dim; ++c) o[c] = acc[c] * inv;
+    }
+    if (float* w = rb.w[i]) {
+      const float ref = ws.row_max[i];
+      const int end = sum == 0.0f ? kstart : kend;
+      for (int j = kstart; j < end; ++j) {
+        const float e = ref == kPosInf ? (w[j] != w[j] ? w[j] : w[j] == kPosInf ? 1.0f : 0.0f)
+                                       : simd::exp2_softmax(w[j] - ref);
+        w[j] = e * inv;
+      }
+      std::fill(w, w + kstart, 0.0f);
+      std::fill(w + end, w + p.seq_k, 0.0f);
+    }
+  }
+}
+
+// One forward pass over a row block with float32 keys and values: out, weights and lse of its
+// rows, and their statistics left in ws (the backward's recomputation; attention_forward.cpp).
+void attend_block_f32(const AttentionParams& p, const RowBlock& rb, const kv::Head<float>& h, Workspace& ws);
+
+}  // namespace attn::blocks

@@ -1,0 +1,96 @@
+// IEEE binary16 <-> float32 by integer bit manipulation (WebAssembly has no f16 instructions),
+// one value at a time and W at a time. Round to nearest, ties to even; overflow gives ±∞; NaN
+// stays NaN (quiet); subnormals both ways. Used by the KV cache (storing) and the kernel (reading).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "simd.h"
+
+namespace attn::half {
+
+inline float bits_to_float(std::uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+inline std::uint32_t float_to_bits(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+// Exponent and mantissa moved into float32 position and multiplied by 2^112 (the difference of
+// the exponent biases): exact for normals and subnormals. Inf/NaN (exponent 31) get float32's
+// all-ones exponent instead.
+inline float to_float(std::uint16_t h) {
+  const std::uint32_t em = static_cast<std::uint32_t>(h & 0x7fff) << 13;
+  std::uint32_t u = float_to_bits(bits_to_float(em) * 0x1p112f);
+  if ((h & 0x7c00) == 0x7c00) u = em | 0x7f800000u;
+  return bits_to_float(u | (static_cast<std::uint32_t>(h & 0x8000) << 16));
+}
+
+// After F. Giesen's float_to_half_fast3_rtne: subnormal results come from a float addition that
+// rounds at the right bit; normal results round by adding 0xfff plus the lowest kept bit.
+inline std::uint16_t from_float(float f) {
+  std::uint32_t u = float_to_bits(f);
+  const std::uint32_t sign = u & 0x80000000u;
+  u ^= sign;
+  std::uint32_t o;
+  if (u >= (143u << 23)) {  // ≥ 65536 (beyond half's range after rounding), Inf or NaN
+    o = u > 0x7f800000u ? 0x7e00u : 0x7c00u;
+  } else if (u < (113u << 23)) {  // below 2^-14: a half subnormal or zero
+    const float denorm_magic = bits_to_float(((127u - 15u) + (23u - 10u) + 1u) << 23);
+    o = float_to_bits(bits_to_float(u) + denorm_magic) - float_to_bits(denorm_magic);
+  } else {
+    const std::uint32_t odd = (u >> 13) & 1u;
+    u += ((15u - 127u) << 23) + 0xfffu + odd;
+    o = u >> 13;
+  }
+  return static_cast<std::uint16_t>(o | (sign >> 16));
+}
+
+#if defined(ATTN_SCALAR)
+
+inline simd::vfloat load(const std::uint16_t* p) { return to_float(*p); }
+inline void store(std::uint16_t* p, simd::vfloat v) { *p = from_float(v.x); }
+
+#else
+
+using vint = xsimd::batch<std::int32_t>;
+using simd::vfloat;
+
+// W halves -> W floats.
+inline vfloat load(const std::uint16_t* p) {
+  static_assert(vfloat::size == 4, "one 64-bit load of halves per vector");
+  const __m128i h = _mm_cvtepu16_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  const vint hv(h);
+  const vint em = (hv & vint(0x7fff)) << 13;
+  const vfloat finite = xsimd::bitwise_cast<vfloat>(em) * vfloat(0x1p112f);
+  const vint special = em | vint(0x7f800000);
+  const vint bits = xsimd::select((hv & vint(0x7c00)) == vint(0x7c00), special, xsimd::bitwise_cast<vint>(finite));
+  return xsimd::bitwise_cast<vfloat>(bits | ((hv & vint(0x8000)) << 16));
+}
+
+// W floats -> W halves, as from_float.
+inline void store(std::uint16_t* p, vfloat f) {
+  const vint all = xsimd::bitwise_cast<vint>(f);
+  const vint sign = all & vint(static_cast<std::int32_t>(0x80000000u));
+  const vint u = all ^ sign;  // |f|, as bits; compared as signed ints (all below 2^31)
+  const vint big = xsimd::select(u > vint(0x7f800000), vint(0x7e00), vint(0x7c00));
+  const vfloat magic = xsimd::bitwise_cast<vfloat>(vint(((127 - 15) + (23 - 10) + 1) << 23));
+  const vint sub = xsimd::bitwise_cast<vint>(xsimd::bitwise_cast<vfloat>(u) + magic) - xsimd::bitwise_cast<vint>(magic);
+  const vint odd = (u >> 13) & vint(1);
+  const vint normal = (u + vint(static_cast<std::int32_t>((15u - 127u) << 23) + 0xfff) + odd) >> 13;
+  vint o = xsimd::select(u < vint(113 << 23), sub, normal);
+  o = xsimd::select(u >= vint(143 << 23), big, o);
+  o = o | ((all >> 16) & vint(0x8000));
+  // Pack the low 16 bits of each lane (all values fit in 16 bits unsigned).
+  const __m128i packed = _mm_packus_epi32(static_cast<__m128i>(o), static_cast<__m128i>(o));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(p), packed);
+}
+
+#endif
+
+}  // namespace attn::half

@@ -1,0 +1,143 @@
+// The score rule: everything that happens to a row's raw q·k scores before the softmax, in one
+// place for the blocked forward, the direct (decode) path, the weights output and the backward:
+//   s = scale·q·k → s = softcap·tanh(s / softcap) → s += alibi → masks (additive added; boolean,
+//   key padding, causal, window and keys a ring no longer holds set −∞).
+// Scores leave in log2 units (natural score × log2 e), the unit the online softmax's exp2 wants.
+// The causal and window limits are a key range per row, so the drivers can skip whole blocks.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "attention.h"
+#include "simd.h"
+
+namespace attn::score {
+
+using simd::vfloat;
+using simd::W;
+
+constexpr float kLog2e = 1.44269504088896341f;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Keys [begin, end) a query row may see at all (causal, window, ring); empty when begin >= end.
+struct KeyRange {
+  int begin = 0, end = 0;
+};
+
+inline int offset(const AttentionParams& p) { return p.align == Align::upper_left ? 0 : p.seq_k - p.seq_q; }
+
+inline KeyRange key_range(const AttentionParams& p, int qi) {
+  const std::int64_t pos = std::int64_t(qi) + offset(p);
+  std::int64_t begin = 0, end = p.seq_k;
+  if (p.causal) end = std::min(end, pos + 1);
+  if (p.window_left != kNoLimit) begin = std::max(begin, pos - p.window_left);
+  if (p.window_right != kNoLimit) end = std::min(end, pos + p.window_right + 1);
+  if (p.kv_ring > 0) begin = std::max(begin, std::int64_t(p.seq_k) - p.kv_ring);
+  begin = std::clamp<std::int64_t>(begin, 0, p.seq_k);
+  end = std::clamp<std::int64_t>(end, begin, p.seq_k);
+  return {static_cast<int>(begin), static_cast<int>(end)};
+}
+
+// How raw dot products become scores in log2 units. Normally the queries are packed already
+// multiplied by `pack` (scale·log2 e, or scale/softcap), so the GEMM's output needs nothing more.
+// When that product could overflow float32 (a huge scale or huge inputs: ∞·0 would be NaN), the
+// queries are packed times a power of two that keeps them ≤ 1 instead, and the scores are
+// multiplied afterwards by unit, a and b, one finite factor at a time: finite, or ±∞, never NaN.
+struct Scaling {
+  float pack = 1.0f;
+  bool post = false;
+  float unit = 1.0f, a = 1.0f, b = 1.0f;
+  float cap = 0.0f;  // softcap·log2 e when softcapped: s = cap·tanh(u)
+};
+
+// For queries whose largest |element| is q_max against keys whose largest is k_max.
+inline Scaling scaling(const AttentionParams& p, float q_max, float k_max) {
+  Scaling s;
+  s.a = p.scale;
+  s.b = p.softcap > 0.0f ? 1.0f / p.softcap : kLog2e;
+  s.cap = p.softcap > 0.0f ? p.softcap * kLog2e : 0.0f;
+  const double factor = double(p.scale) * s.b;
+  const double bound = double(q_max) * std::fabs(factor) * double(k_max) * p.head_dim;
+  if (std::isfinite(factor) && std::fabs(factor) < 3e38 && bound < 1e36) {
+    s.pack = static_cast<float>(factor);
+    return s;
+  }
+  int e = 0;
+  if (q_max > 1.0f) std::frexp(q_max, &e);  // q_max·2^-e < 1
+  s.pack = std::ldexp(1.0f, -e);
+  s.unit = std::ldexp(1.0f, e);
+  s.post = true;
+  return s;
+}
+
+// For raw dot products multiplied by `pack` once computed (the direct path, which reads the
+// queries in place): the factor itself when finite, else 1 and its parts afterwards.
+inline Scaling direct_scaling(const AttentionParams& p) {
+  Scaling s = scaling(p, 0.0f, 0.0f);  // bound 0: the factor itself whenever it is finite
+  if (s.post) s.pack = s.unit = 1.0f;
+  return s;
+}
+
+// What one query row adds to the rule, filled by the drivers (attention_blocks.h).
+struct RowRule {
+  KeyRange keys;
+  float pos = 0.0f;    // the row's position on the key axis (i + off), for ALiBi
+  float alibi = 0.0f;  // −slope·log2 e; 0 without ALiBi
+  float sink = kNegInf;  // the sink logit × log2 e; −∞ without a sink
+  const void* mask = nullptr;  // this row of the mask, or null
+};
+
+// Turns raw scores s[0, len) of keys kb … kb+len−1 of one row into log2-unit scores, in place.
+// `cap_slope`, when not null, receives d(capped score)/d(uncapped score) = 1 − tanh² per key
+// (the backward's softcap factor; 1 without softcap).
+inline void apply(const AttentionParams& p, const Scaling& sc, const RowRule& r,
+                  const std::uint8_t* key_padding, int kb, int len, float* s, float* cap_slope = nullptr) {
+  int j;
+  if (sc.post)
+    for (j = 0; j < len; ++j) s[j] = s[j] * sc.unit * sc.a * sc.b;
+  if (sc.cap != 0.0f) {
+    const vfloat vcap(sc.cap);
+    for (j = 0; j + W <= len; j += W) {
+      const vfloat t = simd::tanh_rational(simd::load(s + j));
+      simd::store(s + j, t * vcap);
+      if (cap_slope) simd::store(cap_slope + j, vfloat(1.0f) - t * t);
+    }
+    for (; j < len; ++j) {
+      const float t = simd::tanh_rational(s[j]);
+      s[j] = t * sc.cap;
+      if (cap_slope) cap_slope[j] = 1.0f - t * t;
+    }
+  } else if (cap_slope) {
+    std::fill(cap_slope, cap_slope + len, 1.0f);
+  }
+  if (r.alibi != 0.0f) {
+    // −slope·|pos − key|: the distance is exact in float for positions below 2^24.
+    const vfloat slope(r.alibi);
+    alignas(16) float first[W];
+    for (int l = 0; l < W; ++l) first[l] = r.pos - float(kb + l);
+    vfloat dist = simd::load(first);
+    for (j = 0; j + W <= len; j += W, dist = dist - vfloat(float(W)))
+      simd::store(s + j, simd::madd(slope, simd::vabs(dist), simd::load(s + j)));
+    for (; j < len; ++j) s[j] += r.alibi * std::fabs(r.pos - float(kb + j));
+  }
+  if (p.mask_type == MaskType::additive) {
+    const float* m = static_cast<const float*>(r.mask) + kb;
+    for (j = 0; j < len; ++j) s[j] = m[j] == kNegInf ? kNegInf : s[j] + m[j] * kLog2e;
+  } else if (p.mask_type == MaskType::boolean) {
+    const std::uint8_t* m = static_cast<const std::uint8_t*>(r.mask) + kb;
+    for (j = 0; j < len; ++j)
+      if (!m[j]) s[j] = kNegInf;
+  }
+  if (key_padding) {
+    const std::uint8_t* pad = key_padding + kb;
+    for (j = 0; j < len; ++j)
+      if (pad[j]) s[j] = kNegInf;
+  }
+  for (j = 0; j < std::min(len, r.keys.begin - kb); ++j) s[j] = kNegInf;
+  for (j = std::max(0, r.keys.end - kb); j < len; ++j) s[j] = kNegInf;
+}
+
+}  // namespace attn::score

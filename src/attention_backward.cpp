@@ -71,7 +71,7 @@ const char* attention_backward(const AttentionParams& forward, const AttentionGr
       error = "attention_backward: out of memory";
       return;
     }
-    float* vt = buf.get();                                  // Vᵀ panels, for dP = dO·Vᵀ
+    float* vt = buf.get();                                  // Vᵀ panels (V read as keys), for dP = dO·Vᵀ
     float* vt_packed = vt + vt_n;                           // per key block: 1 once vt holds it
     float* qraw = vt_packed + blocks;                       // the block's query rows [16][d_ld]
     float* dopack = qraw + kRowsPerBlock * d_ld;            // dO rows as A tiles [tile][dv][2]
@@ -89,10 +89,7 @@ const char* attention_backward(const AttentionParams& forward, const AttentionGr
     float* sinks_out = p.sinks ? sink_parts.get() + static_cast<std::size_t>(item) * group : nullptr;
     if (sinks_out) std::fill(sinks_out, sinks_out + group, 0.0f);
 
-    const kv::Head<float> h = kv::head<float>(p, b, kvh);
-    kv::Head<float> hv = h;  // V read as keys: its transposed panels serve dP = dO·Vᵀ
-    hv.key = h.value;
-    hv.key_row = h.value_row;
+    const kv::Head h = kv::head(p, b, kvh);
     const score::KeyRange first = score::key_range(p, 0), last = score::key_range(p, p.seq_q - 1);
     ws.k_max = kv::key_abs_max(h, std::min(first.begin, last.begin), std::max(first.end, last.end), d);
 
@@ -109,7 +106,7 @@ const char* attention_backward(const AttentionParams& forward, const AttentionGr
       }
       // Row statistics (ws.row_max, ws.row_sum) and O: saved, or from a forward pass.
       if (!load_saved(p, g, b, rb, ws, out_rows)) {
-        blocks::attend_block_f32(p, rb, h, ws);
+        blocks::attend_block(p, rb, h, ws);
         for (int i = 0; i < rb.rows; ++i) out_rows[i] = o + i * dv_ld;
       }
       const score::Scaling sc = score::scaling(p, query_abs_max(rb, d), ws.k_max);
@@ -137,7 +134,7 @@ const char* attention_backward(const AttentionParams& forward, const AttentionGr
         const float* kt = ws.kt_block(blk);
         float* vtb = vt + static_cast<std::ptrdiff_t>(blk) * dv * kKeysPerBlock;
         if (vt_packed[blk] == 0.0f) {
-          pack_key_block(hv, blk, p.seq_k, dv, vtb);
+          pack_key_block(h, true, blk, p.seq_k, dv, ws.rows, vtb);
           vt_packed[blk] = 1.0f;
         }
         for (int c = 0; c < len; c += kTileCols) {
@@ -175,7 +172,7 @@ const char* attention_backward(const AttentionParams& forward, const AttentionGr
         }
         // dQ += dS·K (K rows in place); dK += dSᵀ·Q; dV += Pᵀ·dO.
         kernel::gemm_rows<Init::load, kKeysPerBlock, 1>(rb.rows, dsblk, kTileRows * kKeysPerBlock,
-                                                        h.key + kb * h.key_row, h.key_row, len, d, dq, d_ld);
+                                                        h.key_at_slot<float>(kb), h.key_row, len, d, dq, d_ld);
         kernel::gemm_rows<Init::load, 1, kKeysPerBlock>(len, dsblk, kTileRows, qraw, d_ld, rb.rows, d,
                                                         dk + static_cast<std::ptrdiff_t>(kb) * d_ld, d_ld);
         kernel::gemm_rows<Init::load, 1, kKeysPerBlock>(len, pblk, kTileRows, doraw, dv_ld, rb.rows, dv,

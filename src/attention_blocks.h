@@ -102,6 +102,7 @@ struct Workspace {
   float* kt = nullptr;      // Kᵀ of one kv head, block by block, see pack_block
   float* vp = nullptr;      // V of one kv head, block by block
   float* packed = nullptr;  // per key block: 1 once kt and vp hold it
+  float* rows = nullptr;    // one key block of K or V rows as floats, before transposing
   float* qpack = nullptr;   // the block's query rows, tile by tile: [tile][head_dim][kTileRows]
   float* scores = nullptr;  // [kRowsPerBlock][scores_ld]
   float* acc = nullptr;     // [kRowsPerBlock][acc_ld]
@@ -119,15 +120,17 @@ struct Workspace {
     const std::size_t kt_n = static_cast<std::size_t>(blocks) * kt_block_floats;
     const std::size_t vp_n = static_cast<std::size_t>(blocks) * v_block_floats;
     const std::size_t flags_n = direct ? 0 : blocks;
+    const std::size_t rows_n = direct ? 0 : kKeysPerBlock * static_cast<std::size_t>(std::max(p.head_dim, p.value_dim));
     const std::size_t q_n = direct ? 0 : kRowsPerBlock * static_cast<std::size_t>(p.head_dim);
-    const std::size_t total = kt_n + vp_n + flags_n + q_n +
+    const std::size_t total = kt_n + vp_n + flags_n + rows_n + q_n +
                               kRowsPerBlock * (static_cast<std::size_t>(scores_ld) + acc_ld + 2);
     if (!mem.allocate(total)) return false;
     kt = mem.get();
     vp = kt + kt_n;
     packed = vp + vp_n;
     std::fill(packed, packed + flags_n, 0.0f);
-    qpack = packed + flags_n;
+    rows = packed + flags_n;
+    qpack = rows + rows_n;
     scores = qpack + q_n;
     acc = scores + kRowsPerBlock * static_cast<std::size_t>(scores_ld);
     row_max = acc + kRowsPerBlock * acc_ld;
@@ -139,55 +142,68 @@ struct Workspace {
   float* v_block(int blk) const { return vp + static_cast<std::ptrdiff_t>(blk) * v_block_floats; }
 };
 
-// Transposes key block blk into panels of kTileCols keys, [panel][head_dim][kTileCols], so the
-// micro-kernel reads one contiguous stream per panel; keys past seq_k are zero. Converts from
-// the storage type and applies int8 scales.
+// Stored rows of a block as floats (int8 scales applied): rows [kb, kb + len) of keys (or of
+// values) into dst, `cols` floats per row. The only part of packing that depends on the type.
 template <class T>
-void pack_key_block(const kv::Head<T>& h, int blk, int seq_k, int head_dim, float* block) {
-  const int kb = blk * kKeysPerBlock, len = std::min(kKeysPerBlock, seq_k - kb);
-  for (int j = 0; j < round_up(len, kTileCols); ++j) {
-    float* dst = block + (j / kTileCols) * head_dim * kTileCols + j % kTileCols;
-    if (j >= len) {
-      for (int d = 0; d < head_dim; ++d) dst[d * kTileCols] = 0.0f;
-      continue;
-    }
+void convert_rows(const kv::Head& h, bool values, int kb, int len, int cols, float* dst) {
+  for (int j = 0; j < len; ++j, dst += cols) {
     const int s = h.slot(kb + j);
-    const T* src = h.key_at_slot(s);
-    const float scale = h.key_scale_at_slot(s);
-    for (int d = 0; d < head_dim; ++d) dst[d * kTileCols] = kv::Stored<T>::one(src + d) * scale;
+    const T* src = values ? h.value_at_slot<T>(s) : h.key_at_slot<T>(s);
+    const float scale = values ? h.value_scale_at_slot(s) : h.key_scale_at_slot(s);
+    const vfloat vs(scale);
+    int c = 0;
+    for (; c + W <= cols; c += W) simd::store(dst + c, kv::Stored<T>::load(src + c) * vs);
+    for (; c < cols; ++c) dst[c] = kv::Stored<T>::one(src + c) * scale;
   }
 }
 
-// Copies value block blk into panels of kTileCols value columns, [panel][key][kTileCols],
-// zero-padded past value_dim, so the P·V micro-kernel reads contiguous streams and never a
-// partial vector. Keys past seq_k are never read (their probabilities are 0 and the GEMM stops
-// at the block's length).
-template <class T>
-void pack_value_block(const kv::Head<T>& h, int blk, int seq_k, int value_dim, int acc_ld, float* block) {
-  const int kb = blk * kKeysPerBlock, len = std::min(kKeysPerBlock, seq_k - kb);
+inline void convert_block(const kv::Head& h, bool values, int kb, int len, int cols, float* dst) {
+  kv::with_type(h.type, [&](auto t) { convert_rows<decltype(t)>(h, values, kb, len, cols, dst); });
+}
+
+// Transposes rows [len × head_dim] (one key block, as floats) into panels of kTileCols keys,
+// [panel][head_dim][kTileCols], so the micro-kernel reads one contiguous stream per panel; keys
+// past len are zero.
+inline void transpose_block(const float* rows, int len, int head_dim, float* block) {
+  for (int j = 0; j < round_up(len, kTileCols); ++j) {
+    float* dst = block + (j / kTileCols) * head_dim * kTileCols + j % kTileCols;
+    const float* src = rows + static_cast<std::ptrdiff_t>(j) * head_dim;
+    for (int d = 0; d < head_dim; ++d) dst[d * kTileCols] = j < len ? src[d] : 0.0f;
+  }
+}
+
+// Copies value rows [len × value_dim] into panels of kTileCols value columns,
+// [panel][key][kTileCols], zero-padded past value_dim, so the P·V micro-kernel reads contiguous
+// streams and never a partial vector. Keys past len are never read (their probabilities are 0
+// and the GEMM stops at the block's length).
+inline void panel_block(const float* rows, int len, int value_dim, int acc_ld, float* block) {
   const int panels = acc_ld / kTileCols;
   for (int j = 0; j < len; ++j) {
-    const int s = h.slot(kb + j);
-    const T* src = h.value_at_slot(s);
-    const vfloat scale(h.value_scale_at_slot(s));
+    const float* src = rows + static_cast<std::ptrdiff_t>(j) * value_dim;
     for (int pn = 0; pn < panels; ++pn) {
       float* dst = block + (pn * kKeysPerBlock + j) * kTileCols;
       const int c0 = pn * kTileCols;
-      int c = 0;
-      for (; c + W <= kTileCols && c0 + c + W <= value_dim; c += W)
-        simd::store(dst + c, kv::Stored<T>::load(src + c0 + c) * scale);
-      for (; c < kTileCols; ++c)
-        dst[c] = c0 + c < value_dim ? kv::Stored<T>::one(src + c0 + c) * h.value_scale_at_slot(s) : 0.0f;
+      for (int c = 0; c < kTileCols; ++c) dst[c] = c0 + c < value_dim ? src[c0 + c] : 0.0f;
     }
   }
 }
 
+// Key block blk of the head (keys, or values read as keys) as transposed panels.
+inline void pack_key_block(const kv::Head& h, bool values, int blk, int seq_k, int dim, float* rows, float* block) {
+  const int kb = blk * kKeysPerBlock, len = std::min(kKeysPerBlock, seq_k - kb);
+  convert_block(h, values, kb, len, dim, rows);
+  transpose_block(rows, len, dim, block);
+}
+
 // Makes sure key block blk of the head is packed (K always, V when there is a value).
-template <class T>
-void ensure_packed(const AttentionParams& p, const kv::Head<T>& h, Workspace& ws, int blk) {
+inline void ensure_packed(const AttentionParams& p, const kv::Head& h, Workspace& ws, int blk) {
   if (ws.packed[blk] != 0.0f) return;
-  pack_key_block(h, blk, p.seq_k, p.head_dim, ws.kt_block(blk));
-  if (h.value) pack_value_block(h, blk, p.seq_k, p.value_dim, ws.acc_ld, ws.v_block(blk));
+  pack_key_block(h, false, blk, p.seq_k, p.head_dim, ws.rows, ws.kt_block(blk));
+  if (h.value) {
+    const int kb = blk * kKeysPerBlock, len = std::min(kKeysPerBlock, p.seq_k - kb);
+    convert_block(h, true, kb, len, p.value_dim, ws.rows);
+    panel_block(ws.rows, len, p.value_dim, ws.acc_ld, ws.v_block(blk));
+  }
   ws.packed[blk] = 1.0f;
 }
 
@@ -336,8 +352,8 @@ inline void finish_rows(const AttentionParams& p, const RowBlock& rb, int kstart
   }
 }
 
-// One forward pass over a row block with float32 keys and values: out, weights and lse of its
-// rows, and their statistics left in ws (the backward's recomputation; attention_forward.cpp).
-void attend_block_f32(const AttentionParams& p, const RowBlock& rb, const kv::Head<float>& h, Workspace& ws);
+// One forward pass over a row block: out, weights and lse of its rows, and their statistics left
+// in ws (also the backward's recomputation; attention_forward.cpp).
+void attend_block(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, Workspace& ws);
 
 }  // namespace attn::blocks

@@ -12,13 +12,11 @@
 #include "parallel.h"
 
 namespace attn {
-namespace {
 
 using namespace blocks;
 using kernel::Init;
 
-template <class T>
-void attend_block(const AttentionParams& p, const RowBlock& rb, const kv::Head<T>& h, Workspace& ws) {
+void blocks::attend_block(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, Workspace& ws) {
   start_rows(p, rb, ws);
   const score::Scaling sc = score::scaling(p, query_abs_max(rb, p.head_dim), ws.k_max);
   pack_queries(rb, p.head_dim, sc.pack, ws.qpack);
@@ -51,43 +49,55 @@ void attend_block(const AttentionParams& p, const RowBlock& rb, const kv::Head<T
   finish_rows(p, rb, b0 * kKeysPerBlock, rb.keys.end, ws);
 }
 
-// The few-rows path (see kDirectRows): scores for the visible keys at once from K rows read in
-// place, then P·V as one pass over V's rows; each K and V row is loaded once for all rows.
+namespace {
+
+// Scores of the block's rows for keys [begin, end) from K rows read in place, each loaded once
+// for all rows: raw dot products (times the int8 scale) times `factor`.
 template <class T>
-void attend_direct(const AttentionParams& p, const RowBlock& rb, const kv::Head<T>& h, Workspace& ws) {
-  start_rows(p, rb, ws);
-  // Raw dot products (times the int8 scale), then times scale·log2 e (or scale/softcap) when that
-  // factor is finite, else by its two parts in the score rule: one finite factor at a time, so a
-  // product may overflow to ±∞ but never become NaN.
-  const score::Scaling sc = score::direct_scaling(p);
-  const int begin = rb.keys.begin, end = rb.keys.end, d = p.head_dim;
-  kv::for_each_piece(h, begin, end, [&](int j0, int j1, int s0) {
+void direct_scores(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, float factor, Workspace& ws) {
+  kv::for_each_piece(h, rb.keys.begin, rb.keys.end, [&](int j0, int j1, int s0) {
     for (int j = j0, s = s0; j < j1; ++j, ++s) {
-      const T* k = h.key_at_slot(s);
+      const T* k = h.key_at_slot<T>(s);
       const float ks = h.key_scale_at_slot(s);
-      for (int i = 0; i < rb.rows; ++i) ws.scores[i * ws.scores_ld + j] = kv::dot(rb.q[i], k, d) * ks * sc.pack;
+      for (int i = 0; i < rb.rows; ++i)
+        ws.scores[i * ws.scores_ld + j] = kv::dot(rb.q[i], k, p.head_dim) * ks * factor;
     }
   });
+}
+
+// acc += P·V as one pass over V's rows, each loaded once for all rows.
+template <class T>
+void direct_values(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, Workspace& ws) {
+  kv::for_each_piece(h, rb.keys.begin, rb.keys.end, [&](int j0, int j1, int s0) {
+    for (int j = j0, s = s0; j < j1; ++j, ++s) {
+      const T* v = h.value_at_slot<T>(s);
+      const float vs = h.value_scale_at_slot(s);
+      for (int i = 0; i < rb.rows; ++i)
+        kv::axpy(ws.scores[i * ws.scores_ld + j] * vs, v, ws.acc + i * ws.acc_ld, p.value_dim);
+    }
+  });
+}
+
+// The few-rows path (see kDirectRows): scores for the visible keys at once, then P·V, with K
+// and V read in place in their storage type.
+void attend_direct(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, Workspace& ws) {
+  start_rows(p, rb, ws);
+  // Raw dot products times scale·log2 e (or scale/softcap) when that factor is finite, else by
+  // its parts in the score rule: one finite operand at a time, so a product may overflow to ±∞
+  // but never become NaN.
+  const score::Scaling sc = score::direct_scaling(p);
+  const int begin = rb.keys.begin, end = rb.keys.end;
+  kv::with_type(h.type, [&](auto t) { direct_scores<decltype(t)>(p, rb, h, sc.pack, ws); });
   for (int i = 0; i < rb.rows; ++i) {
     float* s = ws.scores + i * ws.scores_ld + begin;
     score::apply(p, sc, rb.rule[i], rb.key_padding, begin, end - begin, s);
     softmax_update(p, i, end - begin, s, rb.w[i] ? rb.w[i] + begin : nullptr, ws);
   }
-  if (p.value) {
-    kv::for_each_piece(h, begin, end, [&](int j0, int j1, int s0) {
-      for (int j = j0, s = s0; j < j1; ++j, ++s) {
-        const T* v = h.value_at_slot(s);
-        const float vs = h.value_scale_at_slot(s);
-        for (int i = 0; i < rb.rows; ++i)
-          kv::axpy(ws.scores[i * ws.scores_ld + j] * vs, v, ws.acc + i * ws.acc_ld, p.value_dim);
-      }
-    });
-  }
+  if (p.value) kv::with_type(h.type, [&](auto t) { direct_values<decltype(t)>(p, rb, h, ws); });
   fold_sinks(p, rb, ws);
   finish_rows(p, rb, begin, end, ws);
 }
 
-template <class T>
 const char* run(const AttentionParams& p) {
   const int group = p.heads / p.kv_heads;
   const int rows_per_kv_head = group * p.seq_q;
@@ -108,7 +118,7 @@ const char* run(const AttentionParams& p) {
       error = "attention: out of memory for the workspace";
       return;
     }
-    const kv::Head<T> h = kv::head<T>(p, b, kvh);
+    const kv::Head h = kv::head(p, b, kvh);
     const int first = chunk * blocks_per_head / chunks, last = (chunk + 1) * blocks_per_head / chunks;
     if (!ws.direct && first < last) {  // the largest |k| this item's rows may see
       const int qi0 = first * kRowsPerBlock / group;
@@ -130,18 +140,9 @@ const char* run(const AttentionParams& p) {
 
 }  // namespace
 
-void blocks::attend_block_f32(const AttentionParams& p, const RowBlock& rb, const kv::Head<float>& h,
-                              Workspace& ws) {
-  attend_block(p, rb, h, ws);
-}
-
 const char* attention(const AttentionParams& p) {
   if (const char* err = validate(p)) return err;
-  switch (p.kv_type) {
-    case KvType::f16: return run<std::uint16_t>(p);
-    case KvType::i8: return run<std::int8_t>(p);
-    default: return run<float>(p);
-  }
+  return run(p);
 }
 
 }  // namespace attn

@@ -74,29 +74,32 @@ inline void axpy(float alpha, const T* x, float* y, int n) {
   for (; c < n; ++c) y[c] += alpha * Stored<T>::one(x + c);
 }
 
-// The K and V rows of one (batch, kv head), as stored. Row j of the logical key sequence lives
-// in physical row j, or j % ring for a ring buffer; `scale(j)` is 1 except for int8.
-template <class T>
+// The K and V rows of one (batch, kv head), as stored (type erased: the typed readers below
+// take the element type as a template argument). Row j of the logical key sequence lives in
+// physical row ("slot") j, or j % ring for a ring buffer; the scales are 1 except for int8.
 struct Head {
-  const T* key = nullptr;
-  const T* value = nullptr;
+  KvType type = KvType::f32;
+  const void* key = nullptr;
+  const void* value = nullptr;
   std::ptrdiff_t key_row = 0, value_row = 0;
-  const float* key_scale = nullptr;  // int8 only: per physical row
+  const float* key_scale = nullptr;  // int8 only: per slot
   const float* value_scale = nullptr;
   std::ptrdiff_t key_scale_row = 0, value_scale_row = 0;
   int ring = 0;
 
   int slot(int j) const { return ring ? j % ring : j; }
-  const T* key_at_slot(int s) const { return key + s * key_row; }
-  const T* value_at_slot(int s) const { return value + s * value_row; }
+  template <class T>
+  const T* key_at_slot(int s) const { return static_cast<const T*>(key) + s * key_row; }
+  template <class T>
+  const T* value_at_slot(int s) const { return static_cast<const T*>(value) + s * value_row; }
   float key_scale_at_slot(int s) const { return key_scale ? key_scale[s * key_scale_row] : 1.0f; }
   float value_scale_at_slot(int s) const { return value_scale ? value_scale[s * value_scale_row] : 1.0f; }
 };
 
 // Calls fn(j0, j1, s0) for the contiguous physical pieces of logical keys [begin, end): keys
 // j0..j1-1 are in slots s0..s0+(j1-j0)-1 (at most two pieces for a ring).
-template <class T, class Fn>
-inline void for_each_piece(const Head<T>& h, int begin, int end, Fn&& fn) {
+template <class Fn>
+inline void for_each_piece(const Head& h, int begin, int end, Fn&& fn) {
   for (int j = begin; j < end;) {
     const int s = h.slot(j);
     const int n = h.ring ? std::min(end - j, h.ring - s) : end - j;
@@ -105,11 +108,25 @@ inline void for_each_piece(const Head<T>& h, int begin, int end, Fn&& fn) {
   }
 }
 
-template <class T>
-Head<T> head(const AttentionParams& p, int b, int kvh) {
-  Head<T> h;
-  h.key = static_cast<const T*>(p.key) + b * p.k.batch + kvh * p.k.head;
-  h.value = p.value ? static_cast<const T*>(p.value) + b * p.v.batch + kvh * p.v.head : nullptr;
+// Calls fn(T{}) with T the element type of `type` (float, uint16_t or int8_t).
+template <class Fn>
+inline void with_type(KvType type, Fn&& fn) {
+  switch (type) {
+    case KvType::f16: fn(std::uint16_t{}); break;
+    case KvType::i8: fn(std::int8_t{}); break;
+    default: fn(float{}); break;
+  }
+}
+
+inline Head head(const AttentionParams& p, int b, int kvh) {
+  Head h;
+  h.type = p.kv_type;
+  const std::size_t bytes = p.kv_type == KvType::f32 ? 4 : p.kv_type == KvType::f16 ? 2 : 1;
+  const auto at = [bytes](const void* base, std::ptrdiff_t elements) {
+    return static_cast<const void*>(static_cast<const char*>(base) + elements * static_cast<std::ptrdiff_t>(bytes));
+  };
+  h.key = at(p.key, b * p.k.batch + kvh * p.k.head);
+  h.value = p.value ? at(p.value, b * p.v.batch + kvh * p.v.head) : nullptr;
   h.key_row = p.k.row;
   h.value_row = p.v.row;
   if (p.kv_type == KvType::i8) {
@@ -123,24 +140,22 @@ Head<T> head(const AttentionParams& p, int b, int kvh) {
 }
 
 // max |k| over logical keys [begin, end) (an upper bound for int8 and float16).
-template <class T>
-inline float key_abs_max(const Head<T>& h, int begin, int end, int head_dim) {
+inline float key_abs_max(const Head& h, int begin, int end, int head_dim) {
   float m = 0.0f;
+  if (begin >= end) return m;
+  if (h.type == KvType::f16) return 65504.0f;
   for_each_piece(h, begin, end, [&](int j0, int j1, int s0) {
     for (int s = s0; s < s0 + (j1 - j0); ++s) {
-      if constexpr (std::is_same_v<T, std::int8_t>) {
+      if (h.type == KvType::i8) {
         m = std::max(m, 128.0f * std::abs(h.key_scale_at_slot(s)));
-      } else if constexpr (std::is_same_v<T, std::uint16_t>) {
-        m = 65504.0f;
-        (void)s;
-      } else {
-        const float* k = h.key_at_slot(s);
-        vfloat vm(0.0f);
-        int c = 0;
-        for (; c + W <= head_dim; c += W) vm = simd::vmax(vm, simd::vabs(simd::load(k + c)));
-        m = std::max(m, simd::reduce_max(vm));
-        for (; c < head_dim; ++c) m = std::max(m, std::abs(k[c]));
+        continue;
       }
+      const float* k = h.key_at_slot<float>(s);
+      vfloat vm(0.0f);
+      int c = 0;
+      for (; c + W <= head_dim; c += W) vm = simd::vmax(vm, simd::vabs(simd::load(k + c)));
+      m = std::max(m, simd::reduce_max(vm));
+      for (; c < head_dim; ++c) m = std::max(m, std::abs(k[c]));
     }
   });
   return m;

@@ -12,6 +12,14 @@
 
 #include "simd.h"
 
+// The tile loops have compile-time trip counts and must be unrolled completely (each
+// accumulator a register), also in builds that turn general loop unrolling off for size.
+#if defined(__clang__)
+#define ATTN_UNROLL _Pragma("clang loop unroll(full)")
+#else
+#define ATTN_UNROLL
+#endif
+
 namespace attn::kernel {
 
 using simd::vfloat;
@@ -35,21 +43,21 @@ template <int R, int N, Init I, int AI, int AK>
 inline void micro_tile(const float* a, const float* b, std::ptrdiff_t ldb, int k_len, float* c,
                        std::ptrdiff_t ldc, const float* c_init) {
   vfloat acc[R][N];
-  for (int i = 0; i < R; ++i)
-    for (int n = 0; n < N; ++n)
+  ATTN_UNROLL for (int i = 0; i < R; ++i)
+    ATTN_UNROLL for (int n = 0; n < N; ++n)
       acc[i][n] = I == Init::load   ? simd::load(c + i * ldc + n * W)
                   : I == Init::bias ? simd::load(c_init + n * W)
                                     : vfloat(0.0f);
   for (int k = 0; k < k_len; ++k, a += AK, b += ldb) {
     vfloat bv[N];
-    for (int n = 0; n < N; ++n) bv[n] = simd::load(b + n * W);
-    for (int i = 0; i < R; ++i) {
+    ATTN_UNROLL for (int n = 0; n < N; ++n) bv[n] = simd::load(b + n * W);
+    ATTN_UNROLL for (int i = 0; i < R; ++i) {
       const vfloat av(a[i * AI]);
-      for (int n = 0; n < N; ++n) acc[i][n] = simd::madd(av, bv[n], acc[i][n]);
+      ATTN_UNROLL for (int n = 0; n < N; ++n) acc[i][n] = simd::madd(av, bv[n], acc[i][n]);
     }
   }
-  for (int i = 0; i < R; ++i)
-    for (int n = 0; n < N; ++n) simd::store(c + i * ldc + n * W, acc[i][n]);
+  ATTN_UNROLL for (int i = 0; i < R; ++i)
+    ATTN_UNROLL for (int n = 0; n < N; ++n) simd::store(c + i * ldc + n * W, acc[i][n]);
 }
 
 // Row-count dispatch (1..kTileRows) for one column strip of N vectors.

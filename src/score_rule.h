@@ -45,11 +45,13 @@ inline KeyRange key_range(const AttentionParams& p, int qi) {
 // multiplied by `pack` (scale·log2 e, or scale/softcap), so the GEMM's output needs nothing more.
 // When that product could overflow float32 (a huge scale or huge inputs: ∞·0 would be NaN), the
 // queries are packed times a power of two that keeps them ≤ 1 instead, and the scores are
-// multiplied afterwards by unit, a and b, one finite factor at a time: finite, or ±∞, never NaN.
+// multiplied afterwards by unit, unit2 and the scale, then divided by the softcap (or multiplied by
+// log2 e), one finite operand at a time: finite, or ±∞, never NaN.
 struct Scaling {
   float pack = 1.0f;
   bool post = false;
-  float unit = 1.0f, a = 1.0f, b = 1.0f;
+  float unit = 1.0f, unit2 = 1.0f, a = 1.0f;
+  float divisor = 0.0f;  // post: divide by the softcap, or (0) multiply by log2 e
   float cap = 0.0f;  // softcap·log2 e when softcapped: s = cap·tanh(u)
 };
 
@@ -57,27 +59,36 @@ struct Scaling {
 inline Scaling scaling(const AttentionParams& p, float q_max, float k_max) {
   Scaling s;
   s.a = p.scale;
-  s.b = p.softcap > 0.0f ? 1.0f / p.softcap : kLog2e;
-  s.cap = p.softcap > 0.0f ? p.softcap * kLog2e : 0.0f;
-  const double factor = double(p.scale) * s.b;
-  const double bound = double(q_max) * std::fabs(factor) * double(k_max) * p.head_dim;
-  if (std::isfinite(factor) && std::fabs(factor) < 3e38 && bound < 1e36) {
+  s.divisor = p.softcap > 0.0f ? p.softcap : 0.0f;
+  // Clamped so that cap·tanh(u) is never ∞·0 (a softcap near float32's limit).
+  s.cap = p.softcap > 0.0f ? static_cast<float>(std::min(double(p.softcap) * kLog2e, 3.4e38)) : 0.0f;
+  const double factor = p.softcap > 0.0f ? double(p.scale) / p.softcap : double(p.scale) * kLog2e;
+  const double packed_max = double(q_max) * std::fabs(factor);
+  const double bound = packed_max * std::max(1.0, double(k_max) * p.head_dim);
+  if (std::fabs(factor) < 3e38 && bound < 1e36) {  // packed q and q·k finite
     s.pack = static_cast<float>(factor);
     return s;
   }
   int e = 0;
   if (q_max > 1.0f) std::frexp(q_max, &e);  // q_max·2^-e < 1
   s.pack = std::ldexp(1.0f, -e);
-  s.unit = std::ldexp(1.0f, e);
+  s.unit = std::ldexp(1.0f, e / 2);  // 2^e in two factors: e may be 128
+  s.unit2 = std::ldexp(1.0f, e - e / 2);
   s.post = true;
   return s;
+}
+
+// After `post`: ((s·unit)·unit2)·a, then / softcap or · log2 e.
+inline float post_scale(const Scaling& sc, float s) {
+  s = s * sc.unit * sc.unit2 * sc.a;
+  return sc.divisor != 0.0f ? s / sc.divisor : s * kLog2e;
 }
 
 // For raw dot products multiplied by `pack` once computed (the direct path, which reads the
 // queries in place): the factor itself when finite, else 1 and its parts afterwards.
 inline Scaling direct_scaling(const AttentionParams& p) {
   Scaling s = scaling(p, 0.0f, 0.0f);  // bound 0: the factor itself whenever it is finite
-  if (s.post) s.pack = s.unit = 1.0f;
+  if (s.post) s.pack = s.unit = s.unit2 = 1.0f;
   return s;
 }
 
@@ -97,7 +108,7 @@ inline void apply(const AttentionParams& p, const Scaling& sc, const RowRule& r,
                   const std::uint8_t* key_padding, int kb, int len, float* s, float* cap_slope = nullptr) {
   int j;
   if (sc.post)
-    for (j = 0; j < len; ++j) s[j] = s[j] * sc.unit * sc.a * sc.b;
+    for (j = 0; j < len; ++j) s[j] = post_scale(sc, s[j]);
   if (sc.cap != 0.0f) {
     const vfloat vcap(sc.cap);
     for (j = 0; j + W <= len; j += W) {

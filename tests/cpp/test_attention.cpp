@@ -1,169 +1,22 @@
-// The kernel against the double-precision reference (reference.h) on many shapes.
-//
-// Tolerance: inputs are uniform in [-1, 1) and outputs are convex combinations of value rows,
-// so outputs are compared with |got − ref| <= 2e-5 + 1e-4·|ref| (float dot products over up to
-// 128 terms plus the 2e-7 relative error of the vectorised exp2). Cases with large logits scale
-// the allowance by the score magnitude, since a float score of size |s| carries an absolute
-// error of about |s|·2⁻²³·√head_dim that the softmax turns into a relative weight error.
+// The kernel against the double-precision reference (reference.h) on many shapes (tolerances:
+// attention_case.h).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include "attention.h"
-#include "reference.h"
+#include "attention_case.h"
 
-namespace {
-
-enum class Mask { none, additive, boolean };
-
-struct Case {
-  int batch = 1, heads = 1, kv_heads = 1, seq_q = 1, seq_k = 1, head_dim = 4, value_dim = -1;
-  bool bshd = false, causal = false, weights = false, weights_only = false;
-  Mask mask = Mask::none;
-  int mask_broadcast = 2;  // 0: [sq, sk], 1: [b, 1, sq, sk], 2: [b, h, sq, sk]
-  float input_scale = 1.0f;  // multiplies q and k: large values give large logits
-  bool integer_inputs = false;  // round q and k to integers (exact float dot products)
-  float scale = -1.0f;       // < 0: 1/sqrt(head_dim)
-  double tolerance = 2e-5;
-  std::uint32_t seed = 1;
-
-  std::string describe() const {
-    std::ostringstream s;
-    s << "batch " << batch << " heads " << heads << "/" << kv_heads << " seq " << seq_q << "x"
-      << seq_k << " dim " << head_dim << "/" << value_dim << (bshd ? " bshd" : " bhsd")
-      << (causal ? " causal" : "") << " mask " << int(mask) << "/" << mask_broadcast
-      << " input_scale " << input_scale << " seed " << seed;
-    return s.str();
-  }
-};
-
-struct Run {
-  attn::AttentionParams p;
-  std::vector<float> q, k, v, out, weights, fmask;
-  std::vector<std::uint8_t> bmask;
-};
-
-// Fills params and buffers for a case. Masks are random with ~25% masked entries, and row 0 of
-// every mask slice is fully masked, so every masked case also covers an all-masked row.
-Run make_run(Case c) {
-  if (c.value_dim < 0) c.value_dim = c.head_dim;
-  Run r;
-  std::mt19937 rng(c.seed);
-  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
-  auto fill = [&](std::vector<float>& x, std::size_t n, float s) {
-    x.resize(n);
-    for (auto& e : x) e = uni(rng) * s;
-  };
-  attn::AttentionParams& p = r.p;
-  p.batch = c.batch;
-  p.heads = c.heads;
-  p.kv_heads = c.kv_heads;
-  p.seq_q = c.seq_q;
-  p.seq_k = c.seq_k;
-  p.head_dim = c.head_dim;
-  p.value_dim = c.value_dim;
-  p.causal = c.causal;
-  p.scale = c.scale < 0 ? 1.0f / std::sqrt(float(c.head_dim)) : c.scale;
-  const auto dense = c.bshd ? attn::dense_bshd : attn::dense_bhsd;
-  p.q = dense(c.heads, c.seq_q, c.head_dim);
-  p.k = dense(c.kv_heads, c.seq_k, c.head_dim);
-  p.v = dense(c.kv_heads, c.seq_k, c.value_dim);
-  p.o = dense(c.heads, c.seq_q, c.value_dim);
-  p.w = attn::dense_bhsd(c.heads, c.seq_q, c.seq_k);
-  fill(r.q, std::size_t(c.batch) * c.heads * c.seq_q * c.head_dim, c.input_scale);
-  fill(r.k, std::size_t(c.batch) * c.kv_heads * c.seq_k * c.head_dim, c.input_scale);
-  if (c.integer_inputs) {
-    for (auto& e : r.q) e = std::round(e);
-    for (auto& e : r.k) e = std::round(e);
-  }
-  fill(r.v, std::size_t(c.batch) * c.kv_heads * c.seq_k * c.value_dim, 1.0f);
-  p.query = r.q.data();
-  p.key = r.k.data();
-  if (!c.weights_only) {
-    r.out.assign(std::size_t(c.batch) * c.heads * c.seq_q * c.value_dim, NAN);
-    p.value = r.v.data();
-    p.out = r.out.data();
-  }
-  if (c.weights || c.weights_only) {
-    r.weights.assign(std::size_t(c.batch) * c.heads * c.seq_q * c.seq_k, NAN);
-    p.weights = r.weights.data();
-  }
-  if (c.mask != Mask::none) {
-    const int mb = c.mask_broadcast == 0 ? 1 : c.batch;
-    const int mh = c.mask_broadcast == 2 ? c.heads : 1;
-    const std::size_t n = std::size_t(mb) * mh * c.seq_q * c.seq_k;
-    p.m = attn::dense_bhsd(mh, c.seq_q, c.seq_k);
-    if (c.mask_broadcast == 0) p.m.batch = 0;
-    if (c.mask_broadcast != 2) p.m.head = 0;
-    std::uniform_int_distribution<int> quarter(0, 3);
-    std::vector<bool> keep(n);
-    for (std::size_t e = 0; e < n; ++e) keep[e] = quarter(rng) != 0 && (e / c.seq_k) % c.seq_q != 0;
-    if (c.mask == Mask::boolean) {
-      r.bmask.resize(n);
-      for (std::size_t e = 0; e < n; ++e) r.bmask[e] = keep[e] ? std::uint8_t(1 + e % 200) : 0;
-      p.mask = r.bmask.data();
-      p.mask_type = attn::MaskType::boolean;
-    } else {
-      r.fmask.resize(n);
-      for (std::size_t e = 0; e < n; ++e)
-        r.fmask[e] = keep[e] ? uni(rng) : -std::numeric_limits<float>::infinity();
-      p.mask = r.fmask.data();
-      p.mask_type = attn::MaskType::additive;
-    }
-  }
-  return r;
-}
-
-// Reads a kernel output stored with strides s as dense [batch, heads, rows, cols].
-std::vector<float> gather(const std::vector<float>& x, const attn::Strides& s, int batch, int heads,
-                          int rows, int cols) {
-  std::vector<float> d;
-  for (int b = 0; b < batch; ++b)
-    for (int h = 0; h < heads; ++h)
-      for (int i = 0; i < rows; ++i)
-        for (int c = 0; c < cols; ++c) d.push_back(x[b * s.batch + h * s.head + i * s.row + c]);
-  return d;
-}
-
-void expect_close(const std::vector<float>& got, const std::vector<double>& want, double atol,
-                  const char* what) {
-  REQUIRE(got.size() == want.size());
-  std::size_t bad = 0, first = 0;
-  double worst = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double err = std::abs(double(got[i]) - want[i]);
-    const bool ok = err <= atol + 1e-4 * std::abs(want[i]);  // NaN fails here too
-    if (!ok && bad++ == 0) first = i;
-    if (!(err <= worst)) worst = err;
-  }
-  INFO(what << ": " << bad << " of " << got.size() << " elements off, worst error " << worst
-            << ", first at " << first << " got " << (bad ? got[first] : 0.f) << " want "
-            << (bad ? want[first] : 0.0));
-  CHECK(bad == 0);
-}
-
-void check_case(const Case& c) {
-  INFO(c.describe());
-  Run r = make_run(c);
-  const char* err = attn::attention(r.p);
-  INFO("error: " << (err ? err : "none"));
-  REQUIRE(err == nullptr);
-  std::vector<double> ref_weights;
-  const std::vector<double> ref_out = ref::attention(r.p, r.p.weights ? &ref_weights : nullptr);
-  if (r.p.out)
-    expect_close(gather(r.out, r.p.o, c.batch, c.heads, c.seq_q, r.p.value_dim), ref_out,
-                 c.tolerance, "out");
-  if (r.p.weights) expect_close(r.weights, ref_weights, c.tolerance, "weights");
-}
-
-}  // namespace
+using tcase::Case;
+using tcase::Mask;
+using tcase::Run;
+using tcase::check_case;
+using tcase::expect_close;
+using tcase::make_run;
 
 TEST_CASE("head dims around the vector width", "[attention]") {
   const int dim = GENERATE(1, 3, 4, 5, 7, 8, 15, 16, 17, 64, 80, 128);
@@ -454,6 +307,8 @@ TEST_CASE("simd name matches the build", "[attention]") {
   const std::string name = attn::simd_name();
 #if defined(ATTN_SCALAR)
   CHECK(name == "scalar");
+#elif defined(__wasm_relaxed_simd__)
+  CHECK(name == "relaxed-simd");
 #elif defined(__EMSCRIPTEN__)
   CHECK(name == "simd128");
 #else

@@ -18,6 +18,11 @@ struct Case {
   int batch = 1, heads = 2, kv_heads = 2, seq_q = 3, seq_k = 4, d = 3, dv = 2;
   bool bshd = false, causal = false, key_padding = false;
   int mask = 0;  // 0 none, 1 boolean [sq, sk], 2 additive [b, h, sq, sk]
+  // Score variants (attention.h).
+  attn::Align align = attn::Align::lower_right;
+  int window_left = attn::kNoLimit, window_right = attn::kNoLimit;
+  float softcap = 0.0f;
+  bool alibi = false, sinks = false;
 };
 
 std::vector<double> random_vec(std::size_t n, std::mt19937& rng) {
@@ -31,7 +36,9 @@ void check_gradients(const Case& c) {
   std::ostringstream name;
   name << "b" << c.batch << " h" << c.heads << "/" << c.kv_heads << " " << c.seq_q << "x" << c.seq_k
        << " d" << c.d << "/" << c.dv << (c.bshd ? " bshd" : "") << (c.causal ? " causal" : "")
-       << " mask " << c.mask << (c.key_padding ? " padding" : "");
+       << " mask " << c.mask << (c.key_padding ? " padding" : "")
+       << (c.align == attn::Align::upper_left ? " upper-left" : "") << " window [" << c.window_left << ","
+       << c.window_right << "] softcap " << c.softcap << (c.alibi ? " alibi" : "") << (c.sinks ? " sinks" : "");
   INFO(name.str());
   std::mt19937 rng(42);
   const auto dense = c.bshd ? attn::dense_bshd : attn::dense_bhsd;
@@ -49,6 +56,19 @@ void check_gradients(const Case& c) {
   p.o = dense(c.heads, c.seq_q, c.dv);
   p.scale = 0.7f;
   p.causal = c.causal;
+  p.align = c.align;
+  p.window_left = c.window_left;
+  p.window_right = c.window_right;
+  p.softcap = c.softcap;
+  std::vector<float> slopes, sinks;
+  if (c.alibi) {
+    for (int h = 0; h < c.heads; ++h) slopes.push_back(0.5f / float(h + 1));
+    p.alibi_slopes = slopes.data();
+  }
+  if (c.sinks) {
+    for (int h = 0; h < c.heads; ++h) sinks.push_back(0.3f * float(h) - 0.2f);
+    p.sinks = sinks.data();
+  }
   std::vector<double> qd = random_vec(std::size_t(c.batch) * c.heads * c.seq_q * c.d, rng);
   std::vector<double> kd = random_vec(std::size_t(c.batch) * c.kv_heads * c.seq_k * c.d, rng);
   std::vector<double> vd = random_vec(std::size_t(c.batch) * c.kv_heads * c.seq_k * c.dv, rng);
@@ -96,6 +116,16 @@ void check_gradients(const Case& c) {
     return grad;
   };
   const auto want_q = numeric(qd), want_k = numeric(kd), want_v = numeric(vd);
+  std::vector<double> want_sinks;
+  for (std::size_t h = 0; h < sinks.size(); ++h) {
+    const float keep = sinks[h];
+    sinks[h] = keep + 1e-3f;
+    const double up = loss(), step_up = double(sinks[h]) - keep;
+    sinks[h] = keep - 1e-3f;
+    const double down = loss(), step_down = keep - double(sinks[h]);
+    sinks[h] = keep;
+    want_sinks.push_back((up - down) / (step_up + step_down));
+  }
 
   // The kernel in float, with d_out = G laid out like out.
   auto to_float = [](const std::vector<double>& x) { return std::vector<float>(x.begin(), x.end()); };
@@ -120,6 +150,8 @@ void check_gradients(const Case& c) {
   g.d_q = p.q;
   g.d_k = p.k;
   g.d_v = p.v;
+  std::vector<float> dsinks(sinks.size(), NAN);
+  if (c.sinks) g.d_sinks = dsinks.data();
   REQUIRE(attn::attention_backward(p, g) == nullptr);
   auto compare = [](const std::vector<float>& got, const std::vector<double>& want, const char* what) {
     int bad = 0;
@@ -131,6 +163,7 @@ void check_gradients(const Case& c) {
   compare(dq, want_q, "d_query");
   compare(dk, want_k, "d_key");
   compare(dv, want_v, "d_value");
+  compare(dsinks, want_sinks, "d_sinks");
 
   // Again from the forward's saved log-sum-exp and output (rows with no visible key give −∞
   // and make their block recompute).
@@ -153,6 +186,11 @@ void check_gradients(const Case& c) {
   compare(dq, want_q, "d_query from saved lse");
   compare(dk, want_k, "d_key from saved lse");
   compare(dv, want_v, "d_value from saved lse");
+  std::fill(dsinks.begin(), dsinks.end(), NAN);
+  if (c.sinks) {
+    REQUIRE(attn::attention_backward(p, g) == nullptr);
+    compare(dsinks, want_sinks, "d_sinks from saved lse");
+  }
 }
 
 }  // namespace
@@ -187,6 +225,62 @@ TEST_CASE("attention_backward with masks, padding, layouts and odd sizes", "[bac
   c.mask = 0;
   c.causal = true;
   check_gradients(c);
+}
+
+TEST_CASE("attention_backward of every score variant", "[backward]") {
+  Case c;
+  c.batch = 2;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.seq_q = 6;
+  c.seq_k = 9;
+  c.d = 4;
+  c.dv = 3;
+  SECTION("upper-left causal, seq_q < seq_k and > seq_k") {
+    c.causal = true;
+    c.align = attn::Align::upper_left;
+    check_gradients(c);
+    c.seq_q = 11;
+    check_gradients(c);
+  }
+  SECTION("windows") {
+    c.window_left = 2;
+    c.window_right = 1;
+    check_gradients(c);
+    c.causal = true;
+    c.window_right = 0;
+    c.window_left = 0;
+    check_gradients(c);
+  }
+  SECTION("softcap") {
+    c.softcap = 1.5f;  // small, so the slope 1 − tanh² matters
+    check_gradients(c);
+    c.causal = true;
+    check_gradients(c);
+  }
+  SECTION("ALiBi") {
+    c.alibi = true;
+    c.causal = true;
+    check_gradients(c);
+  }
+  SECTION("sinks, with a fully masked row") {
+    c.sinks = true;
+    check_gradients(c);
+    c.mask = 1;
+    c.seq_k = 4;
+    check_gradients(c);
+  }
+  SECTION("all at once") {
+    c.causal = true;
+    c.window_left = 3;
+    c.softcap = 2.0f;
+    c.alibi = true;
+    c.sinks = true;
+    c.mask = 2;
+    c.key_padding = true;
+    c.bshd = true;
+    check_gradients(c);
+  }
 }
 
 TEST_CASE("attention_backward rejects missing gradients", "[backward]") {

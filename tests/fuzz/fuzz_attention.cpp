@@ -1,15 +1,19 @@
-// libFuzzer target (built with clang, ASan and UBSan) for the C++ entry points: attention() on
-// arbitrary shapes, layouts, strides, masks, scales and values (NaN, ±Inf, denormals, huge),
-// PackedLinear, and validate() on garbage params. Any crash, out-of-bounds access or UB fails.
-// Properties checked as well: a valid call succeeds, and on ordinary inputs the outputs are
-// finite and every weights row sums to 1 or is all zeros.
+// libFuzzer target (built with clang, ASan and UBSan) for the C++ entry points: attention() and
+// attention_backward() on arbitrary shapes, layouts, strides, masks, score variants (causal
+// alignment, windows, softcap, ALiBi, sinks), K/V storage (float32, float16, int8, rings), scales
+// and values (NaN, ±Inf, denormals, huge), PackedLinear, and validate() on garbage params. Any
+// crash, out-of-bounds access or UB fails. Properties checked as well: a valid call succeeds;
+// finite inputs give no NaN whatever the scale; on ordinary inputs the outputs are finite and
+// every weights row sums to 1 (at most 1 with sinks) or is all zeros.
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <vector>
 
 #include "attention.h"
+#include "half.h"
 #include "linear.h"
 
 namespace {
@@ -44,6 +48,18 @@ class Reader {
   const std::uint8_t* data_;
   std::size_t size_, at_ = 0;
 };
+
+// A failed property: say which, with the call's parameters, then crash (libFuzzer saves the input).
+[[noreturn]] void fail(const char* what, const attn::AttentionParams& p) {
+  std::fprintf(stderr,
+               "property failed: %s\n  batch %d heads %d/%d seq %dx%d dims %d/%d scale %g causal %d align %d "
+               "window [%d, %d] softcap %g alibi %d sinks %d kv_type %d ring %d mask %d padding %d weights %d lse %d\n",
+               what, p.batch, p.heads, p.kv_heads, p.seq_q, p.seq_k, p.head_dim, p.value_dim, p.scale, p.causal,
+               int(p.align), p.window_left, p.window_right, p.softcap, p.alibi_slopes != nullptr, p.sinks != nullptr,
+               int(p.kv_type), p.kv_ring, int(p.mask_type), p.key_padding != nullptr, p.weights != nullptr,
+               p.lse != nullptr);
+  __builtin_trap();
+}
 
 bool finite(const std::vector<float>& v) {
   for (float x : v)
@@ -118,18 +134,99 @@ void fuzz_attention(Reader& r) {
     p.key_padding_batch_stride = p.seq_k;
   }
 
-  if (attn::attention(p) != nullptr) __builtin_trap();  // valid params must succeed
+  // Score variants.
+  p.align = (r.u8() & 1) ? attn::Align::upper_left : attn::Align::lower_right;
+  if (r.u8() % 3 == 0) p.window_left = r.range(0, 150);
+  if (r.u8() % 3 == 0) p.window_right = r.range(0, 150);
+  if (r.u8() % 4 == 0) p.softcap = r.u8() % 8 == 0 ? std::abs(r.any_float()) : float(r.range(1, 60));
+  if (!std::isfinite(p.softcap)) p.softcap = 0.0f;
+  std::vector<float> slopes(std::size_t(p.batch) * p.heads), sinks(p.heads);
+  if (r.u8() % 4 == 0) {
+    fill(slopes);
+    p.alibi_slopes = slopes.data();
+    p.alibi_batch_stride = (r.u8() & 1) ? p.heads : 0;
+  }
+  if (r.u8() % 4 == 0) {
+    fill(sinks);
+    p.sinks = sinks.data();
+  }
+  const bool inputs_finite = finite(q) && finite(k) && finite(v) && finite(slopes) && finite(sinks) &&
+                             (mask_kind != 2 || finite(fmask)) && std::isfinite(p.scale);
 
+  // K/V storage: float32 as filled, or float16 / int8 copies, optionally in a ring of slots.
+  const int storage = r.u8() % 4;  // 0, 1: float32; 2: float16; 3: int8
+  std::vector<std::uint16_t> k16(k.size()), v16(v.size());
+  std::vector<std::int8_t> k8(k.size()), v8(v.size());
+  std::vector<float> ks(std::size_t(p.batch) * p.kv_heads * max_k), vs(ks.size());
+  if (r.u8() % 4 == 0) p.kv_ring = r.range(1, max_k);
+  if (storage == 2) {
+    for (std::size_t i = 0; i < k.size(); ++i) k16[i] = attn::half::from_float(k[i]);
+    for (std::size_t i = 0; i < v.size(); ++i) v16[i] = attn::half::from_float(v[i]);
+    p.kv_type = attn::KvType::f16;
+    p.key = k16.data();
+    if (p.value) p.value = v16.data();
+  } else if (storage == 3) {
+    for (auto& x : k8) x = static_cast<std::int8_t>(r.u8());
+    for (auto& x : v8) x = static_cast<std::int8_t>(r.u8());
+    for (float& x : ks) x = specials ? r.value() : r.range(0, 255) / 1000.0f;
+    for (float& x : vs) x = specials ? r.value() : r.range(0, 255) / 1000.0f;
+    p.kv_type = attn::KvType::i8;
+    p.key = k8.data();
+    if (p.value) p.value = v8.data();
+    p.key_scale = ks.data();
+    p.value_scale = vs.data();
+    p.ks = attn::dense_bhsd(p.kv_heads, max_k, 1);
+    p.vs = p.ks;
+  }
+  std::vector<float> lse(std::size_t(p.batch) * p.heads * p.seq_q);
+  if (r.u8() & 1) {
+    p.lse = lse.data();
+    p.l = attn::dense_bhsd(p.heads, p.seq_q, 1);
+  }
+
+  if (const char* err = attn::attention(p)) fail(err, p);  // valid params must succeed
+
+  // Ordinary magnitudes (so q·k and Σ v fit in float32) and any finite scale or softcap: no NaN.
+  if (inputs_finite && !specials) {
+    for (float x : out)
+      if (std::isnan(x)) fail("NaN in out from finite inputs", p);
+    for (float x : w)
+      if (std::isnan(x)) fail("NaN in weights from finite inputs", p);
+    for (float x : lse)
+      if (std::isnan(x)) fail("NaN in lse from finite inputs", p);
+  }
   // Ordinary inputs (no specials, a moderate scale, no additive mask with special values):
   // finite outputs, and weights rows that sum to 1 (or are all zero when fully masked).
   const bool ordinary = !specials && std::abs(p.scale) < 1e6f && (mask_kind != 2 || finite(fmask));
   if (ordinary) {
-    if (!weights_only && !finite(out)) __builtin_trap();
+    if (!weights_only && !finite(out)) fail("non-finite out from ordinary inputs", p);
     for (std::size_t row = 0; row < w.size() / p.seq_k; ++row) {
       double sum = 0;
       for (int j = 0; j < p.seq_k; ++j) sum += w[row * p.seq_k + j];
-      if (!(std::abs(sum - 1) < 1e-4 || sum == 0)) __builtin_trap();
+      const bool ok = p.sinks ? sum <= 1 + 1e-4 : (std::abs(sum - 1) < 1e-4 || sum == 0);
+      if (!ok) fail("a weights row does not sum to 1 (at most 1 with sinks) or 0", p);
     }
+  }
+
+  // The backward of the same call (float32 keys and values, no ring).
+  if (storage < 2 && p.kv_ring == 0 && p.value && (r.u8() & 1)) {
+    std::vector<float> dout(out.size()), dq(q.size()), dk(k.size()), dv(v.size()), dsinks(p.heads);
+    fill(dout);
+    attn::AttentionGrads g;
+    g.d_out = dout.data();
+    g.d_query = dq.data();
+    g.d_key = dk.data();
+    g.d_value = dv.data();
+    g.d_sinks = p.sinks ? dsinks.data() : nullptr;
+    g.d_o = p.o;
+    g.d_q = p.q;
+    g.d_k = p.k;
+    g.d_v = p.v;
+    if (p.lse && (r.u8() & 1)) {
+      g.lse = lse.data();
+      g.out = out.data();
+    }
+    if (const char* err = attn::attention_backward(p, g)) fail(err, p);
   }
 }
 

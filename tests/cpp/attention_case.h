@@ -1,0 +1,304 @@
+// One attention call described as a test case: sizes, layout, masks, score variants and K/V
+// storage; make_run() fills params and random buffers, check_case() runs the kernel and compares
+// every output with the double-precision reference (reference.h).
+//
+// Tolerance: inputs are uniform in [-1, 1) and outputs are convex combinations of value rows,
+// so outputs are compared with |got − ref| <= tolerance + 1e-4·|ref| (float dot products over up
+// to 128 terms plus the 2e-7 relative error of the vectorised exp2; default 2e-5). Cases with
+// large logits scale the allowance by the score magnitude, since a float score of size |s|
+// carries an absolute error of about |s|·2⁻²³·√head_dim that the softmax turns into a relative
+// weight error. float16/int8 storage is compared with the reference on the stored (rounded or
+// quantised) values, so the same tolerance holds.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "attention.h"
+#include "half.h"
+#include "reference.h"
+
+namespace tcase {
+
+enum class Mask { none, additive, boolean };
+
+struct Case {
+  int batch = 1, heads = 1, kv_heads = 1, seq_q = 1, seq_k = 1, head_dim = 4, value_dim = -1;
+  bool bshd = false, causal = false, weights = false, weights_only = false, lse = false;
+  Mask mask = Mask::none;
+  int mask_broadcast = 2;  // 0: [sq, sk], 1: [b, 1, sq, sk], 2: [b, h, sq, sk]
+  bool key_padding = false;  // the last key of each batch entry and every 7th are padding
+  float input_scale = 1.0f;  // multiplies q and k: large values give large logits
+  bool integer_inputs = false;  // round q and k to integers (exact float dot products)
+  float scale = -1.0f;       // < 0: 1/sqrt(head_dim)
+  // Score variants (attention.h).
+  attn::Align align = attn::Align::lower_right;
+  int window_left = attn::kNoLimit, window_right = attn::kNoLimit;
+  float softcap = 0.0f;
+  int alibi = 0;   // 0 none, 1 slopes [heads], 2 slopes [batch, heads]
+  bool sinks = false;
+  // Storage of K and V.
+  attn::KvType kv_type = attn::KvType::f32;
+  int ring = 0;    // > 0: K and V stored in a ring of this many slots (positions ≥ seq_k − ring)
+  double tolerance = 2e-5;
+  std::uint32_t seed = 1;
+
+  std::string describe() const {
+    std::ostringstream s;
+    s << "batch " << batch << " heads " << heads << "/" << kv_heads << " seq " << seq_q << "x"
+      << seq_k << " dim " << head_dim << "/" << value_dim << (bshd ? " bshd" : " bhsd")
+      << (causal ? " causal" : "") << (align == attn::Align::upper_left ? " upper-left" : "")
+      << " mask " << int(mask) << "/" << mask_broadcast << (key_padding ? " padding" : "")
+      << " window [" << window_left << "," << window_right << "] softcap " << softcap
+      << " alibi " << alibi << (sinks ? " sinks" : "") << " kv_type " << int(kv_type)
+      << " ring " << ring << " input_scale " << input_scale << " scale " << scale << " seed " << seed;
+    return s.str();
+  }
+};
+
+struct Run {
+  attn::AttentionParams p;
+  std::vector<float> q, k, v, out, weights, lse, fmask, slopes, sinks;
+  std::vector<std::uint8_t> bmask, padding;
+  // What the kernel reads when K/V are not plain float32: the stored values, their scales.
+  std::vector<std::uint16_t> k16, v16;
+  std::vector<std::int8_t> k8, v8;
+  std::vector<float> kscale, vscale;
+  // The values as the kernel sees them (rounded/quantised), in the logical [b, kvh, j, d] layout
+  // of p.k/p.v, for the reference; equal to k/v for float32.
+  std::vector<float> k_seen, v_seen;
+  attn::AttentionParams ref_params;  // p with K/V as plain float32 logical tensors
+};
+
+// Symmetric int8 quantisation of one row: x ≈ scale · q, q = round(x / scale) ∈ [−127, 127].
+inline float quantise_row(const float* x, int n, std::int8_t* q) {
+  float m = 0.0f;
+  for (int c = 0; c < n; ++c) m = std::max(m, std::fabs(x[c]));
+  const float scale = m / 127.0f;
+  for (int c = 0; c < n; ++c) q[c] = static_cast<std::int8_t>(scale == 0.0f ? 0 : std::lround(x[c] / scale));
+  return scale;
+}
+
+// Stores logical K or V rows [b, kvh, j, dim] (strides s) as the case's storage: a ring moves
+// position j to slot j % ring of a [b, kvh, ring, dim] buffer. Returns the values as seen.
+inline std::vector<float> store(const Case& c, const std::vector<float>& x, const attn::Strides& s, int dim,
+                                std::vector<std::uint16_t>& x16, std::vector<std::int8_t>& x8,
+                                std::vector<float>& scales, std::vector<float>& ring_f32, attn::Strides& stored,
+                                attn::Strides& scale_strides) {
+  const int slots = c.ring ? c.ring : c.seq_k;
+  stored = attn::dense_bhsd(c.kv_heads, slots, dim);
+  scale_strides = attn::dense_bhsd(c.kv_heads, slots, 1);
+  const std::size_t n = std::size_t(c.batch) * c.kv_heads * slots * dim;
+  std::vector<float> seen = x;
+  ring_f32.assign(n, NAN);
+  x16.assign(n, 0x7e00);
+  x8.assign(n, 0);
+  scales.assign(std::size_t(c.batch) * c.kv_heads * slots, NAN);
+  for (int b = 0; b < c.batch; ++b)
+    for (int h = 0; h < c.kv_heads; ++h)
+      for (int j = std::max(0, c.seq_k - slots); j < c.seq_k; ++j) {
+        const float* row = x.data() + b * s.batch + h * s.head + j * s.row;
+        float* seen_row = seen.data() + b * s.batch + h * s.head + j * s.row;
+        const std::ptrdiff_t at = b * stored.batch + h * stored.head + (j % slots) * stored.row;
+        const std::ptrdiff_t sat = b * scale_strides.batch + h * scale_strides.head + (j % slots) * scale_strides.row;
+        for (int d = 0; d < dim; ++d) ring_f32[at + d] = row[d];
+        if (c.kv_type == attn::KvType::f16) {
+          for (int d = 0; d < dim; ++d) {
+            x16[at + d] = attn::half::from_float(row[d]);
+            seen_row[d] = attn::half::to_float(x16[at + d]);
+          }
+        } else if (c.kv_type == attn::KvType::i8) {
+          scales[sat] = quantise_row(row, dim, x8.data() + at);
+          for (int d = 0; d < dim; ++d) seen_row[d] = scales[sat] * float(x8[at + d]);
+        }
+      }
+  return seen;
+}
+
+// Fills params and buffers for a case. Masks are random with ~25% masked entries, and row 0 of
+// every mask slice is fully masked, so every masked case also covers an all-masked row.
+inline Run make_run(Case c) {
+  if (c.value_dim < 0) c.value_dim = c.head_dim;
+  Run r;
+  std::mt19937 rng(c.seed);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  auto fill = [&](std::vector<float>& x, std::size_t n, float s) {
+    x.resize(n);
+    for (auto& e : x) e = uni(rng) * s;
+  };
+  attn::AttentionParams& p = r.p;
+  p.batch = c.batch;
+  p.heads = c.heads;
+  p.kv_heads = c.kv_heads;
+  p.seq_q = c.seq_q;
+  p.seq_k = c.seq_k;
+  p.head_dim = c.head_dim;
+  p.value_dim = c.value_dim;
+  p.causal = c.causal;
+  p.align = c.align;
+  p.window_left = c.window_left;
+  p.window_right = c.window_right;
+  p.softcap = c.softcap;
+  p.scale = c.scale < 0 ? 1.0f / std::sqrt(float(c.head_dim)) : c.scale;
+  const auto dense = c.bshd ? attn::dense_bshd : attn::dense_bhsd;
+  p.q = dense(c.heads, c.seq_q, c.head_dim);
+  p.k = dense(c.kv_heads, c.seq_k, c.head_dim);
+  p.v = dense(c.kv_heads, c.seq_k, c.value_dim);
+  p.o = dense(c.heads, c.seq_q, c.value_dim);
+  p.w = attn::dense_bhsd(c.heads, c.seq_q, c.seq_k);
+  p.l = attn::dense_bhsd(c.heads, c.seq_q, 1);
+  fill(r.q, std::size_t(c.batch) * c.heads * c.seq_q * c.head_dim, c.input_scale);
+  fill(r.k, std::size_t(c.batch) * c.kv_heads * c.seq_k * c.head_dim, c.input_scale);
+  if (c.integer_inputs) {
+    for (auto& e : r.q) e = std::round(e);
+    for (auto& e : r.k) e = std::round(e);
+  }
+  fill(r.v, std::size_t(c.batch) * c.kv_heads * c.seq_k * c.value_dim, 1.0f);
+  p.query = r.q.data();
+  p.key = r.k.data();
+  if (!c.weights_only) {
+    r.out.assign(std::size_t(c.batch) * c.heads * c.seq_q * c.value_dim, NAN);
+    p.value = r.v.data();
+    p.out = r.out.data();
+  }
+  if (c.weights || c.weights_only) {
+    r.weights.assign(std::size_t(c.batch) * c.heads * c.seq_q * c.seq_k, NAN);
+    p.weights = r.weights.data();
+  }
+  if (c.lse) {
+    r.lse.assign(std::size_t(c.batch) * c.heads * c.seq_q, NAN);
+    p.lse = r.lse.data();
+  }
+  if (c.mask != Mask::none) {
+    const int mb = c.mask_broadcast == 0 ? 1 : c.batch;
+    const int mh = c.mask_broadcast == 2 ? c.heads : 1;
+    const std::size_t n = std::size_t(mb) * mh * c.seq_q * c.seq_k;
+    p.m = attn::dense_bhsd(mh, c.seq_q, c.seq_k);
+    if (c.mask_broadcast == 0) p.m.batch = 0;
+    if (c.mask_broadcast != 2) p.m.head = 0;
+    std::uniform_int_distribution<int> quarter(0, 3);
+    std::vector<bool> keep(n);
+    for (std::size_t e = 0; e < n; ++e) keep[e] = quarter(rng) != 0 && (e / c.seq_k) % c.seq_q != 0;
+    if (c.mask == Mask::boolean) {
+      r.bmask.resize(n);
+      for (std::size_t e = 0; e < n; ++e) r.bmask[e] = keep[e] ? std::uint8_t(1 + e % 200) : 0;
+      p.mask = r.bmask.data();
+      p.mask_type = attn::MaskType::boolean;
+    } else {
+      r.fmask.resize(n);
+      for (std::size_t e = 0; e < n; ++e)
+        r.fmask[e] = keep[e] ? uni(rng) : -std::numeric_limits<float>::infinity();
+      p.mask = r.fmask.data();
+      p.mask_type = attn::MaskType::additive;
+    }
+  }
+  if (c.key_padding) {
+    r.padding.assign(std::size_t(c.batch) * c.seq_k, 0);
+    for (int b = 0; b < c.batch; ++b)
+      for (int j = 0; j < c.seq_k; ++j) r.padding[b * c.seq_k + j] = j == c.seq_k - 1 || j % 7 == 3;
+    p.key_padding = r.padding.data();
+    p.key_padding_batch_stride = c.seq_k;
+  }
+  if (c.alibi) {
+    const int n = c.alibi == 2 ? c.batch * c.heads : c.heads;
+    for (int e = 0; e < n; ++e) r.slopes.push_back(std::pow(2.0f, -8.0f * float(e % c.heads + 1) / c.heads) * (1 + e / c.heads));
+    p.alibi_slopes = r.slopes.data();
+    p.alibi_batch_stride = c.alibi == 2 ? c.heads : 0;
+  }
+  if (c.sinks) {
+    fill(r.sinks, std::size_t(c.heads), 2.0f);
+    p.sinks = r.sinks.data();
+  }
+
+  r.k_seen = r.k;
+  r.v_seen = r.v;
+  r.ref_params = p;
+  if (c.kv_type != attn::KvType::f32 || c.ring) {
+    std::vector<float> kring, vring;
+    attn::Strides ks, vs;
+    const attn::Strides k_logical = p.k, v_logical = p.v;
+    r.k_seen = store(c, r.k, k_logical, c.head_dim, r.k16, r.k8, r.kscale, kring, p.k, ks);
+    r.v_seen = store(c, r.v, v_logical, c.value_dim, r.v16, r.v8, r.vscale, vring, p.v, vs);
+    p.kv_type = c.kv_type;
+    p.kv_ring = c.ring;
+    r.ref_params.kv_ring = c.ring;  // the reference masks the positions a ring no longer holds
+    if (c.kv_type == attn::KvType::f16) {
+      p.key = r.k16.data();
+      p.value = c.weights_only ? nullptr : static_cast<const void*>(r.v16.data());
+    } else if (c.kv_type == attn::KvType::i8) {
+      p.key = r.k8.data();
+      p.value = c.weights_only ? nullptr : static_cast<const void*>(r.v8.data());
+      p.key_scale = r.kscale.data();
+      p.value_scale = r.vscale.data();
+      p.ks = ks;
+      p.vs = vs;
+    } else {  // a float32 ring
+      r.k = kring;
+      r.v = vring;
+      p.key = r.k.data();
+      p.value = c.weights_only ? nullptr : static_cast<const void*>(r.v.data());
+    }
+  }
+  r.ref_params.key = r.k_seen.data();
+  r.ref_params.value = c.weights_only ? nullptr : r.v_seen.data();
+  return r;
+}
+
+// Reads a kernel output stored with strides s as dense [batch, heads, rows, cols].
+inline std::vector<float> gather(const std::vector<float>& x, const attn::Strides& s, int batch, int heads,
+                                 int rows, int cols) {
+  std::vector<float> d;
+  for (int b = 0; b < batch; ++b)
+    for (int h = 0; h < heads; ++h)
+      for (int i = 0; i < rows; ++i)
+        for (int c = 0; c < cols; ++c) d.push_back(x[b * s.batch + h * s.head + i * s.row + c]);
+  return d;
+}
+
+inline void expect_close(const std::vector<float>& got, const std::vector<double>& want, double atol,
+                         const char* what) {
+  REQUIRE(got.size() == want.size());
+  std::size_t bad = 0, first = 0;
+  double worst = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const bool both_inf = std::isinf(want[i]) && double(got[i]) == want[i];
+    const double err = both_inf ? 0.0 : std::abs(double(got[i]) - want[i]);
+    const bool ok = err <= atol + 1e-4 * std::abs(want[i]);  // NaN fails here too
+    if (!ok && bad++ == 0) first = i;
+    if (!(err <= worst)) worst = err;
+  }
+  INFO(what << ": " << bad << " of " << got.size() << " elements off, worst error " << worst
+            << ", first at " << first << " got " << (bad ? got[first] : 0.f) << " want "
+            << (bad ? want[first] : 0.0));
+  CHECK(bad == 0);
+}
+
+inline void check_run(const Case& c, Run& r) {
+  INFO(c.describe());
+  const char* err = attn::attention(r.p);
+  INFO("error: " << (err ? err : "none"));
+  REQUIRE(err == nullptr);
+  std::vector<double> ref_weights, ref_lse;
+  const std::vector<double> ref_out =
+      ref::attention(r.ref_params, r.p.weights ? &ref_weights : nullptr, r.p.lse ? &ref_lse : nullptr);
+  if (r.p.out)
+    expect_close(gather(r.out, r.p.o, c.batch, c.heads, c.seq_q, r.p.value_dim), ref_out,
+                 c.tolerance, "out");
+  if (r.p.weights) expect_close(r.weights, ref_weights, c.tolerance, "weights");
+  if (r.p.lse) expect_close(r.lse, ref_lse, c.tolerance * 4, "lse");
+}
+
+inline void check_case(const Case& c) {
+  Run r = make_run(c);
+  check_run(c, r);
+}
+
+}  // namespace tcase

@@ -1,0 +1,183 @@
+// Keys and values stored as float16, int8 or in a ring of slots: the kernel against the
+// double-precision reference on the stored values (so the float32 tolerances hold), on both
+// paths; and the float16 conversions against their definition.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "attention_case.h"
+#include "half.h"
+
+using tcase::Case;
+using tcase::Mask;
+using tcase::check_case;
+
+namespace {
+
+// binary16 → double from the definition: (−1)^s · 2^(e−15) · (1 + m/1024), subnormals
+// 2^−14 · m/1024, e = 31 is ∞ or NaN.
+double half_value(std::uint16_t h) {
+  const int sign = h >> 15, e = (h >> 10) & 31, m = h & 1023;
+  double v = e == 0 ? std::ldexp(m / 1024.0, -14) : e == 31 ? (m ? NAN : INFINITY) : std::ldexp(1 + m / 1024.0, e - 15);
+  return sign ? -v : v;
+}
+
+}  // namespace
+
+TEST_CASE("float16 → float32 is exact for every half", "[half]") {
+  for (std::uint32_t h = 0; h < 65536; ++h) {
+    const double want = half_value(std::uint16_t(h));
+    const float got = attn::half::to_float(std::uint16_t(h));
+    INFO("half 0x" << std::hex << h);
+    if (std::isnan(want)) {
+      CHECK(std::isnan(got));
+    } else {
+      CHECK(double(got) == want);
+      CHECK(std::signbit(got) == bool(h >> 15));
+    }
+  }
+}
+
+TEST_CASE("float32 → float16 rounds to nearest, ties to even", "[half]") {
+  // Every half round-trips; midpoints between neighbours go to the even one; just above or below
+  // a midpoint goes to the nearer one; overflow is ∞; NaN stays NaN.
+  for (std::uint32_t h = 0; h < 0x7c00; ++h) {
+    const float x = attn::half::to_float(std::uint16_t(h));
+    INFO("half 0x" << std::hex << h);
+    REQUIRE(attn::half::from_float(x) == h);
+    REQUIRE(attn::half::from_float(-x) == (h | 0x8000));
+    if (h + 1 < 0x7c00) {
+      const double mid = (half_value(std::uint16_t(h)) + half_value(std::uint16_t(h + 1))) / 2;
+      const float midf = float(mid);  // exact: a half midpoint has 12 significant bits
+      REQUIRE(double(midf) == mid);
+      CHECK(attn::half::from_float(midf) == ((h & 1) ? h + 1 : h));
+      CHECK(attn::half::from_float(std::nextafter(midf, 0.0f)) == h);
+      CHECK(attn::half::from_float(std::nextafter(midf, 1e9f)) == h + 1);
+    }
+  }
+  CHECK(attn::half::from_float(65504.0f) == 0x7bff);
+  CHECK(attn::half::from_float(65519.0f) == 0x7bff);
+  CHECK(attn::half::from_float(65520.0f) == 0x7c00);  // the midpoint to 2^16 rounds to ∞ (even)
+  CHECK(attn::half::from_float(1e10f) == 0x7c00);
+  CHECK(attn::half::from_float(-INFINITY) == 0xfc00);
+  CHECK(std::isnan(attn::half::to_float(attn::half::from_float(NAN))));
+  CHECK(attn::half::from_float(1e-9f) == 0);  // below half the smallest subnormal
+}
+
+TEST_CASE("vector float16 conversions equal the scalar ones", "[half]") {
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<std::uint32_t> bits;
+  std::vector<float> x(4096);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    std::uint32_t u = bits(rng);
+    if (i % 3 == 0) u = (u & 0x807fffffu) | ((100u + u % 50u) << 23);  // mostly within half range
+    std::memcpy(&x[i], &u, 4);
+  }
+  std::vector<std::uint16_t> h(x.size());
+  for (std::size_t i = 0; i + attn::simd::W <= x.size(); i += attn::simd::W)
+    attn::half::store(h.data() + i, attn::simd::load(x.data() + i));
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    INFO("x " << x[i]);
+    const std::uint16_t want = attn::half::from_float(x[i]);
+    if (std::isnan(x[i])) CHECK((h[i] & 0x7fff) > 0x7c00);
+    else CHECK(h[i] == want);
+  }
+  std::vector<float> back(h.size());
+  for (std::size_t i = 0; i + attn::simd::W <= h.size(); i += attn::simd::W)
+    attn::simd::store(back.data() + i, attn::half::load(h.data() + i));
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    const float want = attn::half::to_float(h[i]);
+    if (std::isnan(want)) CHECK(std::isnan(back[i]));
+    else CHECK(back[i] == want);
+  }
+}
+
+TEST_CASE("float16 and int8 keys and values", "[kv]") {
+  const auto type = GENERATE(attn::KvType::f16, attn::KvType::i8);
+  const int dim = GENERATE(1, 3, 4, 16, 64, 65, 128);
+  Case c;
+  c.batch = 2;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.seq_q = 19;
+  c.seq_k = 150;
+  c.head_dim = dim;
+  c.value_dim = dim == 64 ? 40 : dim;
+  c.kv_type = type;
+  c.causal = dim % 2 == 0;
+  c.weights = true;
+  c.lse = true;
+  check_case(c);
+  c.heads = c.kv_heads;  // direct path
+  c.seq_q = 2;
+  check_case(c);
+  c.weights_only = true;
+  check_case(c);
+}
+
+TEST_CASE("stored keys and values with every variant", "[kv]") {
+  const auto type = GENERATE(attn::KvType::f32, attn::KvType::f16, attn::KvType::i8);
+  Case c;
+  c.heads = 6;
+  c.kv_heads = 3;
+  c.seq_q = 30;
+  c.seq_k = 100;
+  c.head_dim = 12;
+  c.kv_type = type;
+  c.causal = true;
+  c.window_left = 40;
+  c.softcap = 20.0f;
+  c.alibi = 1;
+  c.sinks = true;
+  c.mask = Mask::additive;
+  c.key_padding = true;
+  c.bshd = true;
+  c.tolerance = 3e-5;
+  check_case(c);
+  c.seq_q = 1;
+  check_case(c);
+}
+
+TEST_CASE("ring buffers: exact sliding-window attention over wrapped slots", "[kv]") {
+  const auto type = GENERATE(attn::KvType::f32, attn::KvType::f16, attn::KvType::i8);
+  const int window = GENERATE(1, 5, 64, 100);
+  const int seq_q = GENERATE(1, 3, 40);
+  for (int seq_k : {seq_q, window + 7, 3 * window + seq_q + 1, 300}) {
+    if (seq_k < seq_q) continue;
+    Case c;
+    c.heads = 4;
+    c.kv_heads = 2;
+    c.seq_q = seq_q;
+    c.seq_k = seq_k;
+    c.head_dim = 8;
+    c.kv_type = type;
+    c.ring = window - 1 + seq_q;  // the slots an append of seq_q positions needs
+    c.causal = true;
+    c.window_left = window - 1;
+    c.window_right = 0;
+    c.alibi = 2;
+    c.batch = 2;
+    c.weights = true;
+    c.lse = true;
+    check_case(c);
+  }
+}
+
+TEST_CASE("a ring drops what it no longer holds, even without a window", "[kv]") {
+  Case c;
+  c.heads = 2;
+  c.kv_heads = 1;
+  c.seq_q = 4;
+  c.seq_k = 90;
+  c.head_dim = 5;
+  c.ring = 30;  // positions 60..89 are held; the reference masks the rest
+  c.weights = true;
+  check_case(c);
+  c.causal = true;
+  check_case(c);
+}

@@ -24,8 +24,14 @@ struct JsAttentionCall {
   bool bshd = false;  // layout of query, key, value and out: [batch, seq, heads, dim]
   float scale = 1.0f;
   bool causal = false;
+  // Score variants (attn::AttentionParams): align 1 = upper-left; window sides −1 = no limit;
+  // alibi [heads] or [batch, heads] (alibiBatchStride 0 or heads); sinks [heads].
+  int align = 0, windowLeft = -1, windowRight = -1;
+  float softcap = 0.0f;
+  std::uintptr_t alibi = 0, sinks = 0;
+  int alibiBatchStride = 0;
   // The backward pass only: dL/d(out) in, the gradients out (same layouts as their tensors).
-  std::uintptr_t dOut = 0, dQuery = 0, dKey = 0, dValue = 0;
+  std::uintptr_t dOut = 0, dQuery = 0, dKey = 0, dValue = 0, dSinks = 0;
   // Each row's log-sum-exp [batch, heads, seqQ]: written by the forward, read by the backward
   // (with savedOut, the forward's output).
   std::uintptr_t lse = 0, savedOut = 0;
@@ -56,6 +62,13 @@ attn::AttentionParams to_params(const JsAttentionCall& c) {
   p.value_dim = c.valueDim;
   p.scale = c.scale;
   p.causal = c.causal;
+  p.align = static_cast<attn::Align>(c.align);
+  p.window_left = c.windowLeft;
+  p.window_right = c.windowRight;
+  p.softcap = c.softcap;
+  p.alibi_slopes = ptr<const float>(c.alibi);
+  p.alibi_batch_stride = c.alibiBatchStride;
+  p.sinks = ptr<const float>(c.sinks);
 
   const auto dense = c.bshd ? attn::dense_bshd : attn::dense_bhsd;
   p.q = dense(c.heads, c.seqQ, c.headDim);
@@ -78,6 +91,7 @@ std::string run_attention_backward(const JsAttentionCall& c) {
   g.d_query = ptr<float>(c.dQuery);
   g.d_key = ptr<float>(c.dKey);
   g.d_value = ptr<float>(c.dValue);
+  g.d_sinks = ptr<float>(c.dSinks);
   g.d_o = p.o;
   g.d_q = p.q;
   g.d_k = p.k;
@@ -225,6 +239,14 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .field("bshd", &JsAttentionCall::bshd)
       .field("scale", &JsAttentionCall::scale)
       .field("causal", &JsAttentionCall::causal)
+      .field("align", &JsAttentionCall::align)
+      .field("windowLeft", &JsAttentionCall::windowLeft)
+      .field("windowRight", &JsAttentionCall::windowRight)
+      .field("softcap", &JsAttentionCall::softcap)
+      .field("alibi", &JsAttentionCall::alibi)
+      .field("alibiBatchStride", &JsAttentionCall::alibiBatchStride)
+      .field("sinks", &JsAttentionCall::sinks)
+      .field("dSinks", &JsAttentionCall::dSinks)
       .field("dOut", &JsAttentionCall::dOut)
       .field("dQuery", &JsAttentionCall::dQuery)
       .field("dKey", &JsAttentionCall::dKey)

@@ -2,18 +2,19 @@
 // one reused heap block, runs the kernel, copies the results out into caller-owned arrays.
 import { HeapArena, kernelWorkspaceBytes } from './heap.mjs';
 import { makeMultiHeadAttention } from './mha.mjs';
+import { VARIANT_OPTIONS, resolveVariants } from './variants.mjs';
 import {
   checkFloat32, checkKnownKeys, checkMask, checkOptionalTensor, checkTensor, describe, dim, elementCount, given, kindOf,
   resolveShape, tensorParts,
 } from './shapes.mjs';
 
 const ATTENTION_OPTIONS = ['batch', 'heads', 'kvHeads', 'seqQ', 'seqK', 'headDim', 'valueDim', 'layout',
-  'scale', 'causal', 'mask', 'out', 'weightsOut', 'lseOut'];
+  'scale', 'causal', 'mask', ...VARIANT_OPTIONS, 'out', 'weightsOut', 'lseOut'];
 const BACKWARD_OPTIONS = ['batch', 'heads', 'kvHeads', 'seqQ', 'seqK', 'headDim', 'valueDim', 'layout', 'scale',
-  'causal', 'mask', 'lse', 'out'];
+  'causal', 'mask', ...VARIANT_OPTIONS, 'lse', 'out'];
 const LINEAR_OPTIONS = ['inFeatures', 'outFeatures', 'rows', 'bias', 'out'];
 const WEIGHTS_OPTIONS = ['batch', 'heads', 'kvHeads', 'seqQ', 'seqK', 'headDim', 'layout', 'scale', 'causal',
-  'mask', 'out'];
+  'mask', ...VARIANT_OPTIONS, 'out'];
 
 // `threadsReason` says why this many threads; `onDispose` runs once when dispose() is called.
 export function createLibrary(M, { threadsReason = 'requested 1 thread', onDispose = () => {} } = {}) {
@@ -23,8 +24,8 @@ export function createLibrary(M, { threadsReason = 'requested 1 thread', onDispo
 
   // Stages the tensors, runs `kernel` (M.attention or M.attentionBackward), returns
   // copyOut(name, target) for the results.
-  function run(fn, shape, inputs, mask, outputs, kernel = M.attention) {
-    const call = arena.stage(fn, { ...inputs, mask: mask?.array }, outputs,
+  function run(fn, shape, variants, inputs, mask, outputs, kernel = M.attention) {
+    const call = arena.stage(fn, { ...inputs, mask: mask?.array, alibi: variants.alibi, sinks: variants.sinks }, outputs,
       kernelWorkspaceBytes(shape.seqK, shape.headDim, shape.valueDim || 0));
     const error = kernel({
       query: call.address('query'), key: call.address('key'), value: call.address('value'),
@@ -32,7 +33,10 @@ export function createLibrary(M, { threadsReason = 'requested 1 thread', onDispo
       maskType: mask ? mask.type : 0, maskBroadcast: mask ? mask.broadcast : 0,
       batch: shape.batch, heads: shape.heads, kvHeads: shape.kvHeads, seqQ: shape.seqQ, seqK: shape.seqK,
       headDim: shape.headDim, valueDim: shape.valueDim || 1, bshd: shape.layout === 'bshd',
-      scale: shape.scale, causal: shape.causal,
+      scale: shape.scale, causal: variants.causal, align: variants.align,
+      windowLeft: variants.windowLeft, windowRight: variants.windowRight, softcap: variants.softcap,
+      alibi: call.address('alibi'), alibiBatchStride: variants.alibiBatchStride, sinks: call.address('sinks'),
+      dSinks: call.address('dSinks'),
       dOut: call.address('dOut'), dQuery: call.address('dQuery'), dKey: call.address('dKey'), dValue: call.address('dValue'),
       lse: call.address('lse'), savedOut: call.address('savedOut'),
     });
@@ -42,6 +46,7 @@ export function createLibrary(M, { threadsReason = 'requested 1 thread', onDispo
 
   function attention(query, key, value, options) {
     const shape = resolveShape('attention', options, ATTENTION_OPTIONS);
+    const variants = resolveVariants(shape, options);
     const parts = tensorParts(shape);
     checkTensor(shape, 'query', query, parts.query);
     checkTensor(shape, 'key', key, parts.key);
@@ -54,7 +59,7 @@ export function createLibrary(M, { threadsReason = 'requested 1 thread', onDispo
     if (weightsOut) outputs.weights = weightsOut.length;
     if (lseOut) outputs.lse = lseOut.length;
 
-    const copyOut = run('attention', shape, { query, key, value }, mask, outputs);
+    const copyOut = run('attention', shape, variants, { query, key, value }, mask, outputs);
     if (weightsOut) copyOut('weights', weightsOut);
     if (lseOut) copyOut('lse', lseOut);
     return copyOut('out', out ?? new Float32Array(outputs.out));
@@ -62,18 +67,20 @@ export function createLibrary(M, { threadsReason = 'requested 1 thread', onDispo
 
   function attentionWeights(query, key, options) {
     const shape = resolveShape('attentionWeights', options, WEIGHTS_OPTIONS);
+    const variants = resolveVariants(shape, options);
     const parts = tensorParts(shape);
     checkTensor(shape, 'query', query, parts.query);
     checkTensor(shape, 'key', key, parts.key);
     const mask = checkMask(options.mask, shape);
     const out = checkOptionalTensor(shape, 'options.out', options.out, parts.weights);
     const count = elementCount(parts.weights);
-    const copyOut = run('attentionWeights', shape, { query, key }, mask, { weights: count });
+    const copyOut = run('attentionWeights', shape, variants, { query, key }, mask, { weights: count });
     return copyOut('weights', out ?? new Float32Array(count));
   }
 
   function attentionBackward(query, key, value, dOut, options) {
     const shape = resolveShape('attentionBackward', options, BACKWARD_OPTIONS);
+    const variants = resolveVariants(shape, options);
     const parts = tensorParts(shape);
     checkTensor(shape, 'query', query, parts.query);
     checkTensor(shape, 'key', key, parts.key);
@@ -84,7 +91,8 @@ export function createLibrary(M, { threadsReason = 'requested 1 thread', onDispo
     const savedOut = checkOptionalTensor(shape, 'options.out', options.out, parts.out);
     if (!lse !== !savedOut) throw new TypeError('attentionBackward: options.lse and options.out go together (both from the forward call)');
     const sizes = { dQuery: query.length, dKey: key.length, dValue: value.length };
-    const copyOut = run('attentionBackward', shape, { query, key, value, dOut, lse, savedOut }, mask, sizes, M.attentionBackward);
+    if (variants.sinks) sizes.dSinks = shape.heads;
+    const copyOut = run('attentionBackward', shape, variants, { query, key, value, dOut, lse, savedOut }, mask, sizes, M.attentionBackward);
     return Object.fromEntries(Object.entries(sizes).map(([name, n]) => [name, copyOut(name, new Float32Array(n))]));
   }
 

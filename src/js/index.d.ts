@@ -68,12 +68,41 @@ export interface AttentionShapeOptions {
   /** Multiplies Q·Kᵀ before the mask is added. Default `1 / Math.sqrt(headDim)`; `0` means 0. */
   scale?: number | null;
   /**
-   * Causal masking, bottom-right aligned: query `i` attends key `j` iff `j <= i + (seqK - seqQ)`
-   * (equals `torch.tril` when `seqQ == seqK`; what incremental decoding needs). Default false.
+   * Causal masking. `true` ≡ `'lower-right'`: query `i` attends key `j` iff `j <= i + (seqK - seqQ)`
+   * (flash-attention's alignment and a KV cache's: the queries are the last `seqQ` positions).
+   * `'upper-left'`: `j <= i` (`torch.tril` of the `[seqQ, seqK]` matrix; PyTorch SDPA
+   * `is_causal=True`, the ONNX `Attention` operator without a past). The two agree when
+   * `seqQ == seqK`. Names follow `torch.nn.attention.bias.CausalVariant`. Default false.
    */
-  causal?: boolean | null;
+  causal?: boolean | 'lower-right' | 'upper-left' | null;
   /**
-   * Optional mask, combined with `causal`:
+   * Local (sliding-window) attention, flash-attention's `window_size`: query `i` sees key `j` iff
+   * `i + off − left <= j <= i + off + right`, with `off = 0` for `causal: 'upper-left'` and
+   * `seqK − seqQ` otherwise. Sides are integers ≥ 0 or `Infinity` (`[Infinity, Infinity]` = no
+   * limit); intersects `causal`. Mistral's 4096 window: `{ causal: true, window: [4095, 0] }`.
+   * Key blocks outside every row's window are skipped, so a window costs about its width.
+   */
+  window?: [number, number] | null;
+  /**
+   * Logit soft-capping (Gemma 2: 50): each scaled score `s` becomes `softcap · tanh(s / softcap)`
+   * before ALiBi and masks. `> 0`; absent or 0 = off.
+   */
+  softcap?: number | null;
+  /**
+   * ALiBi slopes (BLOOM, MPT), one per query head `[heads]` or per batch entry and head
+   * `[batch, heads]` (told apart by length): adds `−slope · |i + off − j|` to each score (after
+   * softcap, before masks), `off` as for `window`.
+   */
+  alibiSlopes?: Float32Array | null;
+  /**
+   * Attention sinks (gpt-oss; onnxruntime's `head_sink`), one logit per query head `[heads]`, in
+   * the units of the scaled scores: each joins its rows' softmax denominator without contributing
+   * a value, `w_ij = exp(s_ij) / (exp(sink_h) + Σ_k exp(s_ik))`. Weight rows then sum to less
+   * than 1; a fully masked row gives zeros and an lse of `sink_h`. `-Infinity` = no sink.
+   */
+  sinks?: Float32Array | null;
+  /**
+   * Optional mask, combined with `causal` and `window`:
    * - `Float32Array`: added to the scaled scores (`-Infinity` masks a key);
    * - `Uint8Array`: 1 = may attend, 0 = masked (PyTorch SDPA polarity).
    *
@@ -107,6 +136,16 @@ export interface AttentionBackwardOptions extends AttentionShapeOptions {
   lse?: Float32Array | null;
   /** The forward call's output; goes with `lse`. */
   out?: Float32Array | null;
+}
+
+/** What {@link AttentionLibrary.attentionBackward} returns: gradients in the layouts of their tensors. */
+export interface AttentionGradients {
+  dQuery: Float32Array;
+  /** Summed over the query heads that share each kv head. */
+  dKey: Float32Array;
+  dValue: Float32Array;
+  /** `[heads]`, summed over batch and rows; only when `options.sinks` was given. */
+  dSinks?: Float32Array;
 }
 
 /** Options of {@link AttentionLibrary.attentionWeights}. */
@@ -163,7 +202,7 @@ export interface AttentionLibrary {
    * block (extra memory O(seqK · headDim)); masked keys and fully masked rows get zero gradient.
    */
   attentionBackward(query: Float32Array, key: Float32Array, value: Float32Array, dOut: Float32Array,
-    options: AttentionBackwardOptions): { dQuery: Float32Array; dKey: Float32Array; dValue: Float32Array };
+    options: AttentionBackwardOptions): AttentionGradients;
 
   /**
    * A linear layer, `out = input·Wᵀ + bias` with `weight` `[outFeatures, inFeatures]` row-major

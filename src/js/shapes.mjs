@@ -103,10 +103,9 @@ export function resolveShape(fn, options, known) {
     if (!Number.isFinite(options.scale)) throw new RangeError(`${fn}: options.scale must be finite, got ${options.scale}`);
     scale = options.scale;
   }
-  const causal = bool(options, 'causal', false, 'options', fn);
   // A cross-attention call that forgot seqK fails on the key's length: say where seqK came from.
   const seqKHint = given(options.seqK) ? '' : `; options.seqK was not given, so it defaults to seqQ (${seqQ}): pass seqK when keys and values have another length`;
-  return { fn, batch, heads, kvHeads, seqQ, seqK, seqKHint, headDim, valueDim, layout, scale, causal };
+  return { fn, batch, heads, kvHeads, seqQ, seqK, seqKHint, headDim, valueDim, layout, scale };
 }
 
 // The shape of each tensor as [name, size] pairs, in memory order for the layout.

@@ -83,7 +83,7 @@ describe('attention() argument errors', () => {
     throwsFrom(attention({ scale: '0.1' }), TypeError, /^attention: options\.scale must be a number, got string "0\.1"$/);
     throwsFrom(attention({ scale: NaN }), RangeError, /^attention: options\.scale must be finite, got NaN$/);
     throwsFrom(attention({ scale: -Infinity }), RangeError, /^attention: options\.scale must be finite, got -Infinity$/);
-    throwsFrom(attention({ causal: 1 }), TypeError, /^attention: options\.causal must be a boolean, got number 1$/);
+    throwsFrom(attention({ causal: 1 }), TypeError, /^attention: options\.causal must be false, true, 'lower-right' or 'upper-left', got number 1$/);
   });
 
   test('mask type and length', () => {

@@ -9,7 +9,6 @@ export function indexOf(layout, heads, seq, dim, b, h, s, d) {
     : ((b * heads + h) * seq + s) * dim + d;
 }
 
-// Returns { out, weights } (Float64Arrays; out in the same layout as the query).
 // The library's defaults, applied to attention() options.
 function withDefaults(opts) {
   const heads = opts.heads;
@@ -20,18 +19,43 @@ function withDefaults(opts) {
   };
 }
 
+// Whether query row i (of seqQ) may see key j (of seqK) under opts.causal and opts.window, from
+// their definitions: query i sits at key position i + off, off = 0 for 'upper-left', else
+// seqK − seqQ; causal: j ≤ i + off; window [left, right]: i + off − left ≤ j ≤ i + off + right.
+export function visibleByPosition(opts, seqQ, seqK, i, j) {
+  const off = opts.causal === 'upper-left' ? 0 : seqK - seqQ;
+  const pos = i + off;
+  if (opts.causal && j > pos) return false;
+  if (opts.window && (j < pos - opts.window[0] || j > pos + opts.window[1])) return false;
+  return true;
+}
+
+// Returns { out, weights, lse, slopes, sinkWeights } (Float64Arrays; out in the same layout as
+// the query; weights [batch, heads, seqQ, seqK]; lse [batch, heads, seqQ], −∞ for a row with no
+// visible key and no sink; slopes: d(capped)/d(uncapped) per score, 1 without softcap;
+// sinkWeights: each row's exp(sink)/denominator). Each score, in this order: scale·q·k →
+// softcap·tanh(s/softcap) → − slope·|i + off − j| (ALiBi) → masks → softmax with the sink
+// exp(sink_h) in the denominator.
 export function referenceAttention(query, key, value, opts) {
   const { batch, heads, kvHeads, seqQ, seqK, headDim, valueDim, layout, scale } = withDefaults(opts);
   const mask = opts.mask ?? null;
+  const softcap = opts.softcap || 0;
   const group = heads / kvHeads;
   const out = new Float64Array(batch * heads * seqQ * valueDim);
   const weights = new Float64Array(batch * heads * seqQ * seqK);
+  const lse = new Float64Array(batch * heads * seqQ).fill(-Infinity);
+  const slopes = new Float64Array(batch * heads * seqQ * seqK).fill(1);
+  const sinkWeights = new Float64Array(batch * heads * seqQ);
   const plane = seqQ * seqK;
+  const off = opts.causal === 'upper-left' ? 0 : seqK - seqQ;
 
   for (let b = 0; b < batch; b++) {
     for (let h = 0; h < heads; h++) {
       const kvh = Math.floor(h / group);
+      const slope = opts.alibiSlopes ? opts.alibiSlopes[opts.alibiSlopes.length === heads ? h : b * heads + h] : 0;
+      const sink = opts.sinks ? opts.sinks[h] : -Infinity;
       for (let i = 0; i < seqQ; i++) {
+        const row = (b * heads + h) * seqQ + i;
         const scores = new Float64Array(seqK);
         const visible = new Array(seqK).fill(true);
         for (let j = 0; j < seqK; j++) {
@@ -41,7 +65,13 @@ export function referenceAttention(query, key, value, opts) {
               key[indexOf(layout, kvHeads, seqK, headDim, b, kvh, j, d)];
           }
           let s = scale * dot;
-          if (opts.causal && j > i + (seqK - seqQ)) visible[j] = false;
+          if (softcap) {
+            const t = Math.tanh(s / softcap);
+            s = softcap * t;
+            slopes[row * seqK + j] = 1 - t * t;
+          }
+          s -= slope * Math.abs(i + off - j);
+          if (!visibleByPosition(opts, seqQ, seqK, i, j)) visible[j] = false;
           if (mask) {
             const m = mask.length === plane ? i * seqK + j
               : mask.length === batch * plane ? b * plane + i * seqK + j
@@ -51,17 +81,20 @@ export function referenceAttention(query, key, value, opts) {
           if (s === -Infinity) visible[j] = false;
           scores[j] = s;
         }
-        let max = -Infinity;
+        let max = sink;
         for (let j = 0; j < seqK; j++) if (visible[j] && scores[j] > max) max = scores[j];
-        let sum = 0;
+        let sum = sink === -Infinity ? 0 : Math.exp(sink - max);
         for (let j = 0; j < seqK; j++) {
           scores[j] = visible[j] ? Math.exp(scores[j] - max) : 0;
           sum += scores[j];
         }
         if (sum === 0) continue;  // every key masked: zeros
+        lse[row] = max + Math.log(sum);
+        if (sink !== -Infinity) sinkWeights[row] = Math.exp(sink - max) / sum;
         for (let j = 0; j < seqK; j++) {
           const w = scores[j] / sum;
-          weights[((b * heads + h) * seqQ + i) * seqK + j] = w;
+          weights[row * seqK + j] = w;
+          if (!value) continue;
           for (let c = 0; c < valueDim; c++) {
             out[indexOf(layout, heads, seqQ, valueDim, b, h, i, c)] +=
               w * value[indexOf(layout, kvHeads, seqK, valueDim, b, kvh, j, c)];
@@ -70,7 +103,7 @@ export function referenceAttention(query, key, value, opts) {
       }
     }
   }
-  return { out, weights };
+  return { out, weights, lse, slopes, sinkWeights };
 }
 
 // y[rows × outF] = x[rows × inF] · Wᵀ + b, W [outF × inF] (nn.Linear), in double precision.
@@ -131,13 +164,15 @@ export function referenceMha(config, weights, query, key, value, opts = {}) {
   return { out: referenceLinear(a.out, batch * seqQ, e, weights.wo, weights.bo, e), weights: a.weights };
 }
 
-// Gradients of L = Σ out ⊙ dOut with respect to query, key and value, in double precision, from
-// the probabilities of referenceAttention: dV = Pᵀ·dO, dP = dO·Vᵀ, dS = P ⊙ (dP − rowsum(P ⊙ dP)),
-// dQ = scale·dS·K, dK = scale·dSᵀ·Q (summed over the query heads of each kv head).
+// Gradients of L = Σ out ⊙ dOut with respect to query, key, value (and sinks), in double
+// precision, from the probabilities of referenceAttention: dV = Pᵀ·dO, dP = dO·Vᵀ,
+// D = rowsum(P ⊙ dP), dS = P ⊙ (dP − D) ⊙ softcap slope, dQ = scale·dS·K, dK = scale·dSᵀ·Q
+// (summed over the query heads of each kv head), dSinks_h = −Σ_rows P(sink)·D.
 export function referenceAttentionBackward(query, key, value, dOut, opts) {
   const { batch, heads, kvHeads, seqQ, seqK, headDim, valueDim, layout, scale } = withDefaults(opts);
   const group = heads / kvHeads;
-  const { weights } = referenceAttention(query, key, value, opts);
+  const { weights, slopes, sinkWeights } = referenceAttention(query, key, value, opts);
+  const dSinks = opts.sinks ? new Float64Array(heads) : undefined;
   const dQuery = new Float64Array(query.length);
   const dKey = new Float64Array(key.length);
   const dValue = new Float64Array(value.length);
@@ -157,8 +192,9 @@ export function referenceAttentionBackward(query, key, value, dOut, opts) {
           }
           dsum += p[j] * dp[j];
         }
+        if (dSinks) dSinks[h] -= sinkWeights[(b * heads + h) * seqQ + i] * dsum;
         for (let j = 0; j < seqK; j++) {
-          const ds = p[j] * (dp[j] - dsum) * scale;
+          const ds = p[j] * (dp[j] - dsum) * scale * slopes[((b * heads + h) * seqQ + i) * seqK + j];
           for (let d = 0; d < headDim; d++) {
             dQuery[at(layout, heads, seqQ, headDim, b, h, i, d)] += ds * key[at(layout, kvHeads, seqK, headDim, b, kvh, j, d)];
             dKey[at(layout, kvHeads, seqK, headDim, b, kvh, j, d)] += ds * query[at(layout, heads, seqQ, headDim, b, h, i, d)];
@@ -167,5 +203,5 @@ export function referenceAttentionBackward(query, key, value, dOut, opts) {
       }
     }
   }
-  return { dQuery, dKey, dValue };
+  return dSinks ? { dQuery, dKey, dValue, dSinks } : { dQuery, dKey, dValue };
 }

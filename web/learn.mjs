@@ -1,66 +1,110 @@
-// The "watch it learn" section: start/stop a training run in learn-worker.mjs, draw the loss
-// curve and show the attention weights of the first example as they change.
+// "Watch it learn": one attention layer learns, a few steps per animation frame on the page's own
+// library instance, to attend to the key equal to its query. The keys are the queries shuffled and
+// each key has a random value; query i must output the value of the key equal to it. Only
+// attending to that key does it (with eight different examples the layer cannot unmix a blend of
+// values instead), so the weights α̂ turn into a permutation. The learning rate decays (Adam at a
+// constant 0.05 keeps spiking after it has converged), and training stops by itself once the loss
+// is below STOP_LOSS.
 import { format } from './i18n.mjs';
+import { drawLossChart } from './loss-chart.mjs';
 import { renderMatrix, sup } from './matrix-view.mjs';
+import { randomArray } from './random-arrays.mjs';
 
-const N = 6;
+const E = 8, N = 6, BATCH = 8, STEPS_PER_FRAME = 2;
+export const STOP_LOSS = 1e-4;
+export const MAX_STEPS = 3000;
+const learningRate = (step) => 0.05 * 0.01 ** (step / 1500);
+const sourceOf = (j) => (j * 5 + 3) % N;  // key j is query sourceOf(j)
 
-export function startLearning(strings) {
-  const start = document.getElementById('learn-start');
-  const stop = document.getElementById('learn-stop');
-  const reset = document.getElementById('learn-reset');
-  const status = document.getElementById('learn-status');
-  const canvas = document.getElementById('learn-loss');
-  const table = document.getElementById('learn-weights');
-  const worker = new Worker(new URL('./learn-worker.mjs', import.meta.url), { type: 'module' });
-  let losses = [];
-  let last = null;
-
-  const show = () => {
-    if (!last) return;
-    status.textContent = format(strings().learnStatus, { step: last.step, loss: last.loss.toExponential(2) });
-    status.dataset.step = String(last.step);
-    status.dataset.loss = String(last.loss);
-    status.dataset.firstLoss = String(losses[0] ?? last.loss);
-    renderMatrix(table, last.weights, N, N, { rowLabel: (i) => `q${sup(i + 1)}`, colLabel: (j) => `k${sup(j + 1)}`, heat: true, digits: 2 });
-  };
-  worker.addEventListener('message', ({ data }) => {
-    if (data.type === 'state') {
-      start.disabled = data.running;
-      stop.disabled = !data.running;
-      if (data.step === 0) { losses = []; last = null; status.textContent = ''; drawLoss(canvas, losses); }
-      return;
+function makeTask() {
+  const queries = randomArray(BATCH * N * E, 5);
+  const values = randomArray(BATCH * N * E, 6);
+  const keys = new Float32Array(queries.length);
+  const targets = new Float32Array(queries.length);
+  const row = (a, b, i) => a.subarray((b * N + i) * E, (b * N + i + 1) * E);
+  for (let b = 0; b < BATCH; b++) {
+    for (let j = 0; j < N; j++) {
+      keys.set(row(queries, b, sourceOf(j)), (b * N + j) * E);
+      targets.set(row(values, b, j), (b * N + sourceOf(j)) * E);
     }
-    losses.push(data.loss);
-    last = data;
-    show();
-    drawLoss(canvas, losses);
-  });
-  start.addEventListener('click', () => worker.postMessage('start'));
-  stop.addEventListener('click', () => worker.postMessage('stop'));
-  reset.addEventListener('click', () => worker.postMessage('reset'));
-  stop.disabled = true;
-  return show;  // re-renders the status in the current language
+  }
+  return { queries, keys, values, targets };
 }
 
-// Loss per tick on a log scale, newest on the right.
-function drawLoss(canvas, losses) {
-  const ctx = canvas.getContext('2d');
-  const { width, height } = canvas;
-  ctx.clearRect(0, 0, width, height);
-  ctx.strokeStyle = '#d5d9e0';
-  ctx.strokeRect(0.5, 0.5, width - 1, height - 1);
-  if (losses.length < 2) return;
-  const logs = losses.map((l) => Math.log10(Math.max(l, 1e-8)));
-  const hi = Math.max(...logs), lo = Math.min(...logs, hi - 1);
-  ctx.strokeStyle = '#3558c8';
-  ctx.lineWidth = 2;
-  ctx.beginPath();
-  logs.forEach((v, i) => {
-    const x = 4 + (i / (logs.length - 1)) * (width - 8);
-    const y = 4 + ((hi - v) / (hi - lo)) * (height - 8);
-    if (i === 0) ctx.moveTo(x, y);
-    else ctx.lineTo(x, y);
+export function startLearning(lib, strings) {
+  const $ = (id) => document.getElementById(id);
+  const start = $('learn-start'), stop = $('learn-stop'), reset = $('learn-reset');
+  const status = $('learn-status'), chart = $('learn-loss'), table = $('learn-weights');
+  const task = makeTask();
+  const weightsOut = new Float32Array(BATCH * N * N);
+  let layer = null, losses = [], phase = 'idle', frame = 0;
+
+  function initialise() {
+    layer?.dispose();
+    layer = new lib.MultiHeadAttention({ embedDim: E, numHeads: 1 });
+    const w = (seed) => randomArray(E * E, seed).map((x) => x * 0.5);
+    const zeros = () => new Float32Array(E);
+    layer.setWeights({ wq: w(1), wk: w(2), wv: w(3), wo: w(4), bq: zeros(), bk: zeros(), bv: zeros(), bo: zeros() });
+    layer.forward(task.queries, task.keys, task.values, { batch: BATCH, weightsOut });
+    losses = [];
+    phase = 'idle';
+  }
+
+  function step() {
+    const y = layer.forward(task.queries, task.keys, task.values, { batch: BATCH, train: true, weightsOut });
+    let loss = 0;
+    const dOut = y.map((v, i) => { const d = v - task.targets[i]; loss += d * d; return (2 * d) / y.length; });
+    loss /= y.length;
+    layer.adamStep(layer.backward(dOut).weights, { lr: learningRate(losses.length) });
+    losses.push(loss);
+    if (loss < STOP_LOSS) phase = 'converged';
+    else if (losses.length >= MAX_STEPS) phase = 'limit';
+  }
+
+  function tick() {
+    frame = 0;
+    if (phase !== 'running') return;
+    for (let s = 0; s < STEPS_PER_FRAME && phase === 'running'; s++) step();
+    show();
+    if (phase === 'running') frame = requestAnimationFrame(tick);
+  }
+
+  function show() {
+    const t = strings();
+    const last = losses.at(-1);
+    const values = { step: losses.length, loss: last?.toExponential(2), lr: learningRate(losses.length).toPrecision(2), stop: STOP_LOSS.toExponential(0) };
+    status.textContent = losses.length === 0 ? t.learnIdle : format(t[`learnStatus_${phase}`], values);
+    Object.assign(status.dataset, { state: phase, step: String(losses.length), loss: String(last ?? ''), firstLoss: String(losses[0] ?? '') });
+    start.disabled = phase === 'running' || phase === 'converged' || phase === 'limit';
+    stop.disabled = phase !== 'running';
+    drawLossChart(chart, losses, { labels: { step: t.chartStep, loss: t.chartLoss, stop: t.chartStop }, stopAt: STOP_LOSS });
+    chart.setAttribute('aria-label', t.chartLabel);
+    // The first example's weights; the cell each query should learn to pick is outlined.
+    renderMatrix(table, weightsOut.subarray(0, N * N), N, N, {
+      rowLabel: (i) => `q${sup(i + 1)}`, colLabel: (j) => `k${sup(j + 1)}`, heat: true, digits: 2,
+    });
+    [...table.tBodies[0].rows].forEach((row, i) => {
+      for (let j = 0; j < N; j++) if (sourceOf(j) === i) row.cells[j + 1].classList.add('target');
+    });
+  }
+
+  start.addEventListener('click', () => {
+    if (phase === 'running') return;
+    phase = 'running';
+    frame = requestAnimationFrame(tick);
+    show();
   });
-  ctx.stroke();
+  stop.addEventListener('click', () => {
+    if (phase === 'running') phase = 'stopped';
+    cancelAnimationFrame(frame);
+    show();
+  });
+  reset.addEventListener('click', () => {
+    cancelAnimationFrame(frame);
+    initialise();
+    show();
+  });
+  initialise();
+  show();
+  return show;  // re-renders in the current language
 }

@@ -1,5 +1,7 @@
-// The playground: the form's shape runs in a Web Worker (playground-worker.mjs), so long runs
-// never block the page; results and one head's weights come back to be shown.
+// The playground: the form's shape runs in a Web Worker (playground-worker.mjs), so long runs never
+// block the page. The worker (and its copy of the library) starts on the first Run; Cancel ends
+// it at once — a long kernel call cannot be interrupted any other way — and the next Run starts a
+// new one.
 import { format } from './i18n.mjs';
 
 // Returns refresh(), which re-renders the last result in the current language.
@@ -9,63 +11,91 @@ export function startPlayground(strings) {
   const figure = document.getElementById('heatmap-figure');
   const canvas = document.getElementById('heatmap');
   const caption = document.getElementById('heatmap-caption');
-  const worker = new Worker(new URL('./playground-worker.mjs', import.meta.url), { type: 'module' });
-  const button = form.querySelector('button[type="submit"]');
-  let last = null;
+  const run = form.querySelector('button[type="submit"]');
+  const cancel = document.getElementById('play-cancel');
+  let worker = null;
+  let shown = null;  // what the status line shows, re-rendered on a language switch: { kind, ... }
 
-  function showResult(data) {
+  const setRunning = (running) => {
+    run.disabled = running;
+    cancel.disabled = !running;
+    status.dataset.state = running ? 'running' : shown?.kind ?? '';
+  };
+
+  function showStatus() {
     const t = strings();
-    status.classList.remove('error');
-    status.textContent = format(t.result, {
-      ms: data.ms.toFixed(2), gflops: data.gflops.toFixed(1), plainMs: data.plainMs.toFixed(1),
-      speedup: (data.plainMs / data.ms).toFixed(1), diff: data.maxDiff.toExponential(1),
-    });
-    caption.textContent = data.weights ? t.heatmap : t.heatmapSkipped;
-    canvas.setAttribute('aria-label', caption.textContent);
+    status.classList.toggle('error', shown?.kind === 'error');
+    if (!shown) return;
+    if (shown.kind === 'running') status.textContent = format(t.running, { step: shown.step === 'library' ? t.stepLibrary : t.stepPlain });
+    if (shown.kind === 'cancelled') status.textContent = t.cancelled;
+    if (shown.kind === 'error') status.textContent = shown.message;
+    if (shown.kind === 'result') {
+      const d = shown.data;
+      const values = {
+        ms: d.ms.toFixed(2), runs: d.runs, gflops: d.gflops.toFixed(1), pairs: d.pairs.toLocaleString('en-US'),
+        plainMs: d.plainMs?.toFixed(1), speedup: d.plainMs && (d.plainMs / d.ms).toFixed(1), diff: d.maxDiff?.toExponential(1),
+      };
+      status.textContent = format(d.plainMs === null ? t.resultNoPlain : t.result, values);
+      caption.textContent = d.weights ? format(t.heatmap, { pattern: d.pattern === 'positions' ? t.heatmapPositions : t.heatmapRandom }) : t.heatmapSkipped;
+      canvas.setAttribute('aria-label', caption.textContent);
+    }
   }
 
-  worker.addEventListener('message', ({ data }) => {
-    const t = strings();
+  function onMessage({ data }) {
     if (data.type === 'progress') {
-      status.textContent = format(t.running, { step: data.step === 'library' ? t.stepLibrary : t.stepPlain });
+      shown = { kind: 'running', step: data.step };
+      showStatus();
       return;
     }
-    button.disabled = false;
     if (data.type === 'error') {
-      status.textContent = data.message;
-      status.classList.add('error');
-      return;
+      shown = { kind: 'error', message: data.message };
+    } else {
+      shown = { kind: 'result', data };
+      Object.assign(status.dataset, { flops: String(data.flops), pairs: String(data.pairs), gflops: String(data.gflops),
+        speedup: data.plainMs === null ? '' : String(data.plainMs / data.ms), maxDiff: data.maxDiff === null ? '' : String(data.maxDiff) });
+      if (data.weights) drawHeatmap(canvas, data.weights, data.seqQ, data.seqK, data.causal);
+      figure.hidden = !data.weights;
+      window.playgroundResult = { ...data, weights: data.weights && [...data.weights] };
     }
-    last = data;
-    showResult(data);
-    status.dataset.speedup = String(data.plainMs / data.ms);
-    status.dataset.maxDiff = String(data.maxDiff);
-    if (data.weights) drawHeatmap(canvas, data.weights, data.seqQ, data.seqK);
-    figure.hidden = false;
-  });
-  worker.addEventListener('error', (e) => {
-    button.disabled = false;
-    status.textContent = e.message;
-    status.classList.add('error');
-  });
+    setRunning(false);
+    showStatus();
+  }
+
+  function startWorker() {
+    worker = new Worker(new URL('./playground-worker.mjs', import.meta.url), { type: 'module' });
+    worker.addEventListener('message', onMessage);
+    worker.addEventListener('error', (e) => {
+      shown = { kind: 'error', message: e.message };
+      setRunning(false);
+      showStatus();
+    });
+  }
 
   form.addEventListener('submit', (event) => {
     event.preventDefault();
     const f = new FormData(form);
     const shape = Object.fromEntries(['batch', 'heads', 'kvHeads', 'seqQ', 'seqK', 'headDim'].map((k) => [k, Number(f.get(k))]));
     shape.causal = f.get('causal') === 'on';
-    button.disabled = true;
-    status.classList.remove('error');
-    status.textContent = format(strings().running, { step: strings().stepLibrary });
-    worker.postMessage(shape);
+    if (!worker) startWorker();
+    shown = { kind: 'running', step: 'library' };
+    setRunning(true);
+    showStatus();
+    worker.postMessage({ shape, pattern: f.get('pattern'), plain: f.get('plain') === 'on' });
+  });
+  cancel.addEventListener('click', () => {
+    worker?.terminate();
+    worker = null;
+    shown = { kind: 'cancelled' };
+    setRunning(false);
+    showStatus();
   });
 
-  return () => { if (last) showResult(last); };
+  return showStatus;
 }
 
-// One pixel per weight, scaled up by CSS; each row is normalised to its own maximum so that
-// long rows stay visible.
-function drawHeatmap(canvas, weights, rows, cols) {
+// One pixel per weight, scaled up by CSS; each row is normalised to its own maximum so that long
+// rows stay visible. Keys the causal mask hides from a query are grey, not white (weight 0).
+function drawHeatmap(canvas, weights, rows, cols, causal) {
   canvas.width = cols;
   canvas.height = rows;
   const ctx = canvas.getContext('2d');
@@ -74,12 +104,10 @@ function drawHeatmap(canvas, weights, rows, cols) {
     let max = 0;
     for (let j = 0; j < cols; j++) max = Math.max(max, weights[i * cols + j]);
     for (let j = 0; j < cols; j++) {
-      const t = max > 0 ? weights[i * cols + j] / max : 0;
       const p = 4 * (i * cols + j);
-      image.data[p] = 255 - 202 * t;
-      image.data[p + 1] = 255 - 167 * t;
-      image.data[p + 2] = 255 - 55 * t;
-      image.data[p + 3] = 255;
+      const hidden = causal && j > i + cols - rows;
+      const t = max > 0 ? weights[i * cols + j] / max : 0;
+      image.data.set(hidden ? [200, 203, 210, 255] : [255 - 202 * t, 255 - 167 * t, 255 - 55 * t, 255], p);
     }
   }
   ctx.putImageData(image, 0, 0);

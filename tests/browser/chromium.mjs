@@ -16,8 +16,10 @@ export async function launchBrowser() {
 }
 
 // Opens url in a new page and collects console errors/warnings and page errors into `problems`.
-export async function openPage(browser, url, { viewport = { width: 1200, height: 900 } } = {}) {
+// onResponse, if given, sees every response (those of the page's workers too) from the start.
+export async function openPage(browser, url, { viewport = { width: 1200, height: 900 }, onResponse } = {}) {
   const page = await browser.newPage({ viewport });
+  if (onResponse) page.on('response', onResponse);
   const problems = [];
   page.on('console', (m) => { if (m.type() === 'error' || m.type() === 'warning') problems.push(`${m.type()}: ${m.text()}`); });
   page.on('pageerror', (e) => problems.push(`pageerror: ${e.message}`));

@@ -1,0 +1,102 @@
+// The demo page's playground in headless Chromium: a run in a Web Worker against plain
+// JavaScript, skipping plain JavaScript, Cancel, GFLOP/s from the exact count of visible pairs
+// under the (bottom-right aligned) causal mask, a heatmap that shows the position pattern, and
+// one .wasm download per library instance (the page's, the worker's).
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { openDemo, startDemo } from './demo.mjs';
+
+let demo;
+before(async () => { demo = await startDemo(); });
+after(async () => { await demo?.close(); });
+
+async function run(page, shape, { plain = true, pattern = 'positions' } = {}) {
+  for (const [name, value] of Object.entries(shape)) {
+    if (name === 'causal') await page.setChecked('input[name="causal"]', value);
+    else await page.fill(`input[name="${name}"]`, String(value));
+  }
+  await page.setChecked('input[name="plain"]', plain);
+  await page.selectOption('select[name="pattern"]', pattern);
+  await page.click('#playground button[type="submit"]');
+  await page.waitForSelector('#play-status:is([data-state="result"], [data-state="error"])', { timeout: 60000 });
+  assert.equal(await page.getAttribute('#play-status', 'data-state'), 'result', await page.textContent('#play-status'));
+  return page.evaluate(() => window.playgroundResult);
+}
+
+// Query i sees key j iff j ≤ i + seqK − seqQ (the library's causal rule), counted one by one.
+function countVisible(seqQ, seqK) {
+  let pairs = 0;
+  for (let i = 0; i < seqQ; i++) for (let j = 0; j < seqK; j++) if (j <= i + seqK - seqQ) pairs++;
+  return pairs;
+}
+
+test('a run in a Web Worker: the library against plain JavaScript, and the heatmap of the position pattern', async () => {
+  const wasm = [];
+  const { page, problems } = await openDemo(demo.browser, demo.server.url, { onResponse: (r) => { if (r.url().endsWith('.wasm')) wasm.push(r.url()); } });
+  assert.equal(wasm.length, 1, `the page loads one .wasm: ${wasm}`);
+  const r = await run(page, { heads: 2, kvHeads: 1, seqQ: 64, seqK: 96, headDim: 16, causal: false });
+  assert.equal(wasm.length, 2, `the playground's worker loads its own, once: ${wasm}`);
+  assert.match(await page.textContent('#play-status'), /^attention-wasm [\d.]+ ms \(median of [1-5]; [\d.]+ GFLOP\/s over 12,288 visible query–key pairs\) · plain JavaScript [\d.]+ ms · speed-up [\d.]+× · largest difference/);
+  assert.ok(r.maxDiff < 1e-5, `the library agrees with plain JS: ${r.maxDiff}`);
+  assert.equal(r.flops, 4 * 16 * 2 * 64 * 96);
+  assert.equal(await page.isVisible('#heatmap'), true);
+  // Position codes: every query's largest weight is on the key at its own position.
+  for (let i = 0; i < 64; i++) {
+    const row = r.weights.slice(i * 96, i * 96 + 96);
+    assert.equal(row.indexOf(Math.max(...row)), i + 32, `row ${i}`);
+  }
+  await run(page, { seqQ: 40, seqK: 40 }, { pattern: 'random' });
+  assert.equal(wasm.length, 2, 'the worker is reused');
+  assert.match(await page.textContent('#heatmap-caption'), /Random inputs have no pattern/);
+  assert.deepEqual(problems, []);
+});
+
+test('causal runs count the visible pairs exactly, also when the lengths differ', async () => {
+  const { page, problems } = await openDemo(demo.browser, demo.server.url);
+  for (const [seqQ, seqK] of [[64, 96], [96, 64], [50, 50]]) {
+    const r = await run(page, { batch: 2, heads: 2, kvHeads: 2, seqQ, seqK, headDim: 8, causal: true }, { plain: seqQ === 96 });
+    const pairs = countVisible(seqQ, seqK);
+    assert.equal(r.pairs, 2 * 2 * pairs, `${seqQ}×${seqK}`);
+    assert.equal(r.flops, 4 * 8 * 2 * 2 * pairs);
+    assert.ok(Math.abs(r.gflops - r.flops / (r.ms * 1e6)) < 1e-9 * r.gflops);
+    // Hidden keys have weight 0, and with position codes the last visible key is the largest.
+    for (let i = 0; i < seqQ; i++) {
+      const row = r.weights.slice(i * seqK, (i + 1) * seqK);
+      const visible = Math.max(0, Math.min(seqK, i + 1 + seqK - seqQ));
+      assert.ok(row.slice(visible).every((w) => w === 0), `${seqQ}×${seqK} row ${i}: hidden keys`);
+      if (visible > 0) assert.equal(row.indexOf(Math.max(...row)), visible - 1, `${seqQ}×${seqK} row ${i}: peak`);
+    }
+    if (seqQ === 96) assert.ok(r.maxDiff < 1e-5);
+  }
+  assert.deepEqual(problems, []);
+});
+
+test('plain JavaScript can be skipped, and Cancel stops a long run at once', async () => {
+  const { page, problems } = await openDemo(demo.browser, demo.server.url);
+  const r = await run(page, { seqQ: 128, seqK: 128 }, { plain: false });
+  assert.equal(r.plainMs, null);
+  assert.match(await page.textContent('#play-status'), /· plain JavaScript skipped$/);
+  assert.equal(await page.getAttribute('#play-status', 'data-speedup'), '');
+
+  // 16 heads × 2048² × 64 with plain JavaScript takes tens of seconds: cancel it while it runs.
+  for (const [name, value] of Object.entries({ heads: 16, kvHeads: 16, seqQ: 2048, seqK: 2048, headDim: 64 })) {
+    await page.fill(`input[name="${name}"]`, String(value));
+  }
+  await page.check('input[name="plain"]');
+  await page.click('#playground button[type="submit"]');
+  assert.equal(await page.getAttribute('#play-status', 'data-state'), 'running');
+  assert.equal(await page.isDisabled('#playground button[type="submit"]'), true);
+  await page.waitForTimeout(500);
+  const t0 = Date.now();
+  await page.click('#play-cancel');
+  assert.equal(await page.getAttribute('#play-status', 'data-state'), 'cancelled');
+  assert.equal(await page.textContent('#play-status'), 'Cancelled.');
+  assert.ok(Date.now() - t0 < 2000, 'cancelled at once');
+  assert.equal(await page.isDisabled('#play-cancel'), true);
+  assert.equal(await page.isDisabled('#playground button[type="submit"]'), false);
+  // The page stayed responsive, and the next run works (in a new worker).
+  assert.equal(await page.evaluate(() => 1 + 1), 2);
+  const next = await run(page, { heads: 1, kvHeads: 1, seqQ: 16, seqK: 16, headDim: 8 });
+  assert.ok(next.maxDiff < 1e-5);
+  assert.deepEqual(problems, []);
+});

@@ -1,0 +1,34 @@
+// Screenshots of every section of the demo page — desktop, 中文 and a phone — after a playground
+// run and a finished training, into artifacts/ (demo-*.png for the whole page, sections/ for each
+// section), so that a person can look at them. It fails on console errors or sideways overflow.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { PHONE, openDemo, pageShot, sectionShot, startDemo } from './demo.mjs';
+
+const SECTIONS = ['walk', 's1', 's2', 's3', 's4', 's5', 'words', 'heads', 'learn', 'play'];
+let demo;
+before(async () => { demo = await startDemo(); });
+after(async () => { await demo?.close(); });
+
+test('screenshots of every section: desktop, 中文, phone', async () => {
+  const { page, problems } = await openDemo(demo.browser, demo.server.url);
+  await page.fill('input[name="seqQ"]', '96');
+  await page.fill('input[name="seqK"]', '160');
+  await page.check('input[name="causal"]');
+  await page.click('#playground button[type="submit"]');
+  await page.click('#learn-start');
+  await page.waitForSelector('#play-status[data-state="result"]', { timeout: 60000 });
+  await page.waitForSelector('#learn-status[data-state="converged"]', { timeout: 90000 });
+  await page.hover('#outputs tbody tr:nth-child(3)');
+  for (const [name, lang, viewport] of [['desktop', 'en', { width: 1200, height: 900 }], ['zh', 'zh'], ['mobile', 'en', PHONE]]) {
+    if (viewport) await page.setViewportSize(viewport);
+    await page.click(`button[data-lang="${lang}"]`);
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+    assert.ok(overflow <= 0, `${name}: no horizontal scrolling (overflow ${overflow}px)`);
+    await page.screenshot({ path: pageShot(`demo-${name}.png`), fullPage: true });
+    for (const id of SECTIONS) {
+      await page.locator(`section[aria-labelledby="${id}"]`).screenshot({ path: sectionShot(`${name}-${id}.png`) });
+    }
+  }
+  assert.deepEqual(problems, []);
+});

@@ -11,6 +11,7 @@
 #include "attention.h"
 #include "mha.h"
 #include "parallel.h"
+#include "rotary.h"
 
 namespace {
 
@@ -210,6 +211,35 @@ std::string run_linear(std::uintptr_t x, std::uintptr_t w, std::uintptr_t b, std
   return "";
 }
 
+// Mirrors the object built by rotary() in src/js/rotary.mjs: one chunk of rows, rotated in place.
+struct JsRotaryCall {
+  std::uintptr_t x = 0, positions = 0, cos = 0, sin = 0;
+  int batch = 1, heads = 1, seq = 1, headDim = 1, rotaryDim = 2, tablePositions = 0;
+  int positionsBatchStride = 0;  // 0: one [seq] array for every batch entry
+  bool bshd = false, interleaved = false;
+  double positionOffset = 0, base = 10000;
+};
+
+std::string run_rotary(const JsRotaryCall& c) {
+  attn::RotaryParams p;
+  p.in = p.out = ptr<float>(c.x);
+  p.batch = c.batch;
+  p.heads = c.heads;
+  p.seq = c.seq;
+  p.head_dim = c.headDim;
+  p.rotary_dim = c.rotaryDim;
+  p.x = p.o = (c.bshd ? attn::dense_bshd : attn::dense_bhsd)(c.heads, c.seq, c.headDim);
+  p.interleaved = c.interleaved;
+  p.positions = ptr<const std::int32_t>(c.positions);
+  p.positions_batch_stride = c.positionsBatchStride;
+  p.position_offset = static_cast<std::int64_t>(c.positionOffset);
+  p.base = c.base;
+  p.cos = ptr<const float>(c.cos);
+  p.sin = ptr<const float>(c.sin);
+  p.table_positions = c.tablePositions;
+  return message(attn::rotary(p));
+}
+
 std::string version() { return ATTN_VERSION; }
 
 // Bytes currently allocated by malloc in this module (leak checks in the tests).
@@ -256,6 +286,23 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
   function("attention", &run_attention);
   function("attentionBackward", &run_attention_backward);
   function("linear", &run_linear);
+  value_object<JsRotaryCall>("RotaryCall")
+      .field("x", &JsRotaryCall::x)
+      .field("positions", &JsRotaryCall::positions)
+      .field("cos", &JsRotaryCall::cos)
+      .field("sin", &JsRotaryCall::sin)
+      .field("batch", &JsRotaryCall::batch)
+      .field("heads", &JsRotaryCall::heads)
+      .field("seq", &JsRotaryCall::seq)
+      .field("headDim", &JsRotaryCall::headDim)
+      .field("rotaryDim", &JsRotaryCall::rotaryDim)
+      .field("tablePositions", &JsRotaryCall::tablePositions)
+      .field("bshd", &JsRotaryCall::bshd)
+      .field("interleaved", &JsRotaryCall::interleaved)
+      .field("positionsBatchStride", &JsRotaryCall::positionsBatchStride)
+      .field("positionOffset", &JsRotaryCall::positionOffset)
+      .field("base", &JsRotaryCall::base);
+  function("rotary", &run_rotary);
 
   value_object<JsMhaConfig>("MhaConfig")
       .field("embedDim", &JsMhaConfig::embedDim)

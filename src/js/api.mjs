@@ -2,6 +2,7 @@
 // one reused heap block, runs the kernel, copies the results out into caller-owned arrays.
 import { HeapArena, kernelWorkspaceBytes } from './heap.mjs';
 import { makeMultiHeadAttention } from './mha.mjs';
+import { makeRotary } from './rotary.mjs';
 import { VARIANT_OPTIONS, resolveVariants } from './variants.mjs';
 import {
   checkFloat32, checkKnownKeys, checkMask, checkOptionalTensor, checkTensor, describe, dim, elementCount, given, kindOf,
@@ -126,6 +127,7 @@ export function createLibrary(M, { threadsReason = 'requested 1 thread', onDispo
   }
 
   const { MultiHeadAttention } = makeMultiHeadAttention(M, arena);
+  const rotary = makeRotary(M, arena);
 
   // Ends the worker threads (so nothing keeps a Node process alive) and retires this instance.
   // Layers and caches already made keep working, single-threaded, until disposed.
@@ -144,6 +146,6 @@ export function createLibrary(M, { threadsReason = 'requested 1 thread', onDispo
   return Object.freeze({
     info, attention: live('attention', attention), attentionWeights: live('attentionWeights', attentionWeights),
     attentionBackward: live('attentionBackward', attentionBackward),
-    linear: live('linear', linear), memoryUsage, MultiHeadAttention, dispose,
+    linear: live('linear', linear), rotary: live('rotary', rotary), memoryUsage, MultiHeadAttention, dispose,
   });
 }

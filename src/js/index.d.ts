@@ -212,6 +212,19 @@ export interface AttentionLibrary {
    */
   linear(input: Float32Array, weight: Float32Array, options: LinearOptions): Float32Array;
 
+  /**
+   * Rotary position embeddings (RoPE) on queries or keys: each pair (x1, x2) of a row at position
+   * p turns by the angle p·θ_c, `(x1, x2) → (x1·cos − x2·sin, x1·sin + x2·cos)`, so that q·k then
+   * depends on the positions only through their difference. The angle is computed in double
+   * precision and its cos/sin rounded to float once; each output is within 2⁻²²·(|x1| + |x2|) of
+   * the exact rotation. Pairing, partial rotary, positions and tables: see {@link RotaryOptions}.
+   * Rotating by −p undoes a rotation by p (that is also its gradient).
+   *
+   * @param x `[batch, heads, seq, headDim]` (`'bhsd'`) or `[batch, seq, heads, headDim]` (`'bshd'`)
+   * @returns the rotated tensor, laid out like x (`options.out` when given)
+   */
+  rotary(x: Float32Array, options: RotaryOptions): Float32Array;
+
   /** A multi-head attention layer with learned projections (see {@link MultiHeadAttention}). */
   readonly MultiHeadAttention: MultiHeadAttentionConstructor;
 
@@ -221,6 +234,53 @@ export interface AttentionLibrary {
    * threaded, until disposed. Not needed for a Node process to exit. Harmless to call twice.
    */
   dispose(): void;
+}
+
+/**
+ * Options of {@link AttentionLibrary.rotary}. Row `t` of batch entry `b` is at position
+ * `positionOffset + t`, or `positions[t]` / `positions[b, t]`.
+ */
+export interface RotaryOptions {
+  /** Batch size. Default 1. */
+  batch?: number | null;
+  /** Heads. Required. */
+  heads: number;
+  /** Positions (rows) per head. Required. */
+  seq: number;
+  /** Size of each row. Required. */
+  headDim: number;
+  /** `'bhsd'`: x is `[batch, heads, seq, headDim]` (default); `'bshd'`: `[batch, seq, heads, headDim]`. */
+  layout?: Layout | null;
+  /**
+   * Dimensions that rotate: even, at most `headDim`; the rest pass through unchanged (partial
+   * rotary: GPT-NeoX, Phi). Default `headDim`.
+   */
+  rotaryDim?: number | null;
+  /**
+   * θ_c = base^(−2c / rotaryDim) for pair c; the angle is position·θ_c, formed in double precision.
+   * Finite and > 0. Default 10000 (Llama 3: 500000). Not with `cos`/`sin`.
+   */
+  base?: number | null;
+  /**
+   * Pairing. `false` (default): dimension c with c + rotaryDim/2, as Hugging Face transformers'
+   * `rotate_half` (Llama, Mistral, Qwen, Gemma, GPT-NeoX, Phi). `true`: 2c with 2c + 1 (GPT-J,
+   * Meta's original Llama code, GPT-NeoX-style checkpoints converted for it).
+   */
+  interleaved?: boolean | null;
+  /** Position of row 0: an integer, with positionOffset + seq − 1 within int32. Default 0. Not with `positions`. */
+  positionOffset?: number | null;
+  /** Position of every row: `[seq]` (shared by the batch) or `[batch, seq]`. Any int32 without tables. */
+  positions?: Int32Array | null;
+  /**
+   * Precomputed tables `[maxPosition, rotaryDim / 2]`: row p holds cos and sin of position p's
+   * angles (Llama 3 scaling, YaRN, dynamic NTK, or anything else), used exactly as given in place
+   * of `base`. Both or neither; every position must be in [0, maxPosition) (else a RangeError).
+   */
+  cos?: Float32Array | null;
+  /** See `cos`. */
+  sin?: Float32Array | null;
+  /** Caller-owned output shaped like x, filled and returned; may be x itself (in place). */
+  out?: Float32Array | null;
 }
 
 /** Options of {@link AttentionLibrary.linear}. */

@@ -205,3 +205,32 @@ export function referenceAttentionBackward(query, key, value, dOut, opts) {
   }
   return dSinks ? { dQuery, dKey, dValue, dSinks } : { dQuery, dKey, dValue };
 }
+
+// Rotary position embeddings in double precision, from the definition: pair c of a row at
+// position p (dimensions c and c + rotaryDim/2, or 2c and 2c + 1 when interleaved) is rotated by
+// p·base^(−2c/rotaryDim), or by the angle whose cos and sin are row p of the given tables;
+// dimensions from rotaryDim on are copied. Takes rotary() options; returns a Float64Array laid
+// out like x.
+export function referenceRotary(x, opts) {
+  const batch = opts.batch ?? 1, { heads, seq, headDim } = opts;
+  const layout = opts.layout ?? 'bhsd', rotaryDim = opts.rotaryDim ?? headDim, base = opts.base ?? 10000;
+  const half = rotaryDim / 2;
+  const y = Float64Array.from(x);
+  for (let b = 0; b < batch; b++) {
+    for (let h = 0; h < heads; h++) {
+      for (let t = 0; t < seq; t++) {
+        const p = opts.positions ? opts.positions[opts.positions.length === seq ? t : b * seq + t] : (opts.positionOffset ?? 0) + t;
+        for (let c = 0; c < half; c++) {
+          const angle = p * base ** (-2 * c / rotaryDim);
+          const cos = opts.cos ? opts.cos[p * half + c] : Math.cos(angle);
+          const sin = opts.sin ? opts.sin[p * half + c] : Math.sin(angle);
+          const i1 = indexOf(layout, heads, seq, headDim, b, h, t, opts.interleaved ? 2 * c : c);
+          const i2 = indexOf(layout, heads, seq, headDim, b, h, t, opts.interleaved ? 2 * c + 1 : c + half);
+          y[i1] = x[i1] * cos - x[i2] * sin;
+          y[i2] = x[i1] * sin + x[i2] * cos;
+        }
+      }
+    }
+  }
+  return y;
+}

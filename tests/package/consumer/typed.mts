@@ -1,6 +1,6 @@
 // Type-checked with tsc --strict: correct calls compile, wrong ones must not (@ts-expect-error
 // fails the check if the types ever stop catching them).
-import { createAttention, loadAttention, type AttentionLibrary, type AttentionOptions } from 'attention-wasm';
+import { createAttention, loadAttention, type AttentionLibrary, type AttentionOptions, type RotaryOptions } from 'attention-wasm';
 
 const lib: AttentionLibrary = await loadAttention({ wasmUrl: new URL('https://cdn.example/attn.wasm') });
 const q = new Float32Array(8);
@@ -23,6 +23,14 @@ lib.attention(q, q, q, { ...options, layout: 'bsdh' });
 lib.attentionWeights(q, q, { heads: 2, seqQ: 1, headDim: 4, valueDim: 4 });
 // @ts-expect-error info is read-only
 lib.info.threads = 2;
+
+const rotated: Float32Array = lib.rotary(q, { heads: 2, seq: 1, headDim: 4, rotaryDim: 2, positions: new Int32Array(1), out: q });
+const rotaryOptions: RotaryOptions = { heads: 1, seq: 2, headDim: 4, interleaved: true, cos: q, sin: q, layout: 'bshd' };
+console.log(rotated, lib.rotary(q, rotaryOptions));
+// @ts-expect-error positions are an Int32Array
+lib.rotary(q, { heads: 2, seq: 1, headDim: 4, positions: new Float32Array(1) });
+// @ts-expect-error seq is required (rotary has no seqQ)
+lib.rotary(q, { heads: 2, seqQ: 1, headDim: 4 });
 
 const mha = new lib.MultiHeadAttention({ embedDim: 8, numHeads: 2, numKvHeads: 1 });
 mha.setWeights({ wq: q, wk: q, wv: q, wo: q, bq: q, bk: q, bv: q, bo: q });

@@ -42,10 +42,12 @@ inline std::int64_t position_of(const RotaryParams& p, int group, int t) {
 
 // Floats per table row. half: [cos 0..h) then [sin 0..h). interleaved: both duplicated per pair,
 // [c0 c0 c1 c1 …] then [−s0 s0 −s1 s1 …], so a row is x·C + swap_pairs(x)·S.
-inline int table_row_floats(const RotaryParams& p) { return p.interleaved ? 2 * p.rotary_dim : p.rotary_dim; }
+inline std::size_t table_row_floats(const RotaryParams& p) {
+  return static_cast<std::size_t>(p.rotary_dim) * (p.interleaved ? 2 : 1);
+}
 
-// The angles of one block's rows, in double: θ_c = 1 / base^(2c / rotary_dim) (Hugging Face's
-// inv_freq, but in double), and cos/sin of θ_c for stepping from position p to p + 1.
+// Per call, in double: θ_c = 1 / base^(2c / rotary_dim) (Hugging Face's inv_freq, but in double),
+// and cos/sin of θ_c for stepping an angle from position p to p + 1.
 struct Frequencies {
   Buffer<double> data;  // theta, step_cos, step_sin: h each
   int h = 0;
@@ -95,7 +97,8 @@ void put_row(const RotaryParams& p, const T* cos_row, const T* sin_row, float* r
 // adding ~2⁻⁵² relative error, far below float's 2⁻²⁴. Any other row is computed directly.
 void fill_table(const RotaryParams& p, const Frequencies& f, int group, int t0, int t1, float* table,
                 double* cos_d, double* sin_d) {
-  const int h = f.h, row_floats = table_row_floats(p);
+  const int h = f.h;
+  const std::size_t row_floats = table_row_floats(p);
   std::int64_t previous = 0;
   for (int t = t0; t < t1; ++t) {
     const std::int64_t pos = position_of(p, group, t);
@@ -206,7 +209,8 @@ const char* rotary(const RotaryParams& p) {
   if (const char* err = validate(p)) return err;
   Frequencies f;
   if (!f.allocate_for(p)) return "rotary: out of memory";
-  const int h = p.rotary_dim / 2, row_floats = table_row_floats(p);
+  const int h = p.rotary_dim / 2;
+  const std::size_t row_floats = table_row_floats(p);
   // Batch entries share one table unless each has its own positions.
   const bool per_batch = p.positions && p.positions_batch_stride != 0;
   const int groups = per_batch ? p.batch : 1;

@@ -106,10 +106,23 @@ function resolveRotary(x, options) {
 
 // Large tensors go through wasm memory in chunks of whole rows (every batch entry and head, in
 // multiples of the kernel's 32-row blocks, so results equal one whole call's): each chunk is
-// still in cache when it is rotated and copied out, which makes the call about twice as fast as
-// copying everything in, rotating, and copying everything out.
+// still in cache when it is rotated and copied out, which takes about half the time of copying
+// everything in, rotating, and copying everything out. Not in the threaded build: V8 copies into
+// and out of a SharedArrayBuffer 2.5-3x slower in pieces below a few MiB than in one piece
+// (measured on this project's machine), so there the tensor goes in and out whole.
 const CHUNK_BYTES = 2 ** 19;
 const BLOCK_ROWS = 32;  // kRowsPerBlock in src/rotary.cpp
+
+// Rows per chunk, and how a chunk lies in x: `pieces` contiguous runs of `pieceRow` floats per
+// row (per (batch, head) in bhsd, per batch entry in bshd; one run when a chunk is all of x).
+function chunking(r, sharedHeap) {
+  const rowFloats = r.batch * r.heads * r.headDim;  // one row of every batch entry and head
+  const rows = sharedHeap ? r.seq
+    : Math.min(r.seq, Math.max(1, Math.floor(CHUNK_BYTES / (4 * rowFloats * BLOCK_ROWS))) * BLOCK_ROWS);
+  if (rows === r.seq) return { rows, rowFloats, pieces: 1, pieceRow: rowFloats };
+  const bshd = r.layout === 'bshd';
+  return { rows, rowFloats, pieces: bshd ? r.batch : r.batch * r.heads, pieceRow: bshd ? r.heads * r.headDim : r.headDim };
+}
 
 // True when `out` shares memory with `x` without being the very same elements (in place).
 function overlapsPartially(x, out) {
@@ -120,12 +133,7 @@ function overlapsPartially(x, out) {
 export function makeRotary(M, arena) {
   return function rotary(x, options) {
     const r = resolveRotary(x, options);
-    const bshd = r.layout === 'bshd';
-    const rowFloats = r.batch * r.heads * r.headDim;  // one row of every batch entry and head
-    const rows = Math.min(r.seq, Math.max(1, Math.floor(CHUNK_BYTES / (4 * rowFloats * BLOCK_ROWS))) * BLOCK_ROWS);
-    // Contiguous pieces of a chunk in x: per (batch, head) in bhsd, per batch entry in bshd.
-    const pieces = bshd ? r.batch : r.batch * r.heads;
-    const pieceRow = bshd ? r.heads * r.headDim : r.headDim;
+    const { rows, rowFloats, pieces, pieceRow } = chunking(r, kindOf(M.HEAPF32.buffer) === 'SharedArrayBuffer');
     const src = overlapsPartially(x, r.out) ? x.slice() : x;
     const out = r.out ?? new Float32Array(r.count);
     // Int32 positions go in as their bytes (the arena copies Uint8Arrays byte for byte).
@@ -144,7 +152,7 @@ export function makeRotary(M, arena) {
         x: chunk, positions: positions ? call.address('positions') + 4 * t0 : 0,
         positionsBatchStride: r.perBatch ? r.seq : 0, positionOffset: r.offset + t0,
         cos: call.address('cos'), sin: call.address('sin'), tablePositions: r.tables ? r.tables.maxPosition : 0,
-        batch: r.batch, heads: r.heads, seq: n, headDim: r.headDim, rotaryDim: r.rotaryDim, bshd,
+        batch: r.batch, heads: r.heads, seq: n, headDim: r.headDim, rotaryDim: r.rotaryDim, bshd: r.layout === 'bshd',
         interleaved: r.interleaved, base: r.base,
       });
       if (error) throw new Error(`attention-wasm: ${error}`);

@@ -9,12 +9,17 @@
 // (≤ 4.8e-7 for inputs in [-1, 1]), plus |position|·2⁻⁴⁹ for the double angle's own rounding.
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { before, describe, test } from 'node:test';
+import { after, before, describe, test } from 'node:test';
+import { createAttention } from '../../dist/node.mjs';
 import { referenceRotary } from './reference.mjs';
 import { loadAttention, randomTensor, rng } from './helpers.mjs';
 
-let lib;
-before(async () => { lib = await loadAttention(); });
+// The default library (threaded in Node: the whole tensor is staged at once) and a
+// single-threaded one (large tensors are staged in chunks of rows): both staging paths.
+let lib, single;
+before(async () => { [lib, single] = await Promise.all([loadAttention(), createAttention({ threads: 1 })]); });
+after(() => single.dispose());
+const both = () => [['default', lib], ['single-threaded', single]];
 
 const TOLERANCE = 2 ** -21;  // 2⁻²²·(|x1| + |x2|) with |x| ≤ 1
 
@@ -161,20 +166,21 @@ describe('memory: chunks, in place, overlapping outputs', () => {
   // 64 heads × 64 dims = 4096 floats per row: chunks of 32 rows, so seq 100 takes four chunks.
   test('tensors larger than one chunk, both layouts, per-batch positions and tables', () => {
     const random = rng(21);
-    for (const layout of ['bhsd', 'bshd']) {
+    for (const [name, library] of both()) for (const layout of ['bhsd', 'bshd']) {
       for (const extra of [{}, { interleaved: true, rotaryDim: 48 }, { positions: randomPositions(200, random, -9999, 9999) },
         { ...randomTables(128, 64, random), positionOffset: 28 }]) {
         const o = { batch: 2, heads: 32, seq: 100, headDim: 64, layout, ...extra };
         const x = randomTensor(count(o), random);
-        assertCloseRotary(lib.rotary(x, o), referenceRotary(x, o), `${layout} ${Object.keys(extra)}`, 10000);
+        assertCloseRotary(library.rotary(x, o), referenceRotary(x, o), `${name} ${layout} ${Object.keys(extra)}`, 10000);
       }
     }
   });
 
-  test('results do not depend on where rows are split (at multiples of 32)', () => {
+  test('results do not depend on where rows are split (at multiples of 32) nor on the staging', () => {
     const o = { heads: 64, headDim: 64, layout: 'bshd', positionOffset: 5 };
     const x = randomTensor(100 * 64 * 64, rng(2));
     const whole = lib.rotary(x, { ...o, seq: 100 });
+    assert.deepEqual(single.rotary(x, { ...o, seq: 100 }), whole);
     const split = 64 * 64 * 64;
     const first = lib.rotary(x.subarray(0, split), { ...o, seq: 64 });
     const rest = lib.rotary(x.subarray(split), { ...o, seq: 36, positionOffset: 5 + 64 });
@@ -182,28 +188,32 @@ describe('memory: chunks, in place, overlapping outputs', () => {
   });
 
   test('out: returned as given; out: x rotates in place; an overlapping out still sees the original x', () => {
+    for (const [name, library] of both()) checkOutputs(name, library);
+  });
+
+  function checkOutputs(name, library) {
     const o = { batch: 2, heads: 32, seq: 50, headDim: 64, positionOffset: 3 };
     const n = count(o), x = randomTensor(n, rng(8)), want = referenceRotary(x, o), original = x.slice();
     const out = new Float32Array(n);
-    assert.equal(lib.rotary(x, { ...o, out }), out);
-    assertCloseRotary(out, want, 'out');
+    assert.equal(library.rotary(x, { ...o, out }), out);
+    assertCloseRotary(out, want, `${name}: out`);
     const copy = x.slice();
-    assert.equal(lib.rotary(copy, { ...o, out: copy }), copy);
-    assertCloseRotary(copy, want, 'in place');
+    assert.equal(library.rotary(copy, { ...o, out: copy }), copy);
+    assertCloseRotary(copy, want, `${name}: in place`);
     const same = new Float32Array(copy.buffer);  // another view of the same elements: in place too
     copy.set(x);
-    lib.rotary(copy, { ...o, out: same });
-    assertCloseRotary(same, want, 'in place through another view');
+    library.rotary(copy, { ...o, out: same });
+    assertCloseRotary(same, want, `${name}: in place through another view`);
     for (const shift of [n / 2, -n / 2 + 3]) {  // out starts inside x, or x inside out
       const buffer = new Float32Array(2 * n);
       const xAt = shift > 0 ? 0 : -shift, outAt = shift > 0 ? shift : 0;
       const xs = buffer.subarray(xAt, xAt + n), outs = buffer.subarray(outAt, outAt + n);
       xs.set(x);
-      lib.rotary(xs, { ...o, out: outs });
-      assertCloseRotary(outs, want, `overlap ${shift}`);
+      library.rotary(xs, { ...o, out: outs });
+      assertCloseRotary(outs, want, `${name}: overlap ${shift}`);
     }
-    assert.deepEqual(x, original, 'x untouched when out is another array');
-  });
+    assert.deepEqual(x, original, `${name}: x untouched when out is another array`);
+  }
 
   test('the kernel frees what it allocates', () => {
     const o = { batch: 2, heads: 4, seq: 70, headDim: 24, positions: randomPositions(140, rng(1), 0, 100) };

@@ -264,7 +264,7 @@ export interface RotaryOptions {
   /**
    * Pairing. `false` (default): dimension c with c + rotaryDim/2, as Hugging Face transformers'
    * `rotate_half` (Llama, Mistral, Qwen, Gemma, GPT-NeoX, Phi). `true`: 2c with 2c + 1 (GPT-J,
-   * Meta's original Llama code, GPT-NeoX-style checkpoints converted for it).
+   * Meta's original Llama code and checkpoints).
    */
   interleaved?: boolean | null;
   /** Position of row 0: an integer, with positionOffset + seq − 1 within int32. Default 0. Not with `positions`. */

@@ -1,7 +1,9 @@
 // A tiny static server for the demo page and the browser tests: by default serves web/ and dist/
-// from the repository root ('/' redirects to '/web/'), with the right MIME types for .mjs and .wasm.
+// from the repository root ('/' redirects to '/web/'), and onnxruntime-web's browser files (a dev
+// dependency, for the demo's benchmark panel) under /vendor/onnxruntime-web/ when they are
+// installed; with the right MIME types for .mjs and .wasm.
 //   node scripts/serve.mjs [--port 8080] [--no-isolation]
-import { createReadStream } from 'node:fs';
+import { createReadStream, existsSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import { extname, join, normalize, sep } from 'node:path';
@@ -21,23 +23,32 @@ export const ISOLATION_HEADERS = {
   'Cross-Origin-Embedder-Policy': 'require-corp',
 };
 
+// URL prefix → folder, for what the server serves by default.
+function defaultMounts() {
+  const mounts = { '/web/': join(REPO, 'web'), '/dist/': join(REPO, 'dist') };
+  const ort = join(REPO, 'node_modules', 'onnxruntime-web', 'dist');
+  if (existsSync(ort)) mounts['/vendor/onnxruntime-web/'] = ort;
+  return mounts;
+}
+
 // Starts the server; resolves to { url, close() }. Responses carry ISOLATION_HEADERS unless
-// `isolated` is false, plus `headers`. `root` serves one whole folder instead (e.g. a bundler's
-// output), with '/' as its index.html.
-export function startServer({ port = 0, host = '127.0.0.1', headers: extra = {}, root, isolated = true } = {}) {
+// `isolated` is false, plus `headers`. `mounts` adds URL prefixes (ending in '/') → folders.
+// `root` serves one whole folder instead (e.g. a bundler's output), with '/' as its index.html.
+export function startServer({ port = 0, host = '127.0.0.1', headers: extra = {}, root, isolated = true, mounts = {} } = {}) {
   const headers = { ...(isolated ? ISOLATION_HEADERS : {}), ...extra };
-  const base = root ?? REPO;
-  const served = root ? [''] : ['web', 'dist'];
+  const served = Object.entries(root ? { '/': root } : { ...defaultMounts(), ...mounts })
+    .sort(([a], [b]) => b.length - a.length);  // the longest prefix wins
   const server = createServer(async (req, res) => {
     const path = decodeURIComponent(new URL(req.url, 'http://x').pathname);
     if (path === '/' && !root) {
       res.writeHead(302, { Location: '/web/' }).end();
       return;
     }
-    let file = normalize(join(base, path));
-    const allowed = served.some((dir) => file.startsWith(join(base, dir, sep)));
+    const mount = served.find(([prefix]) => path.startsWith(prefix));
+    let file = mount ? normalize(join(mount[1], path.slice(mount[0].length))) : null;
     try {
-      if (!allowed) throw new Error('not served');
+      // Nothing outside the mounted folder, whatever '..' the path holds.
+      if (!file || !(file === normalize(mount[1]) || file.startsWith(join(mount[1], sep)))) throw new Error('not served');
       if ((await stat(file)).isDirectory()) file = join(file, 'index.html');
       await stat(file);
     } catch {

@@ -1,10 +1,12 @@
 // The benchmark's native ceiling: the same kernel compiled by g++ for 128-bit SSE (no
 // sanitizers), timed in-process. Prints one JSON object per shape given on the command line as
 // B,H,Sq,Sk,D[,causal]: {"shape": "...", "ms": median}.
+//   attn_bench_native [--warm-ms 1000] [--budget-ms 3000] SHAPE...
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -12,7 +14,13 @@
 
 int main(int argc, char** argv) {
   using clock = std::chrono::steady_clock;
+  int warm_ms = 1000, budget_ms = 3000;
   for (int a = 1; a < argc; ++a) {
+    const std::string arg = argv[a];
+    if ((arg == "--warm-ms" || arg == "--budget-ms") && a + 1 < argc) {
+      (arg == "--warm-ms" ? warm_ms : budget_ms) = std::atoi(argv[++a]);
+      continue;
+    }
     int b = 0, h = 0, sq = 0, sk = 0, d = 0, causal = 0;
     if (std::sscanf(argv[a], "%d,%d,%d,%d,%d,%d", &b, &h, &sq, &sk, &d, &causal) < 5) return 2;
     std::vector<float> q(std::size_t(b) * h * sq * d), k(std::size_t(b) * h * sk * d), v(k.size()), o(q.size());
@@ -26,10 +34,10 @@ int main(int argc, char** argv) {
     p.scale = 1.0f / std::sqrt(float(d));
     p.causal = causal != 0;
     const auto seconds = [](clock::duration t) { return std::chrono::duration<double>(t).count(); };
-    const auto warm_end = clock::now() + std::chrono::milliseconds(1000);
+    const auto warm_end = clock::now() + std::chrono::milliseconds(warm_ms);
     while (clock::now() < warm_end) attn::attention(p);
     std::vector<double> ms;
-    const auto end = clock::now() + std::chrono::seconds(3);
+    const auto end = clock::now() + std::chrono::milliseconds(budget_ms);
     while (ms.size() < 5 || (clock::now() < end && ms.size() < 200)) {
       const auto t0 = clock::now();
       if (const char* err = attn::attention(p)) { std::fprintf(stderr, "%s\n", err); return 1; }

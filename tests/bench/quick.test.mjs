@@ -1,30 +1,67 @@
-// `node scripts/bench.mjs --quick` runs end to end (every engine on one shape) and writes its
-// JSON. Times are never asserted here: this machine is shared, and speed lives in the benchmark.
+// `node scripts/bench.mjs --quick` (Node) and `--browser --quick` (headless Chromium) run end to
+// end — every engine on one shape — and write their JSON: each engine in its own process or page
+// with its own thread count, results that agree with ours, the configuration and the load
+// recorded. Times are never asserted here: this machine is shared, and speed lives in the benchmark.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { test } from 'node:test';
 
-test('the quick benchmark measures every engine and writes JSON', () => {
+const BENCH = fileURLToPath(new URL('../../scripts/bench.mjs', import.meta.url));
+
+async function quickRun(...flags) {
   const dir = mkdtempSync(join(tmpdir(), 'attention-bench-'));
   try {
     const json = join(dir, 'bench.json');
-    const output = execFileSync(process.execPath, [fileURLToPath(new URL('../../scripts/bench.mjs', import.meta.url)), '--quick', '--json', json],
-      { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 120000 });
-    assert.match(output, /time ÷ attention-wasm/);
-    const result = JSON.parse(readFileSync(json, 'utf8'));
-    assert.equal(result.results.length, 1);
-    const { medians, firstCall } = result.results[0];
-    for (const engine of ['attention-wasm', 'onnxruntime-web ops 1T', 'onnxruntime-web MHA 2T', 'tfjs-wasm', 'plain JS']) {
-      assert.ok(medians[engine] > 0, `${engine} was timed`);
-      assert.ok(firstCall[engine] > 0, `${engine}'s first call was timed`);
-    }
-    assert.ok(result.simdPeakGflops > 0, 'the SIMD128 peak probe ran');
-    assert.ok(result.backward.backwardMs > 0 && result.backward.forwardMs > 0, 'the backward pass was timed');
+    const { stdout } = await promisify(execFile)(process.execPath, [BENCH, '--quick', ...flags, '--json', json],
+      { encoding: 'utf8', timeout: 120000 });
+    return { stdout, run: JSON.parse(readFileSync(json, 'utf8')) };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+function checkRun({ stdout, run }, engines) {
+  assert.match(stdout, /how each engine ran/);
+  assert.match(stdout, /attention-wasm vs onnxruntime-web/);
+  assert.equal(run.results.length, 1);
+  const row = run.results[0];
+  for (const name of engines) {
+    const r = row.engines[name];
+    assert.ok(r && r.median > 0, `${name} was timed: ${JSON.stringify(r)}`);
+    assert.ok(r.firstCall > 0, `${name}'s first call was timed`);
+    assert.ok(r.maxDiff < 1e-5, `${name} computes what ours computes (max |Δ| ${r.maxDiff})`);
+  }
+  // onnxruntime-web's thread count is per process/page: each host got its own.
+  assert.equal(run.engines['onnxruntime-web ops 1T'].config.numThreads, 1);
+  assert.equal(run.engines['onnxruntime-web MHA 2T'].config.numThreads, 2);
+  assert.notEqual(run.engines['onnxruntime-web ops 1T'].host, run.engines['onnxruntime-web ops 2T'].host);
+  assert.equal(run.engines['attention-wasm 2T'].config.threads, 2);
+  assert.ok(run.peak.simd128 > 0, 'the SIMD128 peak probe ran');
+  assert.equal(run.loadavg.start.length, 3, 'the machine load is recorded');
+  assert.equal(row.loadavg.after.length, 3);
+}
+
+const ENGINES = ['attention-wasm 1T', 'attention-wasm 2T', 'onnxruntime-web ops 1T', 'onnxruntime-web MHA 1T',
+  'onnxruntime-web ops 2T', 'onnxruntime-web MHA 2T', 'tfjs-wasm 1T', 'plain JS'];
+
+test('the quick benchmark in Node: every engine in its own process, timed, results agreeing', async () => {
+  const result = await quickRun();
+  checkRun(result, ENGINES);
+  const { extras } = result.run;
+  assert.ok(extras.backward.backwardMs > 0 && extras.backward.forwardMs > 0, 'the backward pass was timed');
+  assert.ok(extras.coldStart.firstCallMs > 0 && extras.coldStart.createMs > 0, 'load and first call were timed');
+  assert.ok(extras.wasmSizes['attn.wasm'].gzip > 0, 'the .wasm sizes were measured');
+});
+
+test('the quick benchmark in Chromium: a 1-thread page and a cross-origin-isolated 2-thread page', async () => {
+  const result = await quickRun('--browser');
+  checkRun(result, ENGINES);
+  assert.match(result.run.where, /^Chromium \d+/);
+  assert.match(result.run.engines['attention-wasm 1T'].host, /not isolated/);
+  assert.match(result.run.engines['attention-wasm 2T'].host, /cross-origin isolated/);
 });

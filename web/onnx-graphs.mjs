@@ -1,5 +1,6 @@
-// ONNX models for the benchmark's onnxruntime-web engines, generated at run time with a minimal
-// protobuf writer (field numbers from onnx/onnx.proto), so no model files are committed:
+// ONNX models for the onnxruntime-web engines of the benchmark and the demo's benchmark panel,
+// generated at run time with a minimal protobuf writer (field numbers from onnx/onnx.proto), so
+// no model files are committed:
 //   standardAttention: Transpose → MatMul → Mul(scale) [→ Add(causal mask)] → Softmax → MatMul
 //   msMultiHeadAttention: the com.microsoft MultiHeadAttention contrib op
 const FLOAT = 1;  // TensorProto.DataType.FLOAT

@@ -1,0 +1,74 @@
+// This machine's WebAssembly multiply-add peak, from a tiny module written here byte by byte (so
+// the Chromium page and Node measure the same code with no build step):
+//   'simd128': 7 chains of f32x4.mul and 7 of f32x4.add by one constant (SIMD128 has no fused
+//              multiply-add),
+//   'relaxed': 13 chains of f32x4.relaxed_madd by two constants (FMA where the CPU has it).
+// All chains are independent, so the issue rate limits it rather than latency, as in a well-fed
+// matmul micro-kernel. 15 of x64's 16 vector registers: V8 keeps one as scratch, and one local
+// more makes it spill (the SIMD128 figure then drops to a third).
+const uleb = (n) => {
+  const out = [];
+  do {
+    let b = n & 0x7f;
+    n >>>= 7;
+    if (n) b |= 0x80;
+    out.push(b);
+  } while (n);
+  return out;
+};
+const section = (id, bytes) => [id, ...uleb(bytes.length), ...bytes];
+const f32 = (x) => [0x43, ...new Uint8Array(new Float32Array([x]).buffer)];
+const SIMD = 0xfd;
+const OP = { splat: [SIMD, 0x13], extract0: [SIMD, 0x1f, 0], mul: [SIMD, 0xe6, 0x01], add: [SIMD, 0xe4, 0x01], madd: [SIMD, 0x85, 0x02] };
+const get = (i) => [0x20, ...uleb(i)];
+const set = (i) => [0x21, ...uleb(i)];
+
+// (func (export "peak") (param $n i32) (result f32)): $n iterations of every chain.
+function peakModule(kind) {
+  const chains = kind === 'relaxed' ? 13 : 14;
+  // locals: 0 = $n, 1..chains = accumulators, then the constants (c; and d for a·c + d)
+  const c = chains + 1, d = chains + 2;
+  const body = [];
+  for (let i = 1; i <= chains; i++) body.push(...f32(1 + i / 64), ...OP.splat, ...set(i));
+  body.push(...f32(0.999999), ...OP.splat, ...set(c));
+  if (kind === 'relaxed') body.push(...f32(1e-6), ...OP.splat, ...set(d));
+  body.push(0x03, 0x40);  // loop
+  for (let i = 1; i <= chains; i++) {
+    if (kind === 'relaxed') body.push(...get(i), ...get(c), ...get(d), ...OP.madd, ...set(i));
+    else body.push(...get(i), ...get(c), ...(i <= chains / 2 ? OP.mul : OP.add), ...set(i));
+  }
+  body.push(...get(0), 0x41, 1, 0x6b, 0x22, 0, 0x0d, 0, 0x0b);  // $n -= 1; br_if $n; end
+  body.push(...get(1), ...OP.extract0);
+  for (let i = 2; i <= chains; i++) body.push(...get(i), ...OP.extract0, 0x92);
+  body.push(0x0b);
+  const locals = [1, ...uleb(kind === 'relaxed' ? chains + 2 : chains + 1), 0x7b];
+  const func = [...locals, ...body];
+  return {
+    flopsPerIteration: chains * 4 * (kind === 'relaxed' ? 2 : 1),
+    bytes: new Uint8Array([0, 0x61, 0x73, 0x6d, 1, 0, 0, 0,
+      ...section(1, [1, 0x60, 1, 0x7f, 1, 0x7d]),
+      ...section(3, [1, 0]),
+      ...section(7, [1, 4, ...new TextEncoder().encode('peak'), 0, 0]),
+      ...section(10, [1, ...uleb(func.length), ...func])]),
+  };
+}
+
+// GFLOP/s (median of `reps` timed calls after a time-based warm-up, so V8 has tiered the loop
+// up), or null where the engine rejects the module (relaxed SIMD in Node without its flag).
+export async function measurePeak(kind, { warmMs = 1500, reps = 15 } = {}) {
+  const { bytes, flopsPerIteration } = peakModule(kind);
+  if (!WebAssembly.validate(bytes)) return null;
+  const { instance } = await WebAssembly.instantiate(bytes, {});
+  const { peak } = instance.exports;
+  const iterations = 200000;
+  const warmEnd = performance.now() + warmMs;
+  while (performance.now() < warmEnd) peak(iterations);
+  const times = [];
+  for (let r = 0; r < reps; r++) {
+    const t0 = performance.now();
+    peak(iterations);
+    times.push(performance.now() - t0);
+  }
+  times.sort((a, b) => a - b);
+  return (iterations * flopsPerIteration) / (times[reps >> 1] * 1e6);
+}

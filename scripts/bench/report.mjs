@@ -1,0 +1,130 @@
+// Turns a benchmark run (the JSON that goes to artifacts/bench/) into the console report and the
+// README's generated table.
+import { referenceOf } from './schedule.mjs';
+
+const fmt = (ms) => (ms >= 1000 ? `${Math.round(ms).toLocaleString('en-US')}` : ms >= 100 ? ms.toFixed(0) : ms >= 10 ? ms.toFixed(1) : ms.toFixed(2));
+const gflops = (flop, ms) => flop / (ms * 1e6);
+const isOrt = (name) => name.startsWith('onnxruntime-web');
+const threadsOf = (name) => Number(name.match(/ (\d+)T\b/)?.[1] ?? 1);
+
+// One line per engine: where it ran and how it was configured.
+function describeConfig(name, { host, config }) {
+  const c = config ?? {};
+  if (name.startsWith('attention-wasm')) {
+    return `${c.simd} build, ${c.threads} thread(s) (${c.threadsReason}), loadAttention(${JSON.stringify(c.requested)}), load ${c.loadMs?.toFixed(0)} ms`;
+  }
+  if (isOrt(name)) {
+    return `onnxruntime-web ${c.version}, wasm EP; graph ${c.graph}; env.wasm.numThreads ${c.numThreads}, proxy ${c.proxy ? 'on' : 'off'}, ` +
+      `simd ${c.simd}; graphOptimizationLevel '${c.graphOptimizationLevel}', executionMode '${c.executionMode}', ` +
+      `intraOpNumThreads ${c.intraOpNumThreads}, enableCpuMemArena ${c.enableCpuMemArena}, enableMemPattern ${c.enableMemPattern}`;
+  }
+  if (name.startsWith('tfjs')) {
+    return `tfjs ${c.version} backend '${c.backend}', ${c.threads} thread(s), SIMD ${c.simd}, prod mode ${c.prodMode}; ${c.ops}`;
+  }
+  return c.code ?? '';
+}
+
+// Our engine with the same thread count and build as `name`'s peer comparison uses.
+const oursFor = (names, threads) => names.find((n) => n === `attention-wasm ${threads}T`);
+const bestOrt = (engines, threads) => {
+  let best = null;
+  for (const [n, r] of Object.entries(engines)) {
+    if (isOrt(n) && threadsOf(n) === threads && r.median && (!best || r.median < best.median)) best = { name: n, median: r.median };
+  }
+  return best;
+};
+
+export function printReport(run, out = console.log) {
+  const { machine } = run;
+  out(`attention-wasm ${run.version} against its peers in ${run.where}; ${run.date.slice(0, 16).replace('T', ' ')} UTC`);
+  out(`machine: ${machine.cpu}, ${machine.cores} cores, ${machine.os}; load average (1/5/15 min) ${run.loadavg.start.join(' ')} at start, ${run.loadavg.end.join(' ')} at end`);
+  const node = run.where.startsWith('Node');
+  out(`peak (scripts/bench/peak.mjs, this run): SIMD128 mul+add ${run.peak.simd128?.toFixed(1) ?? '?'} GFLOP/s per core; ` +
+    `relaxed-SIMD FMA ${run.peak.relaxed ? `${run.peak.relaxed.toFixed(1)} GFLOP/s${node ? ' (node --experimental-wasm-relaxed-simd)' : ''}` : 'not available'}`);
+  out('\nhow each engine ran (each host is its own process or page; hosts take turns, never run together):');
+  for (const [name, e] of Object.entries(run.engines)) out(`  ${name.padEnd(30)} [${e.host}] ${describeConfig(name, e)}`);
+  for (const f of run.hostsFailed) out(`  not run: ${f.label}: ${f.reason}`);
+  const t = run.timing;
+  out(`timing: per shape a first call, ${t.warmMs} ms warm-up, then ${t.rounds} rounds; in each round every engine gets one turn ` +
+    `(${t.settleMs} ms untimed, then ${t.turnMs} ms of timed calls), in rotated order; figure = median of the round medians ` +
+    `[min–max of them]; engines whose first call took > ${t.slowMs / 1000} s: one call in each of ${t.slowRounds} rounds.`);
+
+  out(`\n${'shape (B,H,Sq,Sk,D)'.padEnd(26)} ${'engine'.padEnd(30)} ${'median ms'.padStart(10)} ${'[round spread]'.padStart(17)} ${'GFLOP/s'.padStart(8)} ${'% peak'.padStart(7)} ${'× ours 1T'.padStart(10)} ${'max |Δ|'.padStart(8)}`);
+  for (const row of run.results) {
+    const names = Object.keys(row.engines);
+    const ref = row.engines[referenceOf(names)]?.median;
+    const lines = Object.entries(row.engines);
+    if (row.nativeMs) lines.push(['native SSE 1T (g++)', { median: row.nativeMs }]);
+    for (const [name, r] of lines) {
+      if (r.error || r.skipped) {
+        out(`${row.shape.padEnd(26)} ${name.padEnd(30)} ${r.error ? `error: ${r.error}` : `skipped: ${r.skipped}`}`);
+        continue;
+      }
+      const g = gflops(row.flops, r.median);
+      const relaxed = run.engines[name]?.config?.simd === 'relaxed-simd';
+      const peak = (relaxed ? run.peak.relaxed : run.peak.simd128) * threadsOf(name);
+      const spread = r.spread ? `[${fmt(r.spread[0])}–${fmt(r.spread[1])}]` : '';
+      out(`${row.shape.padEnd(26)} ${name.padEnd(30)} ${fmt(r.median).padStart(10)} ${spread.padStart(17)} ${g.toFixed(1).padStart(8)} ` +
+        `${peak && !name.startsWith('native') ? `${(100 * g / peak).toFixed(0)}%`.padStart(7) : ''.padStart(7)} ${ref ? (r.median / ref).toFixed(2).padStart(10) : ''.padStart(10)} ` +
+        `${r.maxDiff !== undefined ? r.maxDiff.toExponential(0).padStart(8) : ''}`);
+    }
+    const first = row.engines[referenceOf(names)]?.firstCall;
+    out(`${''.padEnd(26)} load average ${row.loadavg.before.join(' ')} → ${row.loadavg.after.join(' ')}; first call of ours 1T ${first?.toFixed(1)} ms`);
+  }
+
+  out('\nattention-wasm vs onnxruntime-web (the faster of its two graphs), same thread count; × = ORT time ÷ ours:');
+  out(`${'shape'.padEnd(26)} ${'ours 1T'.padStart(9)} ${'ORT 1T'.padStart(9)} ${'×'.padStart(6)}   ${'ours 2T'.padStart(9)} ${'ORT 2T'.padStart(9)} ${'×'.padStart(6)}   ours 2T ÷ 1T`);
+  for (const row of summaryRows(run)) {
+    const c = (x) => (x ? fmt(x).padStart(9) : '—'.padStart(9));
+    const r = (x) => (x ? x.toFixed(2).padStart(6) : '—'.padStart(6));
+    out(`${row.shape.padEnd(26)} ${c(row.ours1)} ${c(row.ort1)} ${r(row.ratio1)}   ${c(row.ours2)} ${c(row.ort2)} ${r(row.ratio2)}   ${row.scaling ? row.scaling.toFixed(2) : '—'}`);
+  }
+  for (const line of run.notes ?? []) out(line);
+}
+
+export function summaryRows(run) {
+  return run.results.map((row) => {
+    const names = Object.keys(row.engines);
+    const ours1 = row.engines[oursFor(names, 1)]?.median, ours2 = row.engines[oursFor(names, 2)]?.median;
+    const ort1 = bestOrt(row.engines, 1)?.median, ort2 = bestOrt(row.engines, 2)?.median;
+    return {
+      shape: row.shape, ours1, ours2, ort1, ort2,
+      ratio1: ours1 && ort1 ? ort1 / ours1 : null, ratio2: ours2 && ort2 ? ort2 / ours2 : null,
+      scaling: ours1 && ours2 ? ours1 / ours2 : null,
+    };
+  });
+}
+
+// The README's table for one run (markdown), with the line that says when, where and how.
+export function readmeBlock(run) {
+  const first = run.results[0]?.engines ?? {};
+  const extra = Object.keys(first).filter((n) => /^attention-wasm \dT .+/.test(n));  // e.g. the simd128 build beside 'auto'
+  const cols = [
+    ['attention-wasm 1 thread', (r) => r.engines['attention-wasm 1T']],
+    ...extra.map((n) => [n.replace(/^attention-wasm (\d)T (.+)$/, 'attention-wasm $1 thread(s), $2'), (r) => r.engines[n]]),
+    ['ORT 1 thread', (r) => bestOrt(r.engines, 1)],
+    ['attention-wasm 2 threads', (r) => r.engines['attention-wasm 2T']],
+    ['ORT 2 threads', (r) => bestOrt(r.engines, 2)],
+    ['tfjs-wasm', (r) => r.engines[Object.keys(r.engines).find((n) => n.startsWith('tfjs') && threadsOf(n) === 1)]],
+    ['plain JS', (r) => r.engines['plain JS']],
+    ...(run.results.some((r) => r.nativeMs) ? [['native SSE, 1 thread', (r) => (r.nativeMs ? { median: r.nativeMs } : null)]] : []),
+  ];
+  const rows = summaryRows(run);
+  const lines = [
+    `| shape (B, H, Sq, Sk, D) | ${cols.map(([c]) => c).join(' | ')} | ORT ÷ ours, 1 thread | ORT ÷ ours, 2 threads |`,
+    `|---|${cols.map(() => '---').join('|')}|---|---|`,
+  ];
+  run.results.forEach((r, i) => {
+    const cell = (x) => (x?.median ? `${fmt(x.median)} ms` : '—');
+    const ratio = (x) => (x ? `${x.toFixed(2)}×` : '—');
+    lines.push(`| ${r.shape.replace(/,/g, ', ')} | ${cols.map(([, get]) => cell(get(r))).join(' | ')} | ${ratio(rows[i].ratio1)} | ${ratio(rows[i].ratio2)} |`);
+  });
+  const ortConfig = Object.entries(run.engines).find(([n]) => isOrt(n))?.[1]?.config;
+  const header = `Measured ${run.date.slice(0, 10)} by \`${run.command}\` in ${run.where} on ${run.machine.cpu} (${run.machine.cores} cores, shared), ` +
+    `load average ${run.loadavg.start[0]} at start and ${run.loadavg.end[0]} at end; medians of ${run.timing.rounds} rounds of ${run.timing.turnMs} ms turns. ` +
+    `SIMD128 mul+add peak ${run.peak.simd128?.toFixed(0)} GFLOP/s per core` +
+    `${run.peak.relaxed ? `, FMA ${run.peak.relaxed.toFixed(0)}` : ''}. ORT = onnxruntime-web ${ortConfig?.version ?? ''}, the faster of its two graphs, ` +
+    `\`env.wasm.numThreads\` = its thread count in its own ${run.where.startsWith('Node') ? 'process' : 'page'}, ` +
+    `graphOptimizationLevel 'all', proxy off.`;
+  return `${header}\n\n${lines.join('\n')}\n`;
+}

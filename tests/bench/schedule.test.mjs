@@ -1,0 +1,131 @@
+// The benchmark's scheduler and report on fake hosts (no engines, no timing): one engine at a
+// time, turns in rotated order, slow and failing engines, medians of round medians, the
+// cross-check of results, the ratios and the README table.
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { measurePeak } from '../../scripts/bench/peak.mjs';
+import { updateReadme } from '../../scripts/bench/readme.mjs';
+import { readmeBlock, summaryRows } from '../../scripts/bench/report.mjs';
+import { measureShape } from '../../scripts/bench/schedule.mjs';
+
+const TIMING = { warmMs: 1, rounds: 4, turnMs: 1, settleMs: 1, slowMs: 1000, slowRounds: 2, skipMs: 20000 };
+const SHAPE = { batch: 1, heads: 1, seqQ: 4, seqK: 4, headDim: 2, causal: false };
+
+// engines: { name: { firstCall, times: round → ms list, sample, error } }; `log` records every
+// call as [host, method, name], and `busy` catches two calls running at once.
+function fakeHosts(spec, log) {
+  let busy = false;
+  return Object.entries(spec).map(([label, engines]) => {
+    const turns = {};
+    return {
+      label, engines: Object.keys(engines).map((name) => ({ name, config: {} })),
+      async call(method, name, options) {
+        assert.equal(busy, false, 'two hosts ran at once');
+        busy = true;
+        await new Promise((done) => setTimeout(done, 1));
+        busy = false;
+        log.push([label, method, method === 'prepare' ? null : name, options]);
+        if (method === 'prepare') {
+          return Object.fromEntries(Object.entries(engines).map(([n, e]) => [n, e.error ? { error: e.error } : { firstCall: e.firstCall, sample: e.sample }]));
+        }
+        if (method === 'release') return undefined;
+        if (options.ms === TIMING.warmMs && !options.settleMs) return [999];  // the warm-up
+        turns[name] = (turns[name] ?? 0) + 1;
+        return engines[name].times(turns[name] - 1);
+      },
+    };
+  });
+}
+
+test('every engine gets turns in rotated order, one at a time; figures are medians of round medians', async () => {
+  const log = [];
+  const hosts = fakeHosts({
+    ours: { 'attention-wasm 1T': { firstCall: 5, sample: [1, 2, 3], times: (r) => [10 + r, 10 + r, 50] } },
+    ort: {
+      'onnxruntime-web ops 1T': { firstCall: 9, sample: [1, 2, 3.5], times: (r) => [[20, 21, 22, 90][r]] },
+      'onnxruntime-web MHA 1T': { error: 'unsupported op' },
+    },
+    plain: { 'plain JS': { firstCall: 4000, sample: [1, 2, 3], times: () => [3000] } },
+  }, log);
+  const result = await measureShape(hosts, SHAPE, TIMING);
+  const e = result.engines;
+
+  assert.equal(e['attention-wasm 1T'].median, 12);  // round medians 10, 11, 12, 13
+  assert.deepEqual(e['attention-wasm 1T'].spread, [10, 13]);
+  assert.equal(e['onnxruntime-web ops 1T'].median, 22);  // 20, 21, 22, 90: one bad round does not move it
+  assert.equal(e['onnxruntime-web ops 1T'].maxDiff, 0.5);
+  assert.equal(e['attention-wasm 1T'].maxDiff, 0);
+  assert.deepEqual(e['onnxruntime-web MHA 1T'], { error: 'unsupported op' });
+  assert.deepEqual(e['plain JS'].rounds, [3000, 3000], 'a slow engine: one call in each of slowRounds rounds');
+  assert.ok(Array.isArray(result.loadavg.before) && result.loadavg.before.length === 3, 'the load average is recorded');
+
+  // Timed turns: the fast engines alternate, the first of each round rotating; each starts with settle time.
+  const turns = log.filter(([, m, , o]) => m === 'turn' && o.settleMs).map(([, , n]) => n);
+  assert.deepEqual(turns, ['attention-wasm 1T', 'onnxruntime-web ops 1T', 'onnxruntime-web ops 1T', 'attention-wasm 1T',
+    'attention-wasm 1T', 'onnxruntime-web ops 1T', 'onnxruntime-web ops 1T', 'attention-wasm 1T']);
+  assert.ok(log.filter(([, m, n, o]) => m === 'turn' && n === 'plain JS').every(([, , , o]) => o.maxCalls === 1));
+  assert.equal(log.filter(([, m]) => m === 'release').length, 3, 'every host releases the shape');
+});
+
+test('an engine whose first call exceeds skipMs is reported as skipped, not timed', async () => {
+  const log = [];
+  const hosts = fakeHosts({
+    ours: { 'attention-wasm 1T': { firstCall: 5, sample: [1], times: () => [10] } },
+    tf: { 'tfjs-wasm 1T': { firstCall: 25000, sample: [1], times: () => assert.fail('timed') } },
+  }, log);
+  const { engines } = await measureShape(hosts, SHAPE, TIMING);
+  assert.match(engines['tfjs-wasm 1T'].skipped, /first call 25\.0 s > 20 s/);
+  assert.equal(log.filter(([, m, n]) => m === 'turn' && n === 'tfjs-wasm 1T').length, 0);
+});
+
+const RUN = {
+  version: '0.1.0', where: 'Node v20.20.2', command: 'npm run bench', date: '2026-12-01T10:00:00.000Z',
+  machine: { cpu: 'AMD EPYC', cores: 2, os: 'Debian' }, loadavg: { start: [1.5, 1, 1], end: [2, 1, 1] },
+  timing: { rounds: 7, turnMs: 400 }, peak: { simd128: 60, relaxed: 68 },
+  engines: { 'onnxruntime-web ops 1T': { config: { version: '1.30.0' } } },
+  results: [{
+    shape: '(1,12,512,512,64)', flops: 1,
+    engines: {
+      'attention-wasm 1T': { median: 20 }, 'attention-wasm 2T': { median: 10 },
+      'onnxruntime-web ops 1T': { median: 30 }, 'onnxruntime-web MHA 1T': { median: 28 },
+      'onnxruntime-web ops 2T': { median: 16 }, 'onnxruntime-web MHA 2T': { error: 'x' },
+      'tfjs-wasm 1T': { median: 400 }, 'plain JS': { skipped: 'slow' },
+    },
+    nativeMs: 19,
+  }],
+};
+
+test('the summary compares ours with the faster ORT graph at the same thread count', () => {
+  const [row] = summaryRows(RUN);
+  assert.equal(row.ort1, 28);
+  assert.equal(row.ratio1, 28 / 20);
+  assert.equal(row.ratio2, 16 / 10);
+  assert.equal(row.scaling, 2);
+  const block = readmeBlock(RUN);
+  assert.match(block, /^Measured 2026-12-01 by `npm run bench` in Node v20\.20\.2 on AMD EPYC \(2 cores, shared\), load average 1\.5 at start/);
+  assert.match(block, /\| \(1, 12, 512, 512, 64\) \| 20\.0 ms \| 28\.0 ms \| 10\.0 ms \| 16\.0 ms \| 400 ms \| — \| 19\.0 ms \| 1\.40× \| 1\.60× \|/);
+});
+
+test('the README table is replaced between its markers, and only there', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'bench-readme-'));
+  try {
+    const file = join(dir, 'README.md');
+    writeFileSync(file, 'before\n<!-- bench:node -->\nold table\n<!-- /bench:node -->\nafter\n');
+    updateReadme(file, 'node', 'new table\n');
+    assert.equal(readFileSync(file, 'utf8'), 'before\n<!-- bench:node -->\nnew table\n<!-- /bench:node -->\nafter\n');
+    assert.throws(() => updateReadme(file, 'browser', 'x'), /no <!-- bench:browser --> … <!-- \/bench:browser --> markers/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('the peak probe module validates and runs; relaxed SIMD only where the engine has it', async () => {
+  assert.ok(await measurePeak('simd128', { warmMs: 20, reps: 3 }) > 1);
+  const relaxed = WebAssembly.validate(new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10, 15, 1,
+    13, 0, 65, 1, 253, 15, 65, 2, 253, 15, 253, 128, 2, 11]));
+  const fma = await measurePeak('relaxed', { warmMs: 20, reps: 3 });
+  assert.equal(fma === null, !relaxed);
+});

@@ -1,0 +1,61 @@
+// Runs engines (from bench-engines.mjs) in turns, inside one process, page or worker. The
+// benchmark's coordinator drives several hosts and decides who runs when; a host only times
+// calls of one engine at a time, so nothing else runs in it meanwhile. Every method takes and
+// returns plain data (it is called over IPC and through page.evaluate).
+import { makeInputs } from './bench-engines.mjs';
+
+const SAMPLE = 256;  // output elements compared across engines
+
+export function createBenchHost(engines) {
+  let prepared = new Map();  // engine name → { run, read, release? }
+  const releaseAll = async () => {
+    for (const p of prepared.values()) await p.release?.();
+    prepared = new Map();
+  };
+  return {
+    engines: () => engines.map(({ name, config }) => ({ name, config })),
+
+    // Sets every engine up for `shape` and times its first call; returns, per engine name,
+    // { firstCall, sample } (sample: SAMPLE evenly spaced output elements) or { error }.
+    async prepare(shape) {
+      await releaseAll();
+      const inputs = makeInputs(shape);
+      const size = inputs.q.length;
+      const result = {};
+      for (const engine of engines) {
+        try {
+          const p = await engine.prepare(shape, inputs);
+          const t0 = performance.now();
+          await p.run();
+          const firstCall = performance.now() - t0;
+          prepared.set(engine.name, p);
+          const sample = Array.from({ length: Math.min(SAMPLE, size) }, (_, j) => p.read(Math.floor((j * size) / Math.min(SAMPLE, size))));
+          result[engine.name] = { firstCall, sample };
+        } catch (error) {
+          result[engine.name] = { error: String(error?.message ?? error) };
+        }
+      }
+      return result;
+    },
+
+    // One turn of `name`: untimed calls for settleMs (at least one if settleMs > 0: what ran
+    // before may still be winding down), then timed calls for ms (at least one, at most
+    // maxCalls). Returns the times in ms.
+    async turn(name, { ms = 0, settleMs = 0, maxCalls = 10000 } = {}) {
+      const p = prepared.get(name);
+      if (!p) throw new Error(`bench host: ${name} is not prepared`);
+      const settleEnd = performance.now() + settleMs;
+      if (settleMs > 0) do await p.run(); while (performance.now() < settleEnd);
+      const times = [];
+      const end = performance.now() + ms;
+      do {
+        const t0 = performance.now();
+        await p.run();
+        times.push(performance.now() - t0);
+      } while (performance.now() < end && times.length < maxCalls);
+      return times;
+    },
+
+    release: releaseAll,
+  };
+}

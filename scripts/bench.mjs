@@ -3,7 +3,7 @@
 // wasm backend, plain JavaScript, and (in Node) this kernel compiled natively for 128-bit SSE.
 // Each engine and thread count runs in its own Node process (--browser: its own Chromium page per
 // thread count), configured as its documentation recommends; engines take turns of many calls in
-// rotated rounds (scripts/bench/schedule.mjs); the report says how each was configured, the
+// rotated rounds (web/bench-schedule.mjs); the report says how each was configured, the
 // machine and its load. Results go to artifacts/bench/ as JSON; --readme rewrites the README's
 // generated table from a full run.
 //   node scripts/bench.mjs [--browser] [--quick] [--shape B,H,Sq,Sk,D[,1]] [--json FILE] [--readme]
@@ -15,7 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { measurePeak } from './bench/peak.mjs';
 import { printReport, readmeBlock } from './bench/report.mjs';
 import { updateReadme } from './bench/readme.mjs';
-import { measureShape, TIMING } from './bench/schedule.mjs';
+import { measureShape, TIMING } from '../web/bench-schedule.mjs';
 import { FULL_SHAPES, QUICK_SHAPES, flops, label, parseShape } from './bench/shapes.mjs';
 
 const here = (p) => fileURLToPath(new URL(p, import.meta.url));
@@ -91,7 +91,7 @@ for (const h of hosts) {
 const results = [];
 for (const shape of shapes) {
   log(`measuring ${label(shape)}`);
-  const r = await measureShape(hosts, shape, timing, (s) => log(`  ${label(shape)}: ${s}`));
+  const r = await measureShape(hosts, shape, timing, { log: (s) => log(`  ${label(shape)}: ${s}`), load });
   results.push({ shape: label(shape), flops: flops(shape), ...r });
 }
 await closeAll();

@@ -32,12 +32,13 @@ function defaultMounts() {
 }
 
 // Starts the server; resolves to { url, close() }. Responses carry ISOLATION_HEADERS unless
-// `isolated` is false, plus `headers`. `mounts` adds URL prefixes (ending in '/') → folders.
-// `root` serves one whole folder instead (e.g. a bundler's output), with '/' as its index.html.
+// `isolated` is false, plus `headers`. `mounts` adds URL prefixes (ending in '/') → folders (null
+// takes a default one away). `root` serves one whole folder instead (e.g. a bundler's output),
+// with '/' as its index.html.
 export function startServer({ port = 0, host = '127.0.0.1', headers: extra = {}, root, isolated = true, mounts = {} } = {}) {
   const headers = { ...(isolated ? ISOLATION_HEADERS : {}), ...extra };
   const served = Object.entries(root ? { '/': root } : { ...defaultMounts(), ...mounts })
-    .sort(([a], [b]) => b.length - a.length);  // the longest prefix wins
+    .filter(([, dir]) => dir).sort(([a], [b]) => b.length - a.length);  // the longest prefix wins
   const server = createServer(async (req, res) => {
     const path = decodeURIComponent(new URL(req.url, 'http://x').pathname);
     if (path === '/' && !root) {
@@ -46,17 +47,20 @@ export function startServer({ port = 0, host = '127.0.0.1', headers: extra = {},
     }
     const mount = served.find(([prefix]) => path.startsWith(prefix));
     let file = mount ? normalize(join(mount[1], path.slice(mount[0].length))) : null;
+    let size;
     try {
       // Nothing outside the mounted folder, whatever '..' the path holds.
       if (!file || !(file === normalize(mount[1]) || file.startsWith(join(mount[1], sep)))) throw new Error('not served');
       if ((await stat(file)).isDirectory()) file = join(file, 'index.html');
-      await stat(file);
+      size = (await stat(file)).size;
     } catch {
       res.writeHead(404, { 'Content-Type': 'text/plain', ...headers }).end('not found');
       return;
     }
-    res.writeHead(200, { 'Content-Type': TYPES[extname(file)] ?? 'application/octet-stream', 'Cache-Control': 'no-cache', ...headers });
-    createReadStream(file).pipe(res);
+    res.writeHead(200, { 'Content-Type': TYPES[extname(file)] ?? 'application/octet-stream', 'Content-Length': size,
+      'Cache-Control': 'no-cache', ...headers });
+    if (req.method === 'HEAD') res.end();
+    else createReadStream(file).pipe(res);
   });
   return new Promise((resolve, reject) => {
     server.once('error', reject);

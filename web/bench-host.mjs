@@ -17,7 +17,8 @@ export function createBenchHost(engines) {
 
     // Sets every engine up for `shape` and times its first call; returns, per engine name,
     // { firstCall, sample } (sample: SAMPLE evenly spaced output elements) or { error }.
-    async prepare(shape) {
+    async prepare({ batch, heads, seqQ, seqK, headDim, causal = false }) {
+      const shape = { batch, heads, seqQ, seqK, headDim, causal };  // only what the engines take
       await releaseAll();
       const inputs = makeInputs(shape);
       const size = inputs.q.length;

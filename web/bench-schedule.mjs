@@ -5,22 +5,24 @@
 // that ran before, e.g. onnxruntime-web's spinning pool threads, may still be winding down and
 // the cores may have idled). An engine's figure is the median of its round medians; the spread of
 // those round medians shows the noise. Slow engines (first call over slowMs) get one call per
-// round for slowRounds rounds.
-import { loadavg } from 'node:os';
+// round for slowRounds rounds. Shared by the Node and Chromium benchmark (scripts/bench.mjs) and
+// the demo's benchmark panel (bench-panel.mjs), so it imports nothing.
 
 export const TIMING = {
   full: { warmMs: 1000, rounds: 7, turnMs: 400, settleMs: 100, slowMs: 1000, slowRounds: 3, skipMs: 20000 },
   quick: { warmMs: 300, rounds: 3, turnMs: 150, settleMs: 30, slowMs: 300, slowRounds: 1, skipMs: 20000 },
+  panel: { warmMs: 300, rounds: 3, turnMs: 300, settleMs: 50, slowMs: 300, slowRounds: 2, skipMs: 20000 },
 };
 
 export const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const rotate = (xs, by) => xs.map((_, i) => xs[(i + by) % xs.length]);
-const load = () => loadavg().map((x) => Number(x.toFixed(2)));
 
 // The reference every other engine is compared with (results and speed): our first 1-thread engine.
 export const referenceOf = (names) => names.find((n) => /^attention-wasm 1T$/.test(n)) ?? names.find((n) => n.startsWith('attention-wasm'));
 
-export async function measureShape(hosts, shape, timing, log = () => {}) {
+// Returns { loadavg: { before, after }, engines: { name: figures } }; `load` gives the machine's
+// load average where there is one (Node), `log` hears of each round.
+export async function measureShape(hosts, shape, timing, { log = () => {}, load = () => null } = {}) {
   const loadBefore = load();
   const entries = [];
   for (const host of hosts) {

@@ -1,0 +1,233 @@
+// "Benchmark in your browser": a small panel that times attention-wasm against plain JavaScript
+// and, where the server provides onnxruntime-web's files, against onnxruntime-web — on the
+// visitor's own machine, with the same engines, inputs and turn-taking as `npm run bench`.
+//
+// Contract, for the page that embeds it:
+//   import { mountBenchPanel } from './bench-panel.mjs';
+//   const panel = mountBenchPanel(element, options);
+// - element: an HTMLElement, normally empty; the panel renders into it (a shape picker, a Run
+//   button, a status line, a results table, a note on how it measured) and sets
+//   element.dataset.state to 'idle' | 'running' | 'done' | 'error'. It adds no heading: give it
+//   one. Its stylesheet bench-panel.css (all rules under .bench-panel) is linked into
+//   document.head once, unless options.stylesheet is false (then link it yourself).
+// - options (all optional):
+//     ortUrl: folder of onnxruntime-web's dist files (default '../vendor/onnxruntime-web/' next to
+//       this file, which `npm start` serves from node_modules); null: no onnxruntime-web. When the
+//       folder does not answer, the panel says so and compares attention-wasm with plain JS only.
+//     shapes: [{ label, batch, heads, seqQ, seqK, headDim, causal? }] to choose from (a default list).
+//     timing: overrides of the schedule ({ warmMs, rounds, turnMs, settleMs, slowMs, slowRounds },
+//       see bench-schedule.mjs).
+//     text: overrides of the English strings in TEXT (for a translated page).
+// - Each engine runs in its own module Web Worker (bench-panel-worker.mjs), one at a time; at
+//   1 thread, and also at navigator.hardwareConcurrency threads (≤ 8) when the page is
+//   cross-origin isolated. Works under `script-src 'self' 'wasm-unsafe-eval'`.
+// - Returns { run(shape?) → Promise<results>, results, destroy() }; a finished run also fires a
+//   'bench-panel-done' event on element with the results as detail: { shape, threads, ort, rows:
+//   [{ name, median, spread, gflops, relative, maxDiff, error, skipped }] }.
+import { measureShape, referenceOf, TIMING } from './bench-schedule.mjs';
+
+export const TEXT = {
+  shape: 'Shape (batch, heads, queries, keys, head size)',
+  run: 'Run benchmark',
+  loading: 'Loading the engines…',
+  measuring: 'Measuring: round {round} of {rounds}…',
+  done: 'Done: medians of {rounds} rounds on this device.',
+  failed: 'The benchmark failed: {message}',
+  engine: 'engine',
+  median: 'median time',
+  speed: 'GFLOP/s',
+  relative: 'time ÷ attention-wasm',
+  oneThread: '1 thread',
+  threads: '{n} threads',
+  noOrt: 'onnxruntime-web is not served here ({url}): comparing with plain JavaScript only. `npm start` serves it.',
+  noThreads: 'This page is not cross-origin isolated, so every engine runs on 1 thread.',
+  how: 'Each engine runs in its own Web Worker, one at a time, in turns of many calls; the time is the median of the round medians (the range in brackets).',
+};
+
+const DEFAULT_SHAPES = [
+  { label: 'BERT-base layer (1, 12, 512, 512, 64)', batch: 1, heads: 12, seqQ: 512, seqK: 512, headDim: 64 },
+  { label: 'the same, causal', batch: 1, heads: 12, seqQ: 512, seqK: 512, headDim: 64, causal: true },
+  { label: 'short sequence (1, 8, 128, 128, 64)', batch: 1, heads: 8, seqQ: 128, seqK: 128, headDim: 64 },
+  { label: 'ViT-B/16 batch (4, 12, 197, 197, 64)', batch: 4, heads: 12, seqQ: 197, seqK: 197, headDim: 64 },
+];
+
+const fill = (template, values) => template.replace(/\{(\w+)\}/g, (_, k) => String(values[k]));
+const fmt = (ms) => (ms >= 100 ? ms.toFixed(0) : ms >= 10 ? ms.toFixed(1) : ms.toFixed(2));
+
+function el(tag, props = {}, ...children) {
+  const node = Object.assign(document.createElement(tag), props);
+  node.append(...children);
+  return node;
+}
+
+function linkStylesheet() {
+  if (document.querySelector('link[data-bench-panel]')) return;
+  const link = el('link', { rel: 'stylesheet', href: new URL('./bench-panel.css', import.meta.url).href });
+  link.dataset.benchPanel = '';
+  document.head.append(link);
+}
+
+// A worker holding the engines of one spec, with the interface bench-schedule.mjs drives.
+function startWorker(spec, ortUrl) {
+  const worker = new Worker(new URL('./bench-panel-worker.mjs', import.meta.url), { type: 'module' });
+  const pending = new Map();
+  let nextId = 0;
+  worker.addEventListener('message', ({ data }) => {
+    const { ok, fail } = pending.get(data.id);
+    pending.delete(data.id);
+    if ('error' in data) fail(new Error(data.error));
+    else ok(data.result);
+  });
+  worker.addEventListener('error', (e) => {
+    for (const { fail } of pending.values()) fail(new Error(e.message || 'the worker failed to start'));
+    pending.clear();
+  });
+  const call = (method, ...args) => new Promise((ok, fail) => {
+    const id = nextId++;
+    pending.set(id, { ok, fail });
+    worker.postMessage({ id, method, args });
+  });
+  return call('load', spec, { ortUrl: ortUrl && String(ortUrl) })
+    .then((engines) => ({ label: JSON.stringify(spec), engines, call, close: () => worker.terminate() }))
+    .catch((error) => {
+      worker.terminate();
+      return { label: JSON.stringify(spec), failed: error.message };
+    });
+}
+
+// Whether onnxruntime-web's loader is there (a GET read to the end: Chromium reports HEAD requests
+// as aborted, and the workers load the same file next).
+async function served(url) {
+  try {
+    const response = await fetch(new URL('ort.wasm.min.mjs', url));
+    await response.arrayBuffer();
+    return response.ok;
+  } catch {
+    return false;
+  }
+}
+
+export function mountBenchPanel(element, options = {}) {
+  if (!(element instanceof HTMLElement)) {
+    throw new TypeError(`mountBenchPanel: element must be an HTMLElement, got ${element === null ? 'null' : typeof element}`);
+  }
+  const text = { ...TEXT, ...options.text };
+  const shapes = options.shapes ?? DEFAULT_SHAPES;
+  const timing = { ...TIMING.panel, ...options.timing };
+  const ortUrl = options.ortUrl === null ? null : new URL(options.ortUrl ?? '../vendor/onnxruntime-web/', import.meta.url);
+  if (options.stylesheet !== false) linkStylesheet();
+
+  const select = el('select', { name: 'shape' }, ...shapes.map((s, i) => el('option', { value: String(i), textContent: s.label })));
+  const button = el('button', { type: 'submit', textContent: text.run });
+  const form = el('form', { className: 'bench-panel-form' }, el('label', {}, `${text.shape} `, select), button);
+  const status = el('p', { className: 'bench-panel-status', role: 'status' });
+  const body = el('tbody');
+  const table = el('table', { className: 'bench-panel-results', hidden: true },
+    el('thead', {}, el('tr', {}, ...[text.engine, text.median, text.speed, text.relative].map((h) => el('th', { scope: 'col', textContent: h })),
+      el('td', { className: 'bench-panel-bar-cell' }))),
+    body);
+  const note = el('p', { className: 'bench-panel-note', textContent: text.how });
+  element.classList.add('bench-panel');
+  element.replaceChildren(form, status, table, note);
+  element.dataset.state = 'idle';
+
+  let results = null;
+  let running = null;
+  let workers = [];
+
+  function render(rows) {
+    const best = Math.min(...rows.filter((r) => r.median).map((r) => r.median));
+    body.replaceChildren(...rows.map((r) => {
+      const name = r.name.replace(/ (\d+)T\b/, (_, n) => `, ${n === '1' ? text.oneThread : fill(text.threads, { n })}`);
+      if (!r.median) return el('tr', {}, el('th', { scope: 'row', textContent: name }), el('td', { colSpan: 4, textContent: r.error ?? r.skipped }));
+      // Speed relative to the fastest, as a bar (set through the CSSOM, allowed under a strict CSP).
+      const bar = el('td', { className: 'bench-panel-bar-cell' }, el('span', { className: 'bench-panel-bar' }));
+      bar.setAttribute('aria-hidden', 'true');
+      bar.style.setProperty('--speed', String(best / r.median));
+      return el('tr', {},
+        el('th', { scope: 'row', textContent: name }),
+        el('td', { textContent: `${fmt(r.median)} ms [${fmt(r.spread[0])}–${fmt(r.spread[1])}]` }),
+        el('td', { textContent: r.gflops.toFixed(1) }),
+        el('td', { textContent: `${r.relative.toFixed(2)}×` }),
+        bar);
+    }));
+    table.hidden = false;
+  }
+
+  async function measure(shape) {
+    const isolated = globalThis.crossOriginIsolated === true;
+    const threads = isolated ? Math.min(navigator.hardwareConcurrency || 1, 8) : 1;
+    const ort = ortUrl !== null && await served(ortUrl);
+    const specs = [{ kind: 'ours', threads: 1 }, { kind: 'plain' }];
+    if (ort) specs.push({ kind: 'ort', threads: 1, graphs: ['mha', 'ops'] });
+    if (threads > 1) {
+      specs.push({ kind: 'ours', threads });
+      if (ort) specs.push({ kind: 'ort', threads, graphs: ['mha', 'ops'] });
+    }
+    const notes = [text.how];
+    if (!ort && ortUrl !== null) notes.unshift(fill(text.noOrt, { url: ortUrl.href }));
+    if (!isolated) notes.unshift(text.noThreads);
+    note.textContent = notes.join(' ');
+
+    status.textContent = text.loading;
+    const hosts = [];
+    for (const spec of specs) hosts.push(await startWorker(spec, ortUrl));  // one at a time: loads compete
+    workers = hosts.filter((h) => !h.failed);
+    try {
+      let round = 0;
+      const { engines } = await measureShape(workers, shape, timing, {
+        log: () => { status.textContent = fill(text.measuring, { round: ++round, rounds: timing.rounds }); },
+      });
+      const reference = engines[referenceOf(Object.keys(engines))]?.median;
+      const flops = 4 * shape.batch * shape.heads * shape.seqQ * shape.seqK * shape.headDim * (shape.causal && shape.seqQ === shape.seqK ? 0.5 : 1);
+      const rows = Object.entries(engines).map(([name, r]) => (r.median
+        ? { name, median: r.median, spread: r.spread, gflops: flops / (r.median * 1e6), relative: r.median / reference, maxDiff: r.maxDiff }
+        : { name, error: r.error, skipped: r.skipped }));
+      for (const h of hosts.filter((x) => x.failed)) rows.push({ name: h.label, error: h.failed });
+      return { shape, threads, ort, rows };
+    } finally {
+      for (const w of workers) w.close();
+      workers = [];
+    }
+  }
+
+  async function run(shape = shapes[Number(select.value)]) {
+    if (running) return running;
+    element.dataset.state = 'running';
+    button.disabled = select.disabled = true;
+    running = (async () => {
+      try {
+        results = await measure(shape);
+        render(results.rows);
+        status.textContent = fill(text.done, { rounds: timing.rounds });
+        element.dataset.state = 'done';
+        element.dispatchEvent(new CustomEvent('bench-panel-done', { detail: results }));
+        return results;
+      } catch (error) {
+        status.textContent = fill(text.failed, { message: error.message });
+        element.dataset.state = 'error';
+        throw error;
+      } finally {
+        button.disabled = select.disabled = false;
+        running = null;
+      }
+    })();
+    return running;
+  }
+
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    run().catch(() => {});  // shown in the status line
+  });
+
+  return {
+    run,
+    get results() { return results; },
+    destroy() {
+      for (const w of workers) w.close();
+      element.replaceChildren();
+      element.classList.remove('bench-panel');
+      delete element.dataset.state;
+    },
+  };
+}

@@ -1,6 +1,7 @@
 // The benchmark's native ceiling: the same kernel compiled by g++ for 128-bit SSE (no
 // sanitizers), timed in-process. Prints one JSON object per shape given on the command line as
-// B,H,Sq,Sk,D[,causal]: {"shape": "...", "ms": median}.
+// B,H,Sq,Sk,D[,causal]: {"shape": "...", "ms": median, "calls": all calls made, "simd": ...}.
+// scripts/profile.sh runs it under callgrind.
 //   attn_bench_native [--warm-ms 1000] [--budget-ms 3000] SHAPE...
 #include <algorithm>
 #include <chrono>
@@ -34,8 +35,9 @@ int main(int argc, char** argv) {
     p.scale = 1.0f / std::sqrt(float(d));
     p.causal = causal != 0;
     const auto seconds = [](clock::duration t) { return std::chrono::duration<double>(t).count(); };
+    int calls = 0;
     const auto warm_end = clock::now() + std::chrono::milliseconds(warm_ms);
-    while (clock::now() < warm_end) attn::attention(p);
+    while (clock::now() < warm_end) attn::attention(p), ++calls;
     std::vector<double> ms;
     const auto end = clock::now() + std::chrono::milliseconds(budget_ms);
     while (ms.size() < 5 || (clock::now() < end && ms.size() < 200)) {
@@ -44,7 +46,9 @@ int main(int argc, char** argv) {
       ms.push_back(1e3 * seconds(clock::now() - t0));
     }
     std::sort(ms.begin(), ms.end());
-    std::printf("{\"shape\": \"%s\", \"ms\": %.4f, \"simd\": \"%s\"}\n", argv[a], ms[ms.size() / 2], attn::simd_name());
+    calls += static_cast<int>(ms.size());
+    std::printf("{\"shape\": \"%s\", \"ms\": %.4f, \"calls\": %d, \"simd\": \"%s\"}\n", argv[a], ms[ms.size() / 2], calls,
+                attn::simd_name());
     std::fflush(stdout);
   }
   return 0;

@@ -126,5 +126,13 @@ export function readmeBlock(run) {
     `${run.peak.relaxed ? `, FMA ${run.peak.relaxed.toFixed(0)}` : ''}. ORT = onnxruntime-web ${ortConfig?.version ?? ''}, the faster of its two graphs, ` +
     `\`env.wasm.numThreads\` = its thread count in its own ${run.where.startsWith('Node') ? 'process' : 'page'}, ` +
     `graphOptimizationLevel 'all', proxy off.`;
-  return `${header}\n\n${lines.join('\n')}\n`;
+  const extras = [];
+  const { coldStart: c, wasmSizes, backward: bw, memory: m } = run.extras ?? {};
+  if (c) extras.push(`- Load and first call (a fresh Node process): import ${c.importMs.toFixed(0)} ms + \`createAttention({ threads: 1 })\` ${c.createMs.toFixed(0)} ms; the first (1, 8, 128, 128, 64) call ${c.firstCallMs.toFixed(1)} ms (V8 compiling what it needs), the second ${c.secondCallMs.toFixed(2)} ms.`);
+  if (wasmSizes) extras.push(`- \`.wasm\` sizes (bytes, gzip -9): ${Object.entries(wasmSizes).filter(([f]) => !f.startsWith('node-mt/')).map(([f, x]) => `${f} ${x.bytes.toLocaleString('en-US')} (${x.gzip.toLocaleString('en-US')})`).join(', ')}.`);
+  if (bw) extras.push(`- Backward ${bw.shape.replace(/,/g, ', ')}, 1 thread, from the forward's saved log-sum-exp and output: ${bw.backwardMs.toFixed(1)} ms, ${bw.ratio.toFixed(2)}× the forward's ${bw.forwardMs.toFixed(1)} ms (${bw.recomputeMs.toFixed(1)} ms when it recomputes them).`);
+  if (m) extras.push(`- Memory: one (1, 1, 8192, 8192, 64) call grows a fresh module from ${(m.before / 2 ** 20).toFixed(0)} to ${(m.after / 2 ** 20).toFixed(0)} MiB (a score matrix alone would be 256 MiB).`);
+  const native = run.results.some((r) => r.nativeMs);
+  if (native) extras.push('- native SSE: the same C++ compiled by g++ for 128-bit SSE, timed in its own process (no copies in or out).');
+  return `${header}\n\n${lines.join('\n')}\n${extras.length ? `\n${extras.join('\n')}\n` : ''}`;
 }

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Where one attention call spends its time, per build — packing, Q·Kᵀ, mask/max/exp/sum, P·V,
+# the rows' finish, and the JS API's copies in and out — for tuning the kernel:
+#   wasm SIMD128 and wasm relaxed SIMD (FMA; needs clang-19): V8's sampling profiler through the
+#     library's JS API (scripts/bench/profile-wasm.mjs), after a warm-up;
+#   native SSE (g++): callgrind instruction counts (exact and repeatable on a noisy machine).
+# The profiled builds keep the kernel's phases as functions (only what is declared `inline` is
+# inlined: the micro-kernel's tiles and the SIMD primitives still are), so they may run a little
+# slower than the shipped build; the report prints both times. Nothing here changes src/.
+#   bash scripts/profile.sh [B,H,Sq,Sk,D[,1]]     (default 1,12,512,512,64) → artifacts/profile/
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export NODE_PATH=/usr/share/nodejs
+SHAPE=${1:-1,12,512,512,64}
+OUT=artifacts/profile
+mkdir -p "$OUT"
+EMSDK_CMAKE=/usr/share/emscripten/cmake/Modules/Platform/Emscripten.cmake
+# Inline only what is declared inline (clang; g++ says -fno-inline-functions), so the phases stay functions.
+KEEP_PHASES_CLANG="-finline-hint-functions"
+KEEP_PHASES_GCC="-fno-inline-functions -fno-inline-small-functions -fno-inline-functions-called-once"
+
+wasm_build() {  # dir, extra compile flags, link flags
+  local dir=$1 cflags=$2 lflags=$3
+  [ -f "$dir/build.ninja" ] || cmake -S . -B "$dir" -G Ninja -DCMAKE_TOOLCHAIN_FILE="$EMSDK_CMAKE" \
+    -DCMAKE_CROSSCOMPILING_EMULATOR="$(command -v node)" -DCMAKE_BUILD_TYPE=Profile \
+    -DCMAKE_CXX_FLAGS="-O3 -DNDEBUG $KEEP_PHASES_CLANG $cflags" -DCMAKE_EXE_LINKER_FLAGS="$lflags" >/dev/null
+  cmake --build "$dir" --target attn_wasm >&2
+}
+
+load() { node -e 'console.log(JSON.stringify(require("os").loadavg().map((x) => +x.toFixed(2))))'; }
+LOAD_BEFORE=$(load)
+bash scripts/build.sh --wasm-only >&2  # the shipped module, for its own time
+
+echo "[profile] wasm SIMD128" >&2
+wasm_build build/profile/wasm-simd128 "" "--profiling-funcs"
+node scripts/bench/profile-wasm.mjs build/profile/wasm-simd128 "$SHAPE" > "$OUT/wasm-simd128.json"
+node scripts/bench/profile-wasm.mjs dist "$SHAPE" --seconds 3 > "$OUT/wasm-shipped.json"
+
+if command -v clang-19 >/dev/null; then
+  echo "[profile] wasm relaxed SIMD (clang-19, TOOLCHAIN §4a: Binaryen 108 cannot read it, so an -O1 link without wasm-opt)" >&2
+  export EM_LLVM_ADD_VERSION=19 EM_CLANG_ADD_VERSION=19
+  wasm_build build/profile/wasm-relaxed "-mrelaxed-simd" "-O1 -sWASM_BIGINT=1 --profiling-funcs"
+  node --experimental-wasm-relaxed-simd scripts/bench/profile-wasm.mjs build/profile/wasm-relaxed "$SHAPE" > "$OUT/wasm-relaxed.json"
+  unset EM_LLVM_ADD_VERSION EM_CLANG_ADD_VERSION
+else
+  echo "[profile] no clang-19: skipping the relaxed-SIMD build" >&2
+  rm -f "$OUT/wasm-relaxed.json"
+fi
+
+echo "[profile] native SSE under callgrind" >&2
+[ -f build/profile/native/build.ninja ] || cmake -S . -B build/profile/native -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DATTN_BENCH_ONLY=ON -DATTN_SANITIZE=OFF \
+  -DCMAKE_CXX_FLAGS="-g $KEEP_PHASES_GCC" >/dev/null
+cmake --build build/profile/native --target attn_bench_native >&2
+build/profile/native/attn_bench_native --warm-ms 1000 --budget-ms 3000 "$SHAPE" > "$OUT/native-time.json"
+valgrind --tool=callgrind --callgrind-out-file="$OUT/callgrind.out" \
+  build/profile/native/attn_bench_native --warm-ms 0 --budget-ms 0 "$SHAPE" > "$OUT/native-callgrind-run.json" 2>/dev/null
+callgrind_annotate --inclusive=no --threshold=100 "$OUT/callgrind.out" > "$OUT/callgrind.txt"
+if [ -x build/bench/attn_bench_native ]; then  # the benchmark's own (inlined) build, for its instruction count
+  valgrind --tool=callgrind --callgrind-out-file="$OUT/callgrind-shipped.out" \
+    build/bench/attn_bench_native --warm-ms 0 --budget-ms 0 "$SHAPE" > "$OUT/native-shipped-run.json" 2>/dev/null
+  callgrind_annotate --inclusive=no --threshold=100 "$OUT/callgrind-shipped.out" > "$OUT/callgrind-shipped.txt"
+fi
+echo "{\"before\": $LOAD_BEFORE, \"after\": $(load)}" > "$OUT/load.json"
+
+node scripts/bench/profile-report.mjs "$OUT" "$SHAPE"

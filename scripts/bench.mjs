@@ -8,7 +8,7 @@
 // generated table from a full run.
 //   node scripts/bench.mjs [--browser] [--quick] [--shape B,H,Sq,Sk,D[,1]] [--json FILE] [--readme]
 //   (npm run bench builds what it needs first)
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, release, type } from 'node:os';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -62,7 +62,7 @@ if (browser) {
   peak = { simd128: await hosts[0].call('peak', 'simd128', quick ? { warmMs: 400 } : {}), relaxed: await hosts[0].call('peak', 'relaxed', quick ? { warmMs: 400 } : {}) };
   closeAll = b.close;
 } else {
-  const { startNodeHost } = await import('./bench/node-hosts.mjs');
+  const { startNativeHost, startNodeHost } = await import('./bench/node-hosts.mjs');
   hosts = [];
   hostsFailed = [];
   for (const { label: hostLabel, spec, execArgv } of NODE_HOSTS) {
@@ -71,6 +71,9 @@ if (browser) {
     if (h.failed) hostsFailed.push({ label: hostLabel, reason: h.failed });
     else hosts.push(h);
   }
+  const native = here('../build/bench/attn_bench_native');
+  if (existsSync(native)) hosts.push(await startNativeHost(native));
+  else hostsFailed.push({ label: 'native SSE', reason: 'not built (npm run bench builds build/bench/attn_bench_native)' });
   where = `Node ${process.version}`;
   const { execFileSync } = await import('node:child_process');
   // The FMA peak needs relaxed SIMD, which Node 20 has only behind a flag.
@@ -100,15 +103,12 @@ const notes = [];
 let extras = {};
 if (!browser) {
   const x = await import('./bench/node-extras.mjs');
-  log('native build, cold start, sizes, backward');
-  const native = x.nativeTimes(shapes, { quick });
-  results.forEach((r, i) => { if (native[i]) r.nativeMs = native[i]; });
+  log('cold start, sizes, backward');
   extras = { coldStart: x.coldStart(), wasmSizes: x.wasmSizes(), backward: x.backwardRatio({ quick }), ...(full ? { memory: x.memoryAtSeq8192() } : {}) };
   const { coldStart: c, backward: b, memory: m } = extras;
   const mib = (bytes) => `${(bytes / 2 ** 20).toFixed(0)} MiB`;
-  if (!Object.keys(native).length) notes.push('native SSE build: not built (npm run bench builds build/bench/attn_bench_native)');
   notes.push(`\nfresh process: import ${c.importMs.toFixed(1)} ms + createAttention({ threads: 1 }) ${c.createMs.toFixed(1)} ms; ` +
-    `first call on (1,8,128,128,64) ${c.firstCallMs.toFixed(1)} ms, second ${c.secondCallMs.toFixed(2)} ms`);
+    `first call on (1,8,128,128,64) ${c.firstCallMs.toFixed(1)} ms, the next ones (median of 20) ${c.laterCallMs.toFixed(2)} ms`);
   notes.push(`.wasm sizes (bytes, gzip -9): ${Object.entries(extras.wasmSizes).map(([f, s]) => `${f} ${s.bytes.toLocaleString('en-US')} (${s.gzip.toLocaleString('en-US')})`).join('; ')}`);
   notes.push(`backward ${b.shape}, 1 thread, from the forward's saved lse and out: ${b.backwardMs.toFixed(1)} ms vs forward ${b.forwardMs.toFixed(1)} ms (${b.ratio.toFixed(2)}×); recomputing them: ${b.recomputeMs.toFixed(1)} ms`);
   if (m) notes.push(`fresh module, one (1,1,8192,8192,64) call: wasm memory ${mib(m.before)} → ${mib(m.after)} (inputs + output 8 MiB; a score matrix would be 256 MiB)`);
@@ -125,7 +125,7 @@ const os = (() => {
 })();
 const run = {
   version: JSON.parse(readFileSync(here('../package.json'), 'utf8')).version,
-  where, command: `npm run bench${args.length ? ` -- ${args.filter((a) => a !== '--readme').join(' ')}` : ''}`, date,
+  where, command: ['npm run bench', ...(args.some((a) => a !== '--readme') ? ['--', ...args.filter((a) => a !== '--readme')] : [])].join(' '), date,
   machine: { cpu: cpus()[0].model, cores: cpus().length, os },
   loadavg: { start: loadStart, end: load() }, timing, peak, engines, hostsFailed, results, extras, notes,
 };

@@ -1,8 +1,8 @@
 // The Node benchmark's other measurements, each in a fresh process so none of them shares a
-// process with the engines: the native build, load and first call, .wasm sizes, the backward
-// pass, and memory at seq 8192. Run as a script, `node node-extras.mjs TASK` prints TASK's JSON.
+// process with the engines: load and first call, .wasm sizes, the backward pass, and memory at
+// seq 8192. Run as a script, `node node-extras.mjs TASK` prints TASK's JSON.
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
@@ -12,17 +12,6 @@ import { median } from '../../web/bench-schedule.mjs';
 const here = (p) => fileURLToPath(new URL(p, import.meta.url));
 const DIST = here('../../dist/');
 const runTask = (task, ...args) => JSON.parse(execFileSync(process.execPath, [fileURLToPath(import.meta.url), task, ...args], { encoding: 'utf8' }));
-
-// The same kernel compiled natively by g++ for 128-bit SSE (scripts/bench/native-bench.cpp,
-// built by scripts/bench.sh): shape label → median ms, or {} when it is not built.
-export function nativeTimes(shapes, { quick = false } = {}) {
-  const exe = here('../../build/bench/attn_bench_native');
-  if (!existsSync(exe)) return {};
-  const specs = shapes.map((s) => `${s.batch},${s.heads},${s.seqQ},${s.seqK},${s.headDim},${s.causal ? 1 : 0}`);
-  const timing = quick ? ['--warm-ms', '300', '--budget-ms', '800'] : [];
-  const lines = execFileSync(exe, [...timing, ...specs], { encoding: 'utf8' }).trim().split('\n').map((l) => JSON.parse(l));
-  return Object.fromEntries(lines.map((l, i) => [i, l.ms]));
-}
 
 // Every shipped .wasm: bytes and gzip -9 bytes.
 export function wasmSizes() {
@@ -39,7 +28,8 @@ export const memoryAtSeq8192 = () => runTask('memory');
 
 const TASKS = {
   // A fresh process: import, createAttention({ threads: 1 }), then the first and second call
-  // on (1,8,128,128,64) (the first includes V8's compilation of what the call needs).
+  // on (1,8,128,128,64) (the first includes V8's compilation of what the call needs), and the
+  // median of the next 20.
   async 'cold-start'() {
     const t0 = performance.now();
     const { createAttention } = await import('../../dist/node.mjs');
@@ -50,9 +40,13 @@ const TASKS = {
     const [q, k, v] = [1, 2, 3].map((seed) => randomArray(8 * 128 * 64, seed));
     lib.attention(q, k, v, shape);
     const t3 = performance.now();
-    lib.attention(q, k, v, shape);
-    const t4 = performance.now();
-    return { importMs: t1 - t0, createMs: t2 - t1, firstCallMs: t3 - t2, secondCallMs: t4 - t3 };
+    const later = [];
+    for (let r = 0; r < 20; r++) {
+      const t = performance.now();
+      lib.attention(q, k, v, shape);
+      later.push(performance.now() - t);
+    }
+    return { importMs: t1 - t0, createMs: t2 - t1, firstCallMs: t3 - t2, laterCallMs: median(later) };
   },
 
   // The backward pass against the forward on (1,12,512,512,64), single thread.

@@ -1,6 +1,6 @@
 // Starts benchmark hosts as Node child processes (scripts/bench/node-host.mjs) and gives each the
 // interface the scheduler uses: { label, engines, call(method, ...args), close() }.
-import { fork } from 'node:child_process';
+import { execFile, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 const HOST = fileURLToPath(new URL('./node-host.mjs', import.meta.url));
@@ -41,4 +41,34 @@ export function startNodeHost(spec, { label = JSON.stringify(spec), execArgv = [
       }
     });
   });
+}
+
+// The same kernel compiled natively by g++ for 128-bit SSE (scripts/bench/native-bench.cpp) as a
+// host, so it takes its turns with the others: a turn runs the binary for that long (its own
+// warm-up is the settle time) and yields the turn's median. It returns no outputs to cross-check.
+export async function startNativeHost(exe) {
+  const name = 'native SSE 1T (g++)';
+  const runExe = (spec, warmMs, budgetMs) => new Promise((ok, fail) => {
+    execFile(exe, ['--warm-ms', String(Math.round(warmMs)), '--budget-ms', String(Math.round(budgetMs)), spec], { encoding: 'utf8' },
+      (error, stdout) => (error ? fail(error) : ok(JSON.parse(stdout))));
+  });
+  const { simd } = await runExe('1,1,1,1,8', 0, 0);
+  let spec = null;
+  return {
+    label: `process: ${exe.replace(/^.*\/build\//, 'build/')}`,
+    engines: [{ name, config: { code: `the same C++ by g++ -O3 -msse4.1 (xsimd ${simd}), called directly: no copies in or out` } }],
+    async call(method, ...args) {
+      if (method === 'prepare') {
+        const { batch, heads, seqQ, seqK, headDim, causal } = args[0];
+        spec = `${batch},${heads},${seqQ},${seqK},${headDim},${causal ? 1 : 0}`;
+        return { [name]: { firstCall: (await runExe(spec, 0, 0)).ms } };
+      }
+      if (method === 'turn') {
+        const { ms = 0, settleMs = 0 } = args[1] ?? {};
+        return [(await runExe(spec, settleMs, ms)).ms];
+      }
+      return undefined;  // release
+    },
+    close: async () => {},
+  };
 }

@@ -6,6 +6,7 @@ const fmt = (ms) => (ms >= 1000 ? `${Math.round(ms).toLocaleString('en-US')}` : 
 const gflops = (flop, ms) => flop / (ms * 1e6);
 const isOrt = (name) => name.startsWith('onnxruntime-web');
 const threadsOf = (name) => Number(name.match(/ (\d+)T\b/)?.[1] ?? 1);
+const NATIVE = 'native SSE 1T (g++)';
 
 // One line per engine: where it ran and how it was configured.
 function describeConfig(name, { host, config }) {
@@ -53,9 +54,7 @@ export function printReport(run, out = console.log) {
   for (const row of run.results) {
     const names = Object.keys(row.engines);
     const ref = row.engines[referenceOf(names)]?.median;
-    const lines = Object.entries(row.engines);
-    if (row.nativeMs) lines.push(['native SSE 1T (g++)', { median: row.nativeMs }]);
-    for (const [name, r] of lines) {
+    for (const [name, r] of Object.entries(row.engines)) {
       if (r.error || r.skipped) {
         out(`${row.shape.padEnd(26)} ${name.padEnd(30)} ${r.error ? `error: ${r.error}` : `skipped: ${r.skipped}`}`);
         continue;
@@ -107,7 +106,7 @@ export function readmeBlock(run) {
     ['ORT 2 threads', (r) => bestOrt(r.engines, 2)],
     ['tfjs-wasm', (r) => r.engines[Object.keys(r.engines).find((n) => n.startsWith('tfjs') && threadsOf(n) === 1)]],
     ['plain JS', (r) => r.engines['plain JS']],
-    ...(run.results.some((r) => r.nativeMs) ? [['native SSE, 1 thread', (r) => (r.nativeMs ? { median: r.nativeMs } : null)]] : []),
+    ...(run.results.some((r) => r.engines[NATIVE]) ? [['native SSE, 1 thread', (r) => r.engines[NATIVE]]] : []),
   ];
   const rows = summaryRows(run);
   const lines = [
@@ -128,11 +127,10 @@ export function readmeBlock(run) {
     `graphOptimizationLevel 'all', proxy off.`;
   const extras = [];
   const { coldStart: c, wasmSizes, backward: bw, memory: m } = run.extras ?? {};
-  if (c) extras.push(`- Load and first call (a fresh Node process): import ${c.importMs.toFixed(0)} ms + \`createAttention({ threads: 1 })\` ${c.createMs.toFixed(0)} ms; the first (1, 8, 128, 128, 64) call ${c.firstCallMs.toFixed(1)} ms (V8 compiling what it needs), the second ${c.secondCallMs.toFixed(2)} ms.`);
+  if (c) extras.push(`- Load and first call (a fresh Node process): import ${c.importMs.toFixed(0)} ms + \`createAttention({ threads: 1 })\` ${c.createMs.toFixed(0)} ms; the first (1, 8, 128, 128, 64) call ${c.firstCallMs.toFixed(1)} ms (V8 compiling what it needs), the next ones ${c.laterCallMs.toFixed(2)} ms.`);
   if (wasmSizes) extras.push(`- \`.wasm\` sizes (bytes, gzip -9): ${Object.entries(wasmSizes).filter(([f]) => !f.startsWith('node-mt/')).map(([f, x]) => `${f} ${x.bytes.toLocaleString('en-US')} (${x.gzip.toLocaleString('en-US')})`).join(', ')}.`);
   if (bw) extras.push(`- Backward ${bw.shape.replace(/,/g, ', ')}, 1 thread, from the forward's saved log-sum-exp and output: ${bw.backwardMs.toFixed(1)} ms, ${bw.ratio.toFixed(2)}× the forward's ${bw.forwardMs.toFixed(1)} ms (${bw.recomputeMs.toFixed(1)} ms when it recomputes them).`);
   if (m) extras.push(`- Memory: one (1, 1, 8192, 8192, 64) call grows a fresh module from ${(m.before / 2 ** 20).toFixed(0)} to ${(m.after / 2 ** 20).toFixed(0)} MiB (a score matrix alone would be 256 MiB).`);
-  const native = run.results.some((r) => r.nativeMs);
-  if (native) extras.push('- native SSE: the same C++ compiled by g++ for 128-bit SSE, timed in its own process (no copies in or out).');
+  if (run.results.some((r) => r.engines[NATIVE])) extras.push('- native SSE: the same C++ compiled by g++ for 128-bit SSE, timed in its own process (no copies in or out).');
   return `${header}\n\n${lines.join('\n')}\n${extras.length ? `\n${extras.join('\n')}\n` : ''}`;
 }

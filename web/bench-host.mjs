@@ -5,6 +5,7 @@
 import { makeInputs } from './bench-engines.mjs';
 
 const SAMPLE = 256;  // output elements compared across engines
+const GROUP_MS = 2;  // shortest timed group of calls
 
 export function createBenchHost(engines) {
   let prepared = new Map();  // engine name → { run, read, release? }
@@ -41,19 +42,28 @@ export function createBenchHost(engines) {
 
     // One turn of `name`: untimed calls for settleMs (at least one if settleMs > 0: what ran
     // before may still be winding down), then timed calls for ms (at least one, at most
-    // maxCalls). Returns the times in ms.
+    // maxCalls). Returns the time per call in ms, one entry per group: calls shorter than
+    // GROUP_MS are timed in groups that last about that long, because browsers round
+    // performance.now() (to 0.1 ms in pages that are not cross-origin isolated).
     async turn(name, { ms = 0, settleMs = 0, maxCalls = 10000 } = {}) {
       const p = prepared.get(name);
       if (!p) throw new Error(`bench host: ${name} is not prepared`);
-      const settleEnd = performance.now() + settleMs;
-      if (settleMs > 0) do await p.run(); while (performance.now() < settleEnd);
+      let group = 1;
+      if (settleMs > 0) {
+        const t0 = performance.now();
+        let calls = 0;
+        do await p.run(), calls++; while (performance.now() < t0 + settleMs);
+        group = Math.max(1, Math.min(maxCalls, Math.floor(GROUP_MS / ((performance.now() - t0) / calls))));
+      }
       const times = [];
       const end = performance.now() + ms;
+      let calls = 0;
       do {
         const t0 = performance.now();
-        await p.run();
-        times.push(performance.now() - t0);
-      } while (performance.now() < end && times.length < maxCalls);
+        for (let i = 0; i < group; i++) await p.run();
+        times.push((performance.now() - t0) / group);
+        calls += group;
+      } while (performance.now() < end && calls < maxCalls);
       return times;
     },
 

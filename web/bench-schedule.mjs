@@ -27,7 +27,7 @@ export async function measureShape(hosts, shape, timing, { log = () => {}, load 
   const entries = [];
   for (const host of hosts) {
     const prepared = await host.call('prepare', shape);
-    for (const [name, r] of Object.entries(prepared)) entries.push({ host, name, ...r, rounds: [], calls: 0 });
+    for (const [name, r] of Object.entries(prepared)) entries.push({ host, name, ...r, rounds: [], samples: 0 });
   }
   const reference = entries.find((e) => e.name === referenceOf(entries.map((x) => x.name)) && e.sample);
   for (const e of entries) {
@@ -41,13 +41,13 @@ export async function measureShape(hosts, shape, timing, { log = () => {}, load 
     for (const e of rotate(fast, r)) {
       const times = await e.host.call('turn', e.name, { ms: timing.turnMs, settleMs: timing.settleMs });
       e.rounds.push(median(times));
-      e.calls += times.length;
+      e.samples += times.length;
     }
     if (r < timing.slowRounds) {
       for (const e of slow) {
         const [ms] = await e.host.call('turn', e.name, { maxCalls: 1 });
         e.rounds.push(ms);
-        e.calls += 1;
+        e.samples += 1;
       }
     }
     log(`round ${r + 1}/${timing.rounds}`);
@@ -56,7 +56,7 @@ export async function measureShape(hosts, shape, timing, { log = () => {}, load 
   const engines = {};
   for (const e of entries) {
     engines[e.name] = e.error ? { error: e.error } : {
-      firstCall: e.firstCall, maxDiff: e.maxDiff, calls: e.calls,
+      firstCall: e.firstCall, maxDiff: e.maxDiff, samples: e.samples,
       ...(e.rounds.length ? { median: median(e.rounds), spread: [Math.min(...e.rounds), Math.max(...e.rounds)], rounds: e.rounds }
         : { skipped: `first call ${(e.firstCall / 1000).toFixed(1)} s > ${timing.skipMs / 1000} s` }),
     };

@@ -9,6 +9,7 @@ import { test } from 'node:test';
 import { measurePeak } from '../../scripts/bench/peak.mjs';
 import { updateReadme } from '../../scripts/bench/readme.mjs';
 import { readmeBlock, summaryRows } from '../../scripts/bench/report.mjs';
+import { createBenchHost } from '../../web/bench-host.mjs';
 import { measureShape } from '../../web/bench-schedule.mjs';
 
 const TIMING = { warmMs: 1, rounds: 4, turnMs: 1, settleMs: 1, slowMs: 1000, slowRounds: 2, skipMs: 20000 };
@@ -127,4 +128,28 @@ test('the peak probe module validates and runs; relaxed SIMD only where the engi
     13, 0, 65, 1, 253, 15, 65, 2, 253, 15, 253, 128, 2, 11]));
   const fma = await measurePeak('relaxed', { warmMs: 20, reps: 3 });
   assert.equal(fma === null, !relaxed);
+});
+
+test('a host times short calls in groups of about 2 ms (browsers round performance.now()), long ones one by one', async () => {
+  const counts = {};
+  const busy = (name, ms) => () => {
+    counts[name] = (counts[name] ?? 0) + 1;
+    const end = performance.now() + ms;
+    while (performance.now() < end);
+  };
+  const engine = (name, ms) => ({ name, config: {}, prepare: async () => ({ run: busy(name, ms), read: () => 0 }) });
+  const host = createBenchHost([engine('short', 0.02), engine('long', 3)]);
+  await host.prepare({ batch: 1, heads: 1, seqQ: 2, seqK: 2, headDim: 2 });
+  const calls = (name, run) => run.then((times) => ({ times, made: counts[name] }));
+  counts.short = 0;
+  const short = await calls('short', host.turn('short', { ms: 30, settleMs: 5 }));
+  const settleAndTimed = short.made;
+  assert.ok(short.times.length >= 1 && short.times.every((t) => t > 0));
+  assert.ok(settleAndTimed > 2 * short.times.length, `${short.times.length} groups from ${settleAndTimed} calls`);
+  counts.long = 0;
+  const long = await calls('long', host.turn('long', { ms: 10, settleMs: 1 }));
+  assert.equal(long.made - 1, long.times.length, 'one settle call, then every call timed on its own');
+  counts.long = 0;
+  assert.equal((await host.turn('long', { maxCalls: 1 })).length, 1);
+  assert.equal(counts.long, 1);
 });

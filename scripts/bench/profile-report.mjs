@@ -42,7 +42,7 @@ for (const [title, file] of wasm) {
   const r = read(file);
   if (!r) continue;
   console.log(`\n${title}: profiled build ${r.medianMs.toFixed(2)} ms/call (median of ${r.calls})` +
-    `${title.includes('SIMD128') && shipped ? `, shipped build ${shipped.medianMs.toFixed(2)} ms/call` : ''}; V8 samples every 100 µs`);
+    `${title.includes('SIMD128') && shipped ? `, shipped build ${shipped.medianMs.toFixed(2)} ms/call` : ''}; share of V8's samples (every 100 µs) × the median call`);
   for (const [phase, { share, msPerCall }] of Object.entries(r.phases)) console.log(`  ${pct(share)} ${msPerCall.toFixed(2).padStart(7)} ms  ${phase}`);
   console.log(`  top functions: ${r.top.slice(0, 6).map((t) => `${shortName(t.fn)} ${pct(t.share).trim()}`).join('; ')}`);
   summary.builds[title] = { ...r, shippedMs: title.includes('SIMD128') ? shipped?.medianMs : undefined };

@@ -72,10 +72,13 @@ for (const [key, ms] of functions) {
   const phase = phaseOf(name, url);
   phases[phase] = (phases[phase] ?? 0) + ms;
 }
+// ms per call = a phase's share of the samples × the median call: a mean would charge the time
+// this process spent descheduled (a loaded machine) to whatever was running.
 times.sort((a, b) => a - b);
-const perCall = (ms) => ms / times.length;
+const medianMs = times[times.length >> 1];
+const perCall = (ms) => (ms / total) * medianMs;
 console.log(JSON.stringify({
-  build: dir, shape: shapeArg ?? '1,12,512,512,64', simd: lib.info.simd, calls: times.length, medianMs: times[times.length >> 1],
+  build: dir, shape: shapeArg ?? '1,12,512,512,64', simd: lib.info.simd, calls: times.length, medianMs,
   phases: Object.fromEntries(Object.entries(phases).sort((a, b) => b[1] - a[1]).map(([p, ms]) => [p, { share: ms / total, msPerCall: perCall(ms) }])),
   top: [...functions].sort((a, b) => b[1] - a[1]).slice(0, 15).map(([key, ms]) => ({ fn: key.split('\u0000')[0], share: ms / total })),
 }));

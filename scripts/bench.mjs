@@ -13,7 +13,7 @@ import { cpus, loadavg, release, type } from 'node:os';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { measurePeak } from './bench/peak.mjs';
-import { printReport, readmeBlock } from './bench/report.mjs';
+import { printReport, readmeBlock, targets } from './bench/report.mjs';
 import { updateReadme } from './bench/readme.mjs';
 import { measureShape, TIMING } from '../web/bench-schedule.mjs';
 import { FULL_SHAPES, QUICK_SHAPES, flops, label, parseShape } from './bench/shapes.mjs';
@@ -131,7 +131,7 @@ const run = {
 };
 printReport(run);
 mkdirSync(dirname(jsonPath), { recursive: true });
-writeFileSync(jsonPath, JSON.stringify(run, null, 2));
+writeFileSync(jsonPath, JSON.stringify({ ...run, targets: targets(run) }, null, 2));
 console.log(`\nresults: ${jsonPath}`);
 if (args.includes('--readme')) {
   updateReadme(here('../README.md'), kind, readmeBlock(run));

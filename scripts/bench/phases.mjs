@@ -1,18 +1,24 @@
-// The phases of one attention call, recognised from the kernel's function names (src/attention.cpp,
-// src/microkernel.h) in profiles of the profiling builds (scripts/profile.sh). First match wins;
-// update the patterns when the kernel's functions are renamed.
+// The phases of one attention call, recognised from the kernel's function names (src/attention_*,
+// src/microkernel.h, src/score_rule.h) in profiles of the builds of scripts/profile.sh. What the
+// compiler inlined counts in its caller. First match wins; update the patterns when the kernel's
+// functions are renamed (an unknown kernel function shows up as 'other kernel code').
+const gemm = (init) => new RegExp(`(gemm_rows|micro_tile|tile_rows)<[^>]*\\(attn::kernel::Init\\)${init}`);
 export const PHASES = [
-  ['pack K (transpose into panels)', /pack_transposed|pack_keys_transposed/],
-  ['pack V', /pack_values/],
+  ['Q·Kᵀ (micro-kernel)', gemm(0)],
+  ['P·V (micro-kernel)', gemm(1)],
+  ['max, exp2, sum, rescale (softmax_update)', /softmax_update|rebase_row|exp2/],
+  ['score rule: masks, softcap, ALiBi (score::apply)', /score::apply|mask_scores/],
+  ['|Q|, |K| maxima (overflow-safe scaling)', /query_abs_max|key_abs_max/],
+  ['pack K (transpose into panels)', /ensure_packed|transpose_block|pack_key_block|pack_transposed|pack_keys/],
+  ['pack V (panels)', /panel_block|pack_values/],
+  ['K/V rows to float (convert_rows)', /convert_rows|convert_block|with_type/],
   ['pack Q (scale)', /pack_queries/],
-  ['Q·Kᵀ (micro-kernel)', /gemm_rows<\(attn::kernel::Init\)0|gemm_rows<attn::kernel::Init::zero|gemm_rows.*Init\)0/],
-  ['P·V (micro-kernel)', /gemm_rows<\(attn::kernel::Init\)1|gemm_rows<attn::kernel::Init::load|gemm_rows.*Init\)1/],
-  ['mask, max, exp2, sum (softmax_update)', /softmax_update|mask_scores|exp2/],
-  ['normalise and write rows (finish_rows)', /finish_rows/],
-  ['direct path (few rows)', /attend_direct|axpy|\bdot\b/],
-  ['block driver', /attend_block|fill_row_block|attention\(|parallel_for|Workspace/],
+  ['normalise and write rows (finish_rows, sinks)', /finish_rows|fold_sinks|start_rows/],
+  ['direct path (few rows)', /attend_direct|direct_scores|direct_values|axpy|\bdot\b/],
+  ['block driver (and what is inlined into it)', /attend_block|fill_row_block|attention|parallel_for|Workspace|\brun\b/],
   ['memcpy / memset', /memcpy|memset|memmove/],
   ['malloc / free', /malloc|free|sbrk/],
+  ['other kernel code', /attn::/],
   ['embind and the JS API (validation, copies in and out)', /.*/],  // JS frames, set(), subarray() …
 ];
 
@@ -21,4 +27,3 @@ export function phaseOf(name, url) {
   if (!url?.startsWith('wasm://')) return PHASES.at(-1)[0];
   return PHASES.find(([, re]) => re.test(name))[0];
 }
-

@@ -1,9 +1,8 @@
 // Where one attention call spends its time in a wasm build, through the library's own JS API
 // (so the copies in and out of wasm memory count): V8's sampling profiler, started after a
 // time-based warm-up (so everything hot is in TurboFan), attributes samples to wasm functions by
-// name (the build must be linked with --profiling-funcs and keep the kernel's phases as
-// functions: scripts/profile.sh builds it with -fno-inline-functions), and the phases are
-// summed from those names (phases.mjs).
+// name (the build must be linked with --profiling-funcs, as scripts/profile.sh does), and the
+// phases are summed from those names (phases.mjs).
 //   node [--experimental-wasm-relaxed-simd] scripts/bench/profile-wasm.mjs BUILD_DIR [B,H,Sq,Sk,D[,1]] [--seconds 6]
 // BUILD_DIR holds attn.mjs + attn.wasm (a single-threaded module). Prints JSON.
 import { readFileSync } from 'node:fs';

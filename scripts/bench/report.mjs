@@ -79,6 +79,43 @@ export function printReport(run, out = console.log) {
     out(`${row.shape.padEnd(26)} ${c(row.ours1)} ${c(row.ort1)} ${r(row.ratio1)}   ${c(row.ours2)} ${c(row.ort2)} ${r(row.ratio2)}   ${row.scaling ? row.scaling.toFixed(2) : '—'}`);
   }
   for (const line of run.notes ?? []) out(line);
+  out('\nissue 11 targets, from this run (a loaded 2-core machine moves these; compare ratios from one run):');
+  for (const t of targets(run)) out(`  ${t.met === null ? '  ?' : t.met ? 'met' : 'NOT'}  ${t.target}: ${t.figure}`);
+}
+
+// The issue's targets that this run measures, each with its figure and whether it is met.
+export function targets(run) {
+  const node = run.where.startsWith('Node');
+  const rows = summaryRows(run);
+  const list = (pick) => rows.map((r) => `${r.shape} ${pick(r) ? pick(r).toFixed(2) : '—'}`).join(', ');
+  const all = (pick, min) => (rows.every((r) => pick(r)) ? rows.every((r) => pick(r) >= min) : null);
+  const big = run.results.filter((r) => /^\(1,(12,512,512|8,2048,2048),64\)$/.test(r.shape));
+  const ours1 = run.engines['attention-wasm 1T']?.config;
+  const relaxed = ours1?.simd === 'relaxed-simd';
+  const peak = relaxed ? run.peak.relaxed : run.peak.simd128;
+  const share = (r) => r.engines['attention-wasm 1T']?.median && peak ? r.flops / (r.engines['attention-wasm 1T'].median * 1e6) / peak : null;
+  const scaling = (r) => summaryRows({ ...run, results: [r] })[0].scaling;
+  const t = [
+    { target: `1 thread ≥ ${node ? '1.6' : '2'}× onnxruntime-web 1 thread on every shape (${ours1?.simd ?? '?'} build${node ? '' : '; the target is for the relaxed build'})`,
+      figure: list((r) => r.ratio1), met: all((r) => r.ratio1, node ? 1.6 : 2) },
+    { target: `≥ 70 % of the ${relaxed ? 'FMA' : 'SIMD128 mul+add'} peak on 512² and 2048², 1 thread`,
+      figure: big.map((r) => `${r.shape} ${share(r) ? `${(100 * share(r)).toFixed(0)} %` : '—'}`).join(', '), met: big.length ? big.every((r) => share(r) >= 0.7) : null },
+    { target: '2 threads ≥ 1.8× our 1 thread on 512² and 2048²', figure: big.map((r) => `${r.shape} ${scaling(r)?.toFixed(2) ?? '—'}`).join(', '),
+      met: big.length ? big.every((r) => scaling(r) >= 1.8) : null },
+    { target: '2 threads ≥ 1.5× onnxruntime-web 2 threads on every shape', figure: list((r) => r.ratio2), met: all((r) => r.ratio2, 1.5) },
+  ];
+  const c = run.extras?.coldStart;
+  if (c) {
+    t.push({ target: 'first call on (1,8,128,128,64) within 5 ms of load', figure: `${c.firstCallMs.toFixed(1)} ms`, met: c.firstCallMs <= 5 });
+    t.push({ target: 'load (import + instantiate) ≤ 50 ms in Node', figure: `${(c.importMs + c.createMs).toFixed(0)} ms`, met: c.importMs + c.createMs <= 50 });
+  }
+  const sizes = run.extras?.wasmSizes;
+  if (sizes) {
+    const files = Object.entries(sizes).filter(([f]) => !f.startsWith('node-mt/'));
+    t.push({ target: 'each .wasm ≤ 100 KB (≤ 40 KB gzipped)', figure: files.map(([f, x]) => `${f} ${(x.bytes / 1000).toFixed(1)} KB (${(x.gzip / 1000).toFixed(1)} KB)`).join(', '),
+      met: files.every(([, x]) => x.bytes <= 100000 && x.gzip <= 40000) });
+  }
+  return t;
 }
 
 export function summaryRows(run) {

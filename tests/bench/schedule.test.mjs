@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { measurePeak } from '../../scripts/bench/peak.mjs';
 import { updateReadme } from '../../scripts/bench/readme.mjs';
-import { readmeBlock, summaryRows } from '../../scripts/bench/report.mjs';
+import { readmeBlock, summaryRows, targets } from '../../scripts/bench/report.mjs';
 import { createBenchHost } from '../../web/bench-host.mjs';
 import { measureShape } from '../../web/bench-schedule.mjs';
 
@@ -107,6 +107,20 @@ test('the summary compares ours with the faster ORT graph at the same thread cou
   const block = readmeBlock(RUN);
   assert.match(block, /^Measured 2026-12-01 by `npm run bench` in Node v20\.20\.2 on AMD EPYC \(2 cores, shared\), load average 1\.5 at start/);
   assert.match(block, /\| \(1, 12, 512, 512, 64\) \| 20\.0 ms \| 28\.0 ms \| 10\.0 ms \| 16\.0 ms \| 400 ms \| — \| 19\.0 ms \| 1\.40× \| 1\.60× \|/);
+});
+
+test('the issue\'s targets are checked against the run\'s figures', () => {
+  const run = { ...RUN, engines: { ...RUN.engines, 'attention-wasm 1T': { config: { simd: 'simd128' } } },
+    extras: { coldStart: { importMs: 10, createMs: 5, firstCallMs: 7 }, wasmSizes: { 'attn.wasm': { bytes: 81000, gzip: 30000 } } } };
+  run.results = [{ ...RUN.results[0], flops: 4 * 12 * 512 * 512 * 64 }];
+  const byTarget = Object.fromEntries(targets(run).map((t) => [t.target.slice(0, 22), t]));
+  assert.equal(byTarget['1 thread ≥ 1.6× onnxru'].met, false);  // 1.40×
+  assert.equal(byTarget['2 threads ≥ 1.5× onnxr'].met, true);  // 1.60×
+  assert.equal(byTarget['2 threads ≥ 1.8× our 1'].met, true);  // 2.00×
+  assert.match(byTarget['≥ 70 % of the SIMD128 '].figure, /^\(1,12,512,512,64\) 67 %$/);  // 40.3 GFLOP/s of 60
+  assert.equal(byTarget['first call on (1,8,128'].met, false);
+  assert.equal(byTarget['load (import + instanti'.slice(0, 22)].met, true);
+  assert.equal(byTarget['each .wasm ≤ 100 KB (≤'].met, true);
 });
 
 test('the README table is replaced between its markers, and only there', () => {

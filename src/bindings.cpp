@@ -184,6 +184,35 @@ std::string mha_backward(const attn::MultiHeadAttention& m, const attn::MhaTape&
   return message(m.backward(tape, ptr<const float>(c.dOut), to_grads(c)));
 }
 
+// Four projections' arrays staged by mha.mjs (weights, or Adam moments), as dWq … dBo of a JsMhaGrads.
+attn::ProjectionArrays to_arrays(const JsMhaGrads& c) {
+  const attn::MhaGrads g = to_grads(c);
+  attn::ProjectionArrays a;
+  for (int i = 0; i < 4; ++i) {
+    a.w[i] = g.d_w[i];
+    a.b[i] = g.d_b[i];
+  }
+  return a;
+}
+
+std::string mha_set_weights(attn::MultiHeadAttention& m, const JsMhaGrads& c) {
+  return message(m.set_weights(to_arrays(c)));
+}
+
+std::string mha_get_weight(const attn::MultiHeadAttention& m, int which, std::uintptr_t w, std::uintptr_t b) {
+  return message(m.get_weight(static_cast<attn::Projection>(which), ptr<float>(w), ptr<float>(b)));
+}
+
+std::string mha_get_adam_state(const attn::MultiHeadAttention& m, int which, std::uintptr_t m_w,
+                               std::uintptr_t m_b, std::uintptr_t v_w, std::uintptr_t v_b) {
+  return message(m.get_adam_state(static_cast<attn::Projection>(which), ptr<float>(m_w), ptr<float>(m_b),
+                                  ptr<float>(v_w), ptr<float>(v_b)));
+}
+
+std::string mha_set_adam_state(attn::MultiHeadAttention& m, const JsMhaGrads& moment1, const JsMhaGrads& moment2) {
+  return message(m.set_adam_state(to_arrays(moment1), to_arrays(moment2)));
+}
+
 std::string mha_sgd_step(attn::MultiHeadAttention& m, const JsMhaGrads& c, float lr) {
   m.sgd_step(to_grads(c), lr);
   return "";
@@ -199,16 +228,10 @@ std::string cache_allocate(attn::KvCache& cache, const attn::MultiHeadAttention&
   return message(cache.allocate(m, batch, max_seq));
 }
 
-// y[rows × out] = x[rows × in] · Wᵀ + b for a one-off call: packs W, applies, frees.
 std::string run_linear(std::uintptr_t x, std::uintptr_t w, std::uintptr_t b, std::uintptr_t y,
                        int rows, int in_features, int out_features) {
-  attn::PackedLinear linear;
-  if (const char* err = linear.pack(ptr<const float>(w), ptr<const float>(b), out_features, in_features))
-    return err;
-  attn::FloatBuffer scratch;
-  if (!scratch.allocate(linear.scratch_floats(rows))) return "linear: out of memory";
-  linear.apply(ptr<const float>(x), in_features, rows, ptr<float>(y), out_features, scratch.get());
-  return "";
+  return message(attn::linear(ptr<const float>(x), ptr<const float>(w), ptr<const float>(b), ptr<float>(y),
+                              rows, in_features, out_features));
 }
 
 // Mirrors the object built by rotary() in src/js/rotary.mjs: one chunk of rows, rotated in place.
@@ -244,6 +267,8 @@ std::string version() { return ATTN_VERSION; }
 
 // Bytes currently allocated by malloc in this module (leak checks in the tests).
 double heap_in_use() { return static_cast<double>(mallinfo().uordblks); }
+// Bytes of the last allocation inside the C++ core that failed (for out-of-memory messages).
+double last_failed_allocation() { return static_cast<double>(attn::g_last_failed_allocation.load()); }
 std::string simd_name() { return attn::simd_name(); }
 
 }  // namespace
@@ -342,6 +367,11 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .constructor<>()
       .function("configure", &mha_configure)
       .function("setWeight", &mha_set_weight)
+      .function("setWeights", &mha_set_weights)
+      .function("getWeight", &mha_get_weight)
+      .function("hasAdamState", &attn::MultiHeadAttention::has_adam_state)
+      .function("getAdamState", &mha_get_adam_state)
+      .function("setAdamState", &mha_set_adam_state)
       .function("forward", &mha_forward)
       .function("forwardCached", &mha_forward_cached)
       .function("forwardTrain", &mha_forward_train)
@@ -356,6 +386,7 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .function("length", &attn::KvCache::length);
   function("version", &version);
   function("heapInUse", &heap_in_use);
+  function("lastFailedAllocation", &last_failed_allocation);
   function("setNumThreads", &attn::set_num_threads);
   function("numThreads", &attn::num_threads);
   function("simdName", &simd_name);

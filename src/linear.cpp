@@ -36,22 +36,24 @@ const char* PackedLinear::pack(const float* w, const float* b, int out_features,
                                int in_features) {
   if (!w || out_features < 1 || in_features < 1) return "linear: invalid weight shape";
   const std::size_t out_pad = round_up(static_cast<std::size_t>(out_features), kPanel);
-  if (!packed_.allocate(out_pad * in_features) || !bias_.allocate(out_pad)) {
-    packed_.data.reset();
+  // Into new buffers: on failure the layer keeps its old weights.
+  FloatBuffer packed, bias;
+  if (!packed.allocate(out_pad * in_features) || !bias.allocate(out_pad))
     return "linear: out of memory for the packed weights";
-  }
+  const std::size_t out = out_features;
+  float* dst = packed.get();
+  for (std::size_t p = 0; p < out_pad / kPanel; ++p)
+    for (int k = 0; k < in_features; ++k)
+      for (int c = 0; c < kPanel; ++c, ++dst) {
+        const std::size_t row = p * kPanel + c;
+        *dst = row < out ? w[row * in_features + k] : 0.0f;
+      }
+  for (std::size_t c = 0; c < out_pad; ++c) bias.get()[c] = b && c < out ? b[c] : 0.0f;
+  packed_ = std::move(packed);
+  bias_ = std::move(bias);
   out_ = out_features;
   in_ = in_features;
   has_bias_ = b != nullptr;
-  float* dst = packed_.get();
-  for (std::size_t p = 0; p < out_pad / kPanel; ++p)
-    for (int k = 0; k < in_; ++k)
-      for (int c = 0; c < kPanel; ++c, ++dst) {
-        const std::size_t row = p * kPanel + c;
-        *dst = row < static_cast<std::size_t>(out_) ? w[row * in_ + k] : 0.0f;
-      }
-  for (std::size_t c = 0; c < out_pad; ++c)
-    bias_.get()[c] = b && c < static_cast<std::size_t>(out_) ? b[c] : 0.0f;
   return nullptr;
 }
 
@@ -120,6 +122,17 @@ void PackedLinear::apply(const float* x, std::ptrdiff_t ldx, int rows, float* y,
                     cols * sizeof(float));
     }
   }
+}
+
+const char* linear(const float* x, const float* w, const float* b, float* y, int rows, int in_features,
+                   int out_features) {
+  if (!x || !y || rows < 1) return "linear: invalid input shape";
+  PackedLinear layer;
+  if (const char* err = layer.pack(w, b, out_features, in_features)) return err;
+  FloatBuffer scratch;
+  if (!scratch.allocate(layer.scratch_floats(rows))) return "linear: out of memory";
+  layer.apply(x, in_features, rows, y, out_features, scratch.get());
+  return nullptr;
 }
 
 }  // namespace attn

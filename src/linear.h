@@ -10,7 +10,8 @@ namespace attn {
 
 class PackedLinear {
  public:
-  // Packs w [out × in] and, if not null, b [out]. Returns nullptr or an error message.
+  // Packs w [out × in] and, if not null, b [out]. Returns nullptr or an error message; on
+  // failure the weights packed before stay.
   const char* pack(const float* w, const float* b, int out_features, int in_features);
 
   // y[rows × out] = x[rows × in] · Wᵀ + b, rows of x are ldx apart and rows of y ldy apart.
@@ -36,5 +37,10 @@ class PackedLinear {
   FloatBuffer packed_;  // Wᵀ in panels of kPanel columns: [out / kPanel][in][kPanel], zero-padded
   FloatBuffer bias_;    // [out rounded up to kPanel], zero when the layer has no bias
 };
+
+// y[rows × out] = x[rows × in] · Wᵀ + b once: packs W, applies it, frees. Returns nullptr or an
+// error message (y is then unspecified).
+const char* linear(const float* x, const float* w, const float* b, float* y, int rows, int in_features,
+                   int out_features);
 
 }  // namespace attn

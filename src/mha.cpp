@@ -29,34 +29,69 @@ const char* MultiHeadAttention::configure(const MhaConfig& config) {
   return nullptr;
 }
 
+namespace {
+
+int projection_index(Projection which) {
+  const int i = static_cast<int>(which);
+  return i >= 0 && i < 4 ? i : -1;
+}
+
+}  // namespace
+
 const char* MultiHeadAttention::set_weight(Projection which, const float* w, const float* b) {
   if (!configured_) return "multi-head attention: not configured";
+  const int i = projection_index(which);
+  if (i < 0) return "multi-head attention: unknown projection";
   if (config_.bias != (b != nullptr))
     return config_.bias ? "multi-head attention: this layer needs biases"
                         : "multi-head attention: this layer has no biases";
   const int e = config_.embed_dim;
-  switch (which) {
-    case Projection::q: return proj_[0].pack(w, b, e, e);
-    case Projection::k: return proj_[1].pack(w, b, kv_features(), config_.kdim);
-    case Projection::v: return proj_[2].pack(w, b, kv_features(), config_.vdim);
-    case Projection::o: return proj_[3].pack(w, b, e, e);
+  const int out[4] = {e, kv_features(), kv_features(), e};
+  const int in[4] = {e, config_.kdim, config_.vdim, e};
+  if (const char* err = proj_[i].pack(w, b, out[i], in[i])) return err;
+  ++weights_version_;
+  return nullptr;
+}
+
+const char* MultiHeadAttention::set_weights(const ProjectionArrays& a) {
+  if (!configured_) return "multi-head attention: not configured";
+  // Pack into a copy of the projections, then swap them in: on failure nothing changed.
+  PackedLinear packed[4];
+  const int e = config_.embed_dim;
+  const int out[4] = {e, kv_features(), kv_features(), e};
+  const int in[4] = {e, config_.kdim, config_.vdim, e};
+  for (int i = 0; i < 4; ++i) {
+    if (config_.bias != (a.b[i] != nullptr))
+      return config_.bias ? "multi-head attention: this layer needs biases"
+                          : "multi-head attention: this layer has no biases";
+    if (const char* err = packed[i].pack(a.w[i], a.b[i], out[i], in[i])) return err;
   }
-  return "multi-head attention: unknown projection";
+  for (int i = 0; i < 4; ++i) proj_[i] = std::move(packed[i]);
+  ++weights_version_;
+  return nullptr;
 }
 
 bool MultiHeadAttention::ready() const {
   return configured_ && std::all_of(proj_, proj_ + 4, [](const PackedLinear& l) { return l.packed(); });
 }
 
+const char* MultiHeadAttention::get_weight(Projection which, float* w, float* b) const {
+  const int i = projection_index(which);
+  if (i < 0) return "multi-head attention: unknown projection";
+  if (!proj_[i].packed()) return "multi-head attention: weights are not set";
+  if (!w || (config_.bias && !b)) return "multi-head attention: missing output buffers";
+  proj_[i].unpack(w, b);
+  return nullptr;
+}
+
 const char* KvCache::allocate(const MultiHeadAttention& layer, int batch, int max_seq) {
   if (!layer.ready()) return "kv cache: the layer's weights are not set";
   if (batch < 1 || max_seq < 1) return "kv cache: batch and max_seq must be positive";
   const std::size_t n = static_cast<std::size_t>(batch) * max_seq * layer.kv_features();
-  if (!k_.allocate(n) || !v_.allocate(n)) {
-    k_.data.reset();
-    v_.data.reset();
-    return "kv cache: out of memory";
-  }
+  FloatBuffer k, v;  // committed only when both exist
+  if (!k.allocate(n) || !v.allocate(n)) return "kv cache: out of memory";
+  k_ = std::move(k);
+  v_ = std::move(v);
   owner_ = &layer;
   batch_ = batch;
   max_seq_ = max_seq;
@@ -139,17 +174,21 @@ const char* MultiHeadAttention::forward(const MhaForward& f) const {
   p.m = mask_strides(f.mask_shape, config_.num_heads, f.seq_q, seq_k);
   p.scale = 1.0f / std::sqrt(static_cast<float>(hd));
   p.causal = cache != nullptr || f.causal;
+  MhaTape tape;  // filled here, moved into *f.tape only when complete
   if (f.tape) {  // keep each row's log-sum-exp: the backward pass then skips a forward
-    if (!f.tape->lse_.allocate(static_cast<std::size_t>(f.batch) * config_.num_heads * f.seq_q))
+    if (!tape.lse_.allocate(static_cast<std::size_t>(f.batch) * config_.num_heads * f.seq_q))
       return "multi-head attention: out of memory for the training tape";
-    p.lse = f.tape->lse_.get();
+    p.lse = tape.lse_.get();
     p.l = dense_bhsd(config_.num_heads, f.seq_q, 1);
   }
   if (const char* err = attention(p)) return err;
+  if (f.tape) {
+    if (const char* err = record(tape, f, q_buf, k_buf, v_buf, a_buf)) return err;
+  }
 
   proj_[3].apply(a_buf, e, rows_q, f.out, e, scratch);
   if (cache) cache->length_ += f.seq_q;
-  if (f.tape) return record(*f.tape, f, q_buf, k_buf, v_buf, a_buf);
+  if (f.tape) *f.tape = std::move(tape);
   return nullptr;
 }
 
@@ -161,9 +200,8 @@ bool copy_into(FloatBuffer& dst, const float* src, std::size_t n) {
   return true;
 }
 
-bool copy_bytes(std::unique_ptr<std::uint8_t, FloatBuffer::Free>& dst, const void* src, std::size_t n) {
-  dst.reset(static_cast<std::uint8_t*>(std::malloc(std::max<std::size_t>(n, 1))));
-  if (!dst) return false;
+bool copy_bytes(ByteBuffer& dst, const void* src, std::size_t n) {
+  if (!dst.allocate(n)) return false;
   std::memcpy(dst.get(), src, n);
   return true;
 }
@@ -204,6 +242,8 @@ const char* MultiHeadAttention::record(MhaTape& t, const MhaForward& f, const fl
   const std::size_t rows_q = static_cast<std::size_t>(f.batch) * f.seq_q;
   const std::size_t rows_k = static_cast<std::size_t>(f.batch) * f.seq_k;
   t.filled_ = false;
+  t.layer_ = this;
+  t.weights_version_ = weights_version_;
   t.key_given_ = f.key != nullptr;
   t.value_given_ = f.value != nullptr;
   t.causal_ = f.causal;
@@ -224,10 +264,10 @@ const char* MultiHeadAttention::record(MhaTape& t, const MhaForward& f, const fl
     const std::size_t bytes = slices * f.seq_q * f.seq_k * (f.mask_type == MaskType::additive ? sizeof(float) : 1);
     ok = copy_bytes(t.mask_, f.mask, bytes);
   } else {
-    t.mask_.reset();
+    t.mask_.data.reset();
   }
   if (ok && f.key_padding) ok = copy_bytes(t.key_padding_, f.key_padding, rows_k);
-  else if (!f.key_padding) t.key_padding_.reset();
+  else if (!f.key_padding) t.key_padding_.data.reset();
   if (!ok) return "multi-head attention: out of memory for the training tape";
   t.filled_ = true;
   return nullptr;
@@ -236,6 +276,10 @@ const char* MultiHeadAttention::record(MhaTape& t, const MhaForward& f, const fl
 const char* MultiHeadAttention::backward(const MhaTape& t, const float* d_out, const MhaGrads& g) const {
   if (!ready()) return "multi-head attention: weights are not set";
   if (!t.filled_) return "multi-head attention: backward needs a training forward first";
+  if (t.layer_ != this) return "multi-head attention: the tape was filled by another layer";
+  if (t.weights_version_ != weights_version_)
+    return "multi-head attention: the weights changed since the training forward that filled the tape; "
+           "run it again (gradients of the old tape would match neither the old nor the new weights)";
   if (!d_out || !g.d_query || (t.key_given_ && !g.d_key) || (t.value_given_ && !g.d_value))
     return "multi-head attention: missing gradient buffers";
   for (int i = 0; i < 4; ++i)
@@ -278,7 +322,7 @@ const char* MultiHeadAttention::backward(const MhaTape& t, const float* d_out, c
   p.q = p.o = dense_bshd(config_.num_heads, t.seq_q_, hd);
   p.k = p.v = dense_bshd(config_.num_kv_heads, t.seq_k_, hd);
   p.mask = t.mask_.get();
-  p.mask_type = t.mask_ ? t.mask_type_ : MaskType::none;
+  p.mask_type = t.mask_.get() ? t.mask_type_ : MaskType::none;
   p.m = mask_strides(t.mask_shape_, config_.num_heads, t.seq_q_, t.seq_k_);
   p.key_padding = t.key_padding_.get();
   p.key_padding_batch_stride = t.seq_k_;
@@ -317,33 +361,103 @@ const char* MultiHeadAttention::backward(const MhaTape& t, const float* d_out, c
 
 void MultiHeadAttention::sgd_step(const MhaGrads& g, float lr) {
   for (int i = 0; i < 4; ++i) proj_[i].add_scaled(g.d_w[i], config_.bias ? g.d_b[i] : nullptr, -lr);
+  ++weights_version_;
+}
+
+std::size_t MultiHeadAttention::weight_floats(int i) const {
+  return static_cast<std::size_t>(proj_[i].out_features()) * proj_[i].in_features() +
+         (config_.bias ? proj_[i].out_features() : 0);
 }
 
 const char* MultiHeadAttention::adam_step(const MhaGrads& g, float lr, float beta1, float beta2,
                                           float eps, int step) {
+  if (!ready()) return "multi-head attention: weights are not set";
+  // Everything this step needs is allocated before anything changes (issue 16: a moment
+  // allocated without its twin, or projections 0…i−1 stepped before i ran out of memory).
+  FloatBuffer new_m[4], new_v[4], update;
+  std::size_t most = 0;
+  for (int i = 0; i < 4; ++i) {
+    const std::size_t n = weight_floats(i);
+    most = std::max(most, n);
+    if (adam_m_[i].size == n && adam_v_[i].size == n) continue;
+    if (!new_m[i].allocate(n) || !new_v[i].allocate(n))
+      return "multi-head attention: out of memory for the optimizer state";
+    std::fill(new_m[i].get(), new_m[i].get() + n, 0.0f);
+    std::fill(new_v[i].get(), new_v[i].get() + n, 0.0f);
+  }
+  if (!update.allocate(most)) return "multi-head attention: out of memory for the optimizer step";
+  for (int i = 0; i < 4; ++i) {
+    if (!new_m[i].get()) continue;
+    adam_m_[i] = std::move(new_m[i]);
+    adam_v_[i] = std::move(new_v[i]);
+  }
+
   const float c1 = 1.0f - std::pow(beta1, static_cast<float>(step));
   const float c2 = 1.0f - std::pow(beta2, static_cast<float>(step));
   for (int i = 0; i < 4; ++i) {
-    const std::size_t nw = static_cast<std::size_t>(proj_[i].out_features()) * proj_[i].in_features();
     const std::size_t nb = config_.bias ? proj_[i].out_features() : 0;
-    if (adam_m_[i].size != nw + nb) {
-      if (!adam_m_[i].allocate(nw + nb) || !adam_v_[i].allocate(nw + nb))
-        return "multi-head attention: out of memory for the optimizer state";
-      std::fill(adam_m_[i].get(), adam_m_[i].get() + nw + nb, 0.0f);
-      std::fill(adam_v_[i].get(), adam_v_[i].get() + nw + nb, 0.0f);
-    }
-    FloatBuffer update;
-    if (!update.allocate(nw + nb)) return "multi-head attention: out of memory";
+    const std::size_t nw = weight_floats(i) - nb;
     float* m = adam_m_[i].get();
     float* v = adam_v_[i].get();
+    float* u = update.get();
     for (std::size_t j = 0; j < nw + nb; ++j) {
       const float grad = j < nw ? g.d_w[i][j] : g.d_b[i][j - nw];
       m[j] = beta1 * m[j] + (1.0f - beta1) * grad;
       v[j] = beta2 * v[j] + (1.0f - beta2) * grad * grad;
-      update.get()[j] = -lr * (m[j] / c1) / (std::sqrt(v[j] / c2) + eps);
+      u[j] = -lr * (m[j] / c1) / (std::sqrt(v[j] / c2) + eps);
     }
-    proj_[i].add_scaled(update.get(), nb ? update.get() + nw : nullptr, 1.0f);
+    proj_[i].add_scaled(u, nb ? u + nw : nullptr, 1.0f);
   }
+  ++weights_version_;
+  return nullptr;
+}
+
+const char* MultiHeadAttention::get_adam_state(Projection which, float* m_w, float* m_b, float* v_w,
+                                               float* v_b) const {
+  const int i = projection_index(which);
+  if (i < 0) return "multi-head attention: unknown projection";
+  if (!has_adam_state()) return "multi-head attention: no optimizer state yet (no adam_step)";
+  if (!m_w || !v_w || (config_.bias && (!m_b || !v_b))) return "multi-head attention: missing output buffers";
+  const std::size_t nb = config_.bias ? proj_[i].out_features() : 0, nw = weight_floats(i) - nb;
+  std::memcpy(m_w, adam_m_[i].get(), nw * sizeof(float));
+  std::memcpy(v_w, adam_v_[i].get(), nw * sizeof(float));
+  if (nb) {
+    std::memcpy(m_b, adam_m_[i].get() + nw, nb * sizeof(float));
+    std::memcpy(v_b, adam_v_[i].get() + nw, nb * sizeof(float));
+  }
+  return nullptr;
+}
+
+const char* MultiHeadAttention::set_adam_state(const ProjectionArrays& m, const ProjectionArrays& v) {
+  if (!ready()) return "multi-head attention: weights are not set";
+  if (!m.w[0]) {  // a fresh optimizer
+    for (int i = 0; i < 4; ++i) {
+      adam_m_[i] = FloatBuffer();
+      adam_v_[i] = FloatBuffer();
+    }
+    ++weights_version_;
+    return nullptr;
+  }
+  for (int i = 0; i < 4; ++i)
+    if (!m.w[i] || !v.w[i] || (config_.bias && (!m.b[i] || !v.b[i])))
+      return "multi-head attention: missing optimizer state arrays";
+  FloatBuffer new_m[4], new_v[4];
+  for (int i = 0; i < 4; ++i) {
+    const std::size_t nb = config_.bias ? proj_[i].out_features() : 0, nw = weight_floats(i) - nb;
+    if (!new_m[i].allocate(nw + nb) || !new_v[i].allocate(nw + nb))
+      return "multi-head attention: out of memory for the optimizer state";
+    std::memcpy(new_m[i].get(), m.w[i], nw * sizeof(float));
+    std::memcpy(new_v[i].get(), v.w[i], nw * sizeof(float));
+    if (nb) {
+      std::memcpy(new_m[i].get() + nw, m.b[i], nb * sizeof(float));
+      std::memcpy(new_v[i].get() + nw, v.b[i], nb * sizeof(float));
+    }
+  }
+  for (int i = 0; i < 4; ++i) {
+    adam_m_[i] = std::move(new_m[i]);
+    adam_v_[i] = std::move(new_v[i]);
+  }
+  ++weights_version_;
   return nullptr;
 }
 

@@ -30,6 +30,7 @@ class MultiHeadAttention;
 // each, filled up to `length()`. Tied to the layer that created it.
 class KvCache {
  public:
+  // Empty, for `layer`. On failure the cache stays as it was (with what it held).
   const char* allocate(const MultiHeadAttention& layer, int batch, int max_seq);
   void reset() { length_ = 0; }
   int length() const { return length_; }
@@ -47,7 +48,9 @@ class KvCache {
 enum class Projection : int { q = 0, k = 1, v = 2, o = 3 };
 
 // What a training forward keeps for backward(): copies of the inputs and masks, and the
-// projected Q, K, V and attention output. Owned by the caller; refilled by each training forward.
+// projected Q, K, V and attention output. Owned by the caller; refilled by each training forward
+// (all-or-nothing: a failed one leaves the tape as it was). It is valid for the layer that
+// filled it only while that layer's weights stay unchanged (see backward()).
 class MhaTape {
  public:
   bool filled() const { return filled_; }
@@ -59,7 +62,16 @@ class MhaTape {
   MaskType mask_type_ = MaskType::none;
   MaskShape mask_shape_ = MaskShape::plane;
   FloatBuffer xq_, xk_, xv_, q_, k_, v_, a_, lse_;
-  std::unique_ptr<std::uint8_t, FloatBuffer::Free> mask_, key_padding_;
+  ByteBuffer mask_, key_padding_;
+  const MultiHeadAttention* layer_ = nullptr;  // the layer whose forward filled it
+  std::uint64_t weights_version_ = 0;          // that layer's weights_version() then
+};
+
+// The four projections' arrays in set_weight layout: w[i] [out × in], b[i] [out] (null when
+// the layer has no biases); i = q, k, v, o.
+struct ProjectionArrays {
+  const float* w[4] = {nullptr, nullptr, nullptr, nullptr};
+  const float* b[4] = {nullptr, nullptr, nullptr, nullptr};
 };
 
 // Gradients from backward(): of the inputs that were given (d_key and d_value null when the
@@ -94,22 +106,41 @@ class MultiHeadAttention {
  public:
   // Returns nullptr or an error message; the layer is unusable until configured.
   const char* configure(const MhaConfig& config);
-  // w is [out × in] (nn.Linear), b [out] or null (required iff config.bias).
+  // w is [out × in] (nn.Linear), b [out] or null (required iff config.bias). On failure the
+  // projection keeps its weights.
   const char* set_weight(Projection which, const float* w, const float* b);
+  // All four at once, all-or-nothing: on failure no projection changed.
+  const char* set_weights(const ProjectionArrays& a);
   bool ready() const;  // configured and all four weights set
+  // The weights of `which` in set_weight layout (b only when the layer has biases).
+  const char* get_weight(Projection which, float* w, float* b) const;
+  // Counts changes of the weights (set_weight(s), sgd_step, adam_step, set_adam_state): a tape
+  // filled at another count is stale.
+  std::uint64_t weights_version() const { return weights_version_; }
 
   // Computes f.out (and f.weights). With a cache, appends f.seq_q positions and attends
   // causally to everything cached; the cache is unchanged if this fails.
   const char* forward(const MhaForward& f) const;
 
   // Gradients of L given dL/d(out) (`d_out`, [batch, seq_q, embed_dim]) for the forward that
-  // filled `tape`. Returns nullptr or an error message.
+  // filled `tape`. Returns nullptr or an error message: also when the tape is from another
+  // layer, or the weights changed since it was filled (its gradients would match neither the
+  // old nor the new weights).
   const char* backward(const MhaTape& tape, const float* d_out, const MhaGrads& g) const;
 
   // Optimizer steps on the packed weights, from gradients in setWeights layout (d_b may be null).
-  // adam_step keeps its moments in the layer; `step` counts from 1.
+  // adam_step keeps its moments in the layer; `step` counts from 1. Both are all-or-nothing:
+  // on failure (out of memory) no weight and no moment changed.
   void sgd_step(const MhaGrads& g, float lr);
   const char* adam_step(const MhaGrads& g, float lr, float beta1, float beta2, float eps, int step);
+
+  // Adam's moments (first m, second v) in set_weight layout; there are none before the first
+  // adam_step. get_adam_state copies those of `which` (biases only with biases). set_adam_state
+  // replaces all of them at once (all-or-nothing); m.w[0] == nullptr clears them (a fresh
+  // optimizer). Sizes are the weights' sizes.
+  bool has_adam_state() const { return adam_m_[0].get() != nullptr; }
+  const char* get_adam_state(Projection which, float* m_w, float* m_b, float* v_w, float* v_b) const;
+  const char* set_adam_state(const ProjectionArrays& m, const ProjectionArrays& v);
 
   const MhaConfig& config() const { return config_; }
   int head_dim() const { return config_.embed_dim / config_.num_heads; }
@@ -122,8 +153,11 @@ class MultiHeadAttention {
   const char* record(MhaTape& t, const MhaForward& f, const float* q, const float* k,
                      const float* v, const float* a) const;
 
+  std::size_t weight_floats(int i) const;  // of projection i: weights then bias
+
   PackedLinear proj_[4];  // q, k, v, o
   FloatBuffer adam_m_[4], adam_v_[4];  // Adam moments per projection: weights then bias
+  std::uint64_t weights_version_ = 0;
 };
 
 }  // namespace attn

@@ -1,6 +1,6 @@
 // The library object that loadAttention() resolves to: checks arguments, copies tensors into
 // one reused heap block, runs the kernel, copies the results out into caller-owned arrays.
-import { HeapArena, kernelWorkspaceBytes } from './heap.mjs';
+import { coreError, HeapArena, kernelWorkspaceBytes, WASM_MEMORY_LIMIT } from './heap.mjs';
 import { makeMultiHeadAttention } from './mha.mjs';
 import { makeRotary } from './rotary.mjs';
 import { VARIANT_OPTIONS, resolveVariants } from './variants.mjs';
@@ -41,7 +41,7 @@ export function createLibrary(M, { threadsReason = 'requested 1 thread', onDispo
       dOut: call.address('dOut'), dQuery: call.address('dQuery'), dKey: call.address('dKey'), dValue: call.address('dValue'),
       lse: call.address('lse'), savedOut: call.address('savedOut'),
     });
-    if (error) throw new Error(`attention-wasm: ${error}`);
+    if (error) throw coreError(M, error);
     return call.copyOut;
   }
 
@@ -118,12 +118,17 @@ export function createLibrary(M, { threadsReason = 'requested 1 thread', onDispo
       4 * (padded * (inFeatures + 1) + (Math.ceil(rows / 4) * 4 + 4) * inFeatures + 32));
     const error = M.linear(call.address('input'), call.address('weight'), call.address('bias'), call.address('out'),
       rows, inFeatures, outFeatures);
-    if (error) throw new Error(`attention-wasm: ${error}`);
+    if (error) throw coreError(M, error);
     return call.copyOut('out', out ?? new Float32Array(rows * outFeatures));
   }
 
   function memoryUsage() {
-    return { wasmMemory: M.HEAPU8.length, arena: arena.capacity, heapInUse: M.heapInUse() };
+    return { wasmMemory: M.HEAPU8.length, arena: arena.capacity, heapInUse: M.heapInUse(), wasmMemoryLimit: WASM_MEMORY_LIMIT };
+  }
+
+  // Gives the arena back to the module's allocator (for a cache or weights); returns its bytes.
+  function trim() {
+    return arena.trim();
   }
 
   const { MultiHeadAttention } = makeMultiHeadAttention(M, arena);
@@ -141,11 +146,15 @@ export function createLibrary(M, { threadsReason = 'requested 1 thread', onDispo
 
   const live = (name, fn) => (...args) => {
     if (disposed) throw new Error(`attention-wasm: ${name}() after lib.dispose(); load the library again`);
-    return fn(...args);
+    try {
+      return fn(...args);
+    } finally {
+      arena.endCall();  // a block far larger than usual is given back
+    }
   };
   return Object.freeze({
     info, attention: live('attention', attention), attentionWeights: live('attentionWeights', attentionWeights),
     attentionBackward: live('attentionBackward', attentionBackward),
-    linear: live('linear', linear), rotary: live('rotary', rotary), memoryUsage, MultiHeadAttention, dispose,
+    linear: live('linear', linear), rotary: live('rotary', rotary), memoryUsage, trim, MultiHeadAttention, dispose,
   });
 }

@@ -1,10 +1,15 @@
 // Moving arrays in and out of wasm memory. One malloc'd block is reused by every call (calls are
-// synchronous, so it is never shared) and grown when a call needs more. Heap views are taken
-// fresh after anything that may grow memory, since growth replaces them.
+// synchronous, so it is never shared) and grown when a call needs more; a block far larger than
+// usual is given back when its call ends. Heap views are taken fresh after anything that may
+// grow memory, since growth replaces them.
 import { kindOf } from './shapes.mjs';
 
 // wasm32 with ALLOW_MEMORY_GROWTH stops at 2 GiB; leave room for the module's own data.
-export const MAX_HEAP_BYTES = 2 ** 31 - 32 * 2 ** 20;
+export const WASM_MEMORY_LIMIT = 2 ** 31;
+export const MAX_HEAP_BYTES = WASM_MEMORY_LIMIT - 32 * 2 ** 20;
+// Between calls the arena keeps at most this much; a call that needs more gets a block that is
+// freed when the call returns (so one huge call does not hold memory a cache may need later).
+export const ARENA_KEEP_BYTES = 16 * 2 ** 20;
 const ALIGN = 16;
 const KEYS_PER_BLOCK = 64;  // kKeysPerBlock in src/attention.cpp
 
@@ -14,6 +19,29 @@ export const kernelWorkspaceBytes = (seqK, headDim, valueDim = headDim) =>
   Math.ceil(seqK / KEYS_PER_BLOCK) * KEYS_PER_BLOCK * (headDim + Math.ceil(valueDim / 16) * 16) * 4 + 2 ** 16;
 const alignUp = (n) => Math.ceil(n / ALIGN) * ALIGN;
 const mib = (n) => `${Math.ceil(n / 2 ** 20)} MiB`;
+// Sizes in messages: "512 KiB", "6.0 MiB", "1.50 GiB".
+export function formatBytes(n) {
+  if (n >= 2 ** 30) return `${(n / 2 ** 30).toFixed(2)} GiB`;
+  if (n >= 2 ** 20) return `${(n / 2 ** 20).toFixed(1)} MiB`;
+  return `${Math.ceil(n / 2 ** 10)} KiB`;
+}
+
+const OOM_HINT = 'dispose() layers and caches that are no longer needed, call lib.trim(), or split the work into smaller calls';
+
+// "(asked for …; … in use, wasm memory … of at most 2.00 GiB); <hint>": what every out-of-memory
+// message ends with.
+function memoryReport(M, askedBytes) {
+  const asked = askedBytes > 0 && askedBytes < 2 ** 53 ? `asked for ${formatBytes(askedBytes)}; ` : '';
+  return `(${asked}${formatBytes(M.heapInUse())} in use, wasm memory ${formatBytes(M.HEAPU8.length)} ` +
+    `of at most ${formatBytes(WASM_MEMORY_LIMIT)}); ${OOM_HINT}`;
+}
+
+// The Error for a message from the C++ core; an out-of-memory one gets the sizes (`askedBytes`,
+// default: the allocation that failed) and a hint.
+export function coreError(M, message, askedBytes = M.lastFailedAllocation()) {
+  if (/out of memory/.test(message)) return new Error(`attention-wasm: ${message} ${memoryReport(M, askedBytes)}`);
+  return new Error(`attention-wasm: ${message}`);
+}
 
 // Throws a RangeError naming `fn` if `bytes` cannot fit in wasm32 memory.
 export function checkMemory(fn, bytes) {
@@ -32,14 +60,37 @@ export class HeapArena {
   reserve(bytes) {
     if (bytes <= this.capacity) return this.ptr;
     const M = this.module;
-    if (this.ptr) M._free(this.ptr);
+    this.trim();
     const size = Math.ceil(bytes / 65536) * 65536;
     this.ptr = M._malloc(size);
     this.capacity = this.ptr ? size : 0;
     if (!this.ptr) {
-      throw new Error(`attention-wasm: out of wasm memory (could not allocate ${bytes} bytes); the library stays usable for smaller calls`);
+      throw new Error(`attention-wasm: out of memory for the call's arguments and results ${memoryReport(M, size)}`);
     }
     return this.ptr;
+  }
+
+  // Frees the block; returns the bytes given back.
+  trim() {
+    const freed = this.capacity;
+    if (this.ptr) this.module._free(this.ptr);
+    this.ptr = 0;
+    this.capacity = 0;
+    return freed;
+  }
+
+  // After every public call: a block larger than ARENA_KEEP_BYTES is not kept.
+  endCall() {
+    if (this.capacity > ARENA_KEEP_BYTES) this.trim();
+  }
+
+  // stage(...) then work(call), then endCall(): for one public call.
+  call(fn, inputs, outputs, extraBytes, work) {
+    try {
+      return work(this.stage(fn, inputs, outputs, extraBytes));
+    } finally {
+      this.endCall();
+    }
   }
 
   // Places `inputs` (name → Float32Array/Uint8Array, or undefined) and `outputs` (name → float

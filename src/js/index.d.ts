@@ -187,11 +187,21 @@ export interface AttentionLibrary {
   /**
    * Bytes of wasm memory in use: `wasmMemory` is the module's whole linear memory (it grows for
    * large calls and never shrinks, as WebAssembly memory cannot); `arena` is the block the
-   * library keeps for copying call arguments in and results out (reused by every call, grown
-   * when a call needs more); `heapInUse` is what is currently allocated inside the module
-   * (weights, caches, the arena), which returns to its level when objects are disposed.
+   * library keeps for copying call arguments in and results out (reused by every call; between
+   * calls at most 16 MiB: a call that needs more gets a block that is freed when it returns);
+   * `heapInUse` is what is currently allocated inside the module (weights, caches, the arena),
+   * which returns to its level when objects are disposed; `wasmMemoryLimit` is the most
+   * `wasmMemory` can grow to (2 GiB, wasm32).
    */
-  memoryUsage(): { wasmMemory: number; arena: number; heapInUse: number };
+  memoryUsage(): { wasmMemory: number; arena: number; heapInUse: number; wasmMemoryLimit: number };
+
+  /**
+   * Frees the arena's block (see {@link AttentionLibrary.memoryUsage}) so its memory can serve
+   * a large cache or weights; the next call allocates a new one. Returns the bytes freed. Wasm
+   * memory itself never shrinks: freed memory is reused inside the module, not returned to the
+   * browser or the OS. Out-of-memory errors say the sizes (asked, in use, limit) and suggest this.
+   */
+  trim(): number;
 
   /**
    * Gradients of a loss through {@link AttentionLibrary.attention}: given `dOut` = dL/d(out)
@@ -361,10 +371,27 @@ export interface MultiHeadAttentionForwardOptions {
   train?: boolean | null;
 }
 
-/** Weight gradients, in the layout of {@link MultiHeadAttentionWeights} (biases only with bias). */
-export interface MultiHeadAttentionGrads {
+/** One array per weight, in the layout of {@link MultiHeadAttentionWeights} (biases only with bias). */
+export interface MultiHeadAttentionArrays {
   wq: Float32Array; wk: Float32Array; wv: Float32Array; wo: Float32Array;
   bq?: Float32Array; bk?: Float32Array; bv?: Float32Array; bo?: Float32Array;
+}
+
+/** Weight gradients, in the layout of {@link MultiHeadAttentionWeights} (biases only with bias). */
+export interface MultiHeadAttentionGrads extends MultiHeadAttentionArrays {}
+
+/**
+ * What Adam keeps between steps ({@link MultiHeadAttention.getOptimizerState}): the number of
+ * steps taken (bias correction) and the first and second moments of every weight. The learning
+ * rate, betas and eps are not part of it: they are arguments of each `adamStep` call.
+ */
+export interface MultiHeadAttentionOptimizerState {
+  /** Adam steps taken (0 before the first). */
+  step: number;
+  /** First moments (running mean of the gradients). */
+  m: MultiHeadAttentionArrays;
+  /** Second moments (running mean of the squared gradients); never negative. */
+  v: MultiHeadAttentionArrays;
 }
 
 /**
@@ -379,7 +406,10 @@ export interface KVCache {
   readonly disposed: boolean;
   /** Forgets every cached position, so a new sequence can start. */
   reset(): void;
-  /** Frees the cache's wasm memory; any later use throws. Harmless to call twice. */
+  /**
+   * Frees the cache's wasm memory; any later use throws. Harmless to call twice. As for layers,
+   * the FinalizationRegistry frees a dropped cache only after the event loop gets a turn.
+   */
   dispose(): void;
 }
 
@@ -395,8 +425,18 @@ export interface KVCache {
 export interface MultiHeadAttention {
   readonly config: Readonly<Required<{ [K in keyof MultiHeadAttentionConfig]: NonNullable<MultiHeadAttentionConfig[K]> }> & { headDim: number }>;
   readonly disposed: boolean;
-  /** Copies and packs the weights (checking every shape first). */
+  /**
+   * Copies and packs the weights (checking every shape first). All or nothing: if it throws
+   * (a bad argument, or out of memory), the layer keeps its old weights. Invalidates the
+   * training tape (see {@link MultiHeadAttention.backward}).
+   */
   setWeights(weights: MultiHeadAttentionWeights): void;
+  /**
+   * The weights, in {@link MultiHeadAttention.setWeights} layout, as fresh arrays the caller
+   * owns (biases only with `bias: true`): `other.setWeights(mha.getWeights())` makes a layer
+   * that computes exactly the same. Throws if the weights were never set.
+   */
+  getWeights(): MultiHeadAttentionArrays;
   /**
    * @param query `[batch, seqQ, embedDim]`
    * @param key `[batch, seqK, kdim]`; null = the query (self-attention)
@@ -408,18 +448,40 @@ export interface MultiHeadAttention {
   /**
    * Gradients for the last `forward(..., { train: true })`, given dL/d(out) `[batch, seqQ,
    * embedDim]`. `dKey`/`dValue` are present only when key/value were passed (otherwise their
-   * share is added to `dQuery` / `dKey`).
+   * share is added to `dQuery` / `dKey`). May be called more than once for one forward.
+   *
+   * Throws an Error if the weights changed since that forward (`setWeights`, `sgdStep`,
+   * `adamStep`, `setOptimizerState`): its gradients would match neither the old nor the new
+   * weights. To accumulate gradients, run forward and backward per batch, sum, then step once.
    */
   backward(dOut: Float32Array): {
     dQuery: Float32Array; dKey?: Float32Array; dValue?: Float32Array; weights: MultiHeadAttentionGrads;
   };
-  /** w −= lr · grad on the weights in wasm memory. */
+  /** w −= lr · grad on the weights in wasm memory. Invalidates the training tape. */
   sgdStep(grads: MultiHeadAttentionGrads, options: { lr: number }): void;
-  /** One Adam step on the weights in wasm memory; the moments live in the layer. */
+  /**
+   * One Adam step on the weights in wasm memory; the moments live in the layer. All or nothing:
+   * if it throws (e.g. out of memory for the moments), no weight, moment or step count changed.
+   * Invalidates the training tape.
+   */
   adamStep(grads: MultiHeadAttentionGrads, options?: { lr?: number; beta1?: number; beta2?: number; eps?: number }): void;
+  /** Adam's step count and moments as fresh arrays (zeros before the first step), to save with {@link MultiHeadAttention.getWeights}. */
+  getOptimizerState(): MultiHeadAttentionOptimizerState;
+  /**
+   * Restores a state from {@link MultiHeadAttention.getOptimizerState} (of a layer with the same
+   * config): with the weights restored too, training continues bit for bit as if it had never
+   * stopped. Checks every array (type, length, finite, `v` >= 0) before changing anything; needs
+   * the weights set. Invalidates the training tape.
+   */
+  setOptimizerState(state: MultiHeadAttentionOptimizerState): void;
   /** A KV cache for this layer with fixed `batch` (default 1) and `maxSeq`. */
   createCache(options: { batch?: number | null; maxSeq: number }): KVCache;
-  /** Frees the layer's wasm memory. Harmless to call twice. */
+  /**
+   * Frees the layer's wasm memory. Harmless to call twice. A layer dropped without dispose() is
+   * freed by a FinalizationRegistry only after it is garbage collected, which happens only when
+   * the event loop gets a turn: a synchronous loop that creates and drops layers keeps all of
+   * their memory until it yields.
+   */
   dispose(): void;
 }
 

@@ -1,7 +1,7 @@
 // MultiHeadAttention and its KVCache: JS handles over C++ objects that own wasm memory (the
 // packed weights; the cached keys and values). Arguments are checked here, before the heap is
 // touched; tensors are staged through the library's shared heap arena.
-import { checkMemory, kernelWorkspaceBytes } from './heap.mjs';
+import { checkMemory, coreError, kernelWorkspaceBytes } from './heap.mjs';
 import {
   bool, checkFloat32, checkKnownKeys, checkMask, describe, dim, given, kindOf,
 } from './shapes.mjs';
@@ -10,6 +10,8 @@ const CONFIG_KEYS = ['embedDim', 'numHeads', 'numKvHeads', 'kdim', 'vdim', 'bias
 const FORWARD_OPTIONS = ['batch', 'seqQ', 'seqK', 'mask', 'keyPaddingMask', 'causal', 'weightsOut', 'out', 'cache', 'train'];
 const CACHE_OPTIONS = ['batch', 'maxSeq'];
 const PROJECTIONS = [['wq', 'bq'], ['wk', 'bk'], ['wv', 'bv'], ['wo', 'bo']];
+const STATE_KEYS = ['step', 'm', 'v'];
+const MAX_STEP = 2 ** 31 - 1;  // a C++ int
 
 function resolveConfig(config) {
   checkKnownKeys('MultiHeadAttention', config, CONFIG_KEYS, 'config', ' with at least embedDim and numHeads');
@@ -50,12 +52,25 @@ function learningRate(lr) {
   return lr;
 }
 
-// The addresses of staged gradients for the C++ MhaGrads (names g_wq … g_bo, plus `extra`).
-function gradAddresses(call, extra = {}) {
-  const names = { dWq: 'g_wq', dWk: 'g_wk', dWv: 'g_wv', dWo: 'g_wo', dBq: 'g_bq', dBk: 'g_bk', dBv: 'g_bv', dBo: 'g_bo' };
+// The addresses of four staged projections' arrays (names `${prefix}wq` … `${prefix}bo`, plus
+// `extra`) for the C++ MhaGrads, which also carries weights and Adam moments.
+function gradAddresses(call, extra = {}, prefix = 'g_') {
   const all = { dOut: 0, dQuery: 0, dKey: 0, dValue: 0 };
-  for (const [field, name] of Object.entries({ ...names, ...extra })) all[field] = call.address(name);
+  for (const [w, b] of PROJECTIONS) {
+    all[`dW${w[1]}`] = call.address(prefix + w);
+    all[`dB${w[1]}`] = call.address(prefix + b);
+  }
+  for (const [field, name] of Object.entries(extra)) all[field] = call.address(name);
   return all;
+}
+
+// `object` holds exactly the arrays `sizes` names (name → float count), each a Float32Array.
+function checkArrays(fn, label, object, sizes, needs) {
+  checkKnownKeys(fn, object, Object.keys(sizes), label, needs);
+  for (const [name, n] of Object.entries(sizes)) {
+    if (!given(object[name])) throw new TypeError(`${fn}: ${label}.${name} is required (a Float32Array of ${n})`);
+    checkFloat32(`${label}.${name}`, object[name], n, `${n} values`, fn);
+  }
 }
 
 export function makeMultiHeadAttention(M, arena) {
@@ -113,6 +128,7 @@ export function makeMultiHeadAttention(M, arena) {
     #ready = false;
     #tape = null;        // the C++ training tape, made on the first forward({ train: true })
     #trained = null;     // shapes of that forward: { batch, seqQ, seqK, keyGiven, valueGiven }
+    #staleBecause = null;  // the call that changed the weights after that forward, if any
     #adamSteps = 0;
 
     constructor(config) {
@@ -123,7 +139,7 @@ export function makeMultiHeadAttention(M, arena) {
       const error = this.#core.configure(c);
       if (error) {
         this.dispose();
-        throw new Error(`attention-wasm: ${error}`);
+        throw coreError(M, error);
       }
     }
 
@@ -151,14 +167,91 @@ export function makeMultiHeadAttention(M, arena) {
           throw new TypeError(`weights.${b} was given, but the layer was created with bias: false`);
         }
       }
-      this.#ready = false;
-      PROJECTIONS.forEach(([w, b], which) => {
-        const call = arena.stage('setWeights', { w: weights[w], b: bias ? weights[b] : undefined }, {},
-          weights[w].byteLength + (bias ? weights[b].byteLength : 0));
-        const error = core.setWeight(which, call.address('w'), call.address('b'));
-        if (error) throw new Error(`attention-wasm: ${error}`);
+      // All four at once (C++ packs them into new buffers): on failure the old weights stay.
+      const inputs = Object.fromEntries(PROJECTIONS.flat().map((name) => [`w_${name}`, given(weights[name]) ? weights[name] : undefined]));
+      const bytes = Object.values(inputs).reduce((n, a) => n + (a ? a.byteLength : 0), 0);
+      arena.call('setWeights', inputs, {}, bytes + 4 * 16 * 4 * e, (call) => {
+        const error = core.setWeights(gradAddresses(call, {}, 'w_'));
+        if (error) throw coreError(M, error);
       });
       this.#ready = true;
+      this.#weightsChanged('setWeights');
+    }
+
+    /**
+     * The weights in setWeights layout (wq, wk, wv, wo and, with bias, bq, bk, bv, bo), as
+     * fresh Float32Arrays the caller owns.
+     */
+    getWeights() {
+      const core = this.#live('getWeights');
+      if (!this.#ready) throw new Error('MultiHeadAttention.getWeights: call setWeights() first');
+      const sizes = this.#weightSizes();
+      return arena.call('getWeights', {}, sizes, 0, (call) => {
+        PROJECTIONS.forEach(([w, b], which) => {
+          const error = core.getWeight(which, call.address(w), call.address(b));
+          if (error) throw coreError(M, error);
+        });
+        return Object.fromEntries(Object.entries(sizes).map(([name, n]) => [name, call.copyOut(name, new Float32Array(n))]));
+      });
+    }
+
+    /**
+     * Adam's state: `{ step, m, v }`, the steps taken and the first and second moments in
+     * setWeights layout (fresh arrays; zeros before the first adamStep).
+     */
+    getOptimizerState() {
+      const core = this.#live('getOptimizerState');
+      const sizes = this.#weightSizes();
+      const moments = (fill) => Object.fromEntries(Object.entries(sizes).map(([name, n]) => [name, fill(name, n)]));
+      if (!core.hasAdamState()) {
+        return { step: this.#adamSteps, m: moments((_, n) => new Float32Array(n)), v: moments((_, n) => new Float32Array(n)) };
+      }
+      const outputs = {};
+      for (const [name, n] of Object.entries(sizes)) outputs[`m_${name}`] = outputs[`v_${name}`] = n;
+      return arena.call('getOptimizerState', {}, outputs, 0, (call) => {
+        PROJECTIONS.forEach(([w, b], which) => {
+          const error = core.getAdamState(which, call.address(`m_${w}`), call.address(`m_${b}`), call.address(`v_${w}`), call.address(`v_${b}`));
+          if (error) throw coreError(M, error);
+        });
+        const copy = (prefix) => moments((name, n) => call.copyOut(`${prefix}${name}`, new Float32Array(n)));
+        return { step: this.#adamSteps, m: copy('m_'), v: copy('v_') };
+      });
+    }
+
+    /**
+     * Restores a state from getOptimizerState() (of this layer or one with the same config),
+     * so training resumes exactly where it stopped. Invalidates the training tape.
+     */
+    setOptimizerState(state) {
+      const core = this.#live('setOptimizerState');
+      if (!this.#ready) throw new Error('MultiHeadAttention.setOptimizerState: call setWeights() first');
+      checkKnownKeys('setOptimizerState', state, STATE_KEYS, 'state', ' { step, m, v } from getOptimizerState()');
+      const { step, m, v } = state;
+      if (!(Number.isInteger(step) && step >= 0 && step <= MAX_STEP)) {
+        throw new RangeError(`setOptimizerState: state.step must be an integer from 0 to ${MAX_STEP}, got ${describe(step)}`);
+      }
+      const sizes = this.#weightSizes();
+      const needs = ' in setWeights layout, from getOptimizerState()';
+      checkArrays('setOptimizerState', 'state.m', m, sizes, needs);
+      checkArrays('setOptimizerState', 'state.v', v, sizes, needs);
+      for (const name of Object.keys(sizes)) {
+        const bad = m[name].findIndex((x) => !Number.isFinite(x));
+        if (bad >= 0) throw new RangeError(`setOptimizerState: state.m.${name}[${bad}] must be finite, got ${m[name][bad]}`);
+        const badV = v[name].findIndex((x) => !(x >= 0 && x < Infinity));
+        if (badV >= 0) throw new RangeError(`setOptimizerState: state.v.${name}[${badV}] must be finite and >= 0 (a second moment), got ${v[name][badV]}`);
+      }
+      const inputs = {};
+      for (const name of Object.keys(sizes)) {
+        inputs[`m_${name}`] = m[name];
+        inputs[`v_${name}`] = v[name];
+      }
+      const bytes = 2 * 4 * Object.values(sizes).reduce((a, b) => a + b, 0);
+      arena.call('setOptimizerState', inputs, {}, bytes, (call) => {
+        const error = core.setAdamState(gradAddresses(call, {}, 'm_'), gradAddresses(call, {}, 'v_'));
+        if (error) throw coreError(M, error);
+      });
+      this.#adamSteps = step;
+      this.#weightsChanged('setOptimizerState');
     }
 
     /**
@@ -239,10 +332,16 @@ export function makeMultiHeadAttention(M, arena) {
         kernelWorkspaceBytes(seqTotal, headDim);
       const outputs = { out: outCount };
       if (weightsOut) outputs.weights = weightsCount;
-      const call = arena.stage('forward', {
+      const inputs = {
         query, key: cache ? undefined : key ?? undefined, value: cache ? undefined : value ?? undefined,
         mask: mask?.array, keyPadding,
-      }, outputs, workspace);
+      };
+      return arena.call('forward', inputs, outputs, workspace, (call) => this.#runForward(call, core, cacheCore, {
+        batch, seqQ, seqK, seqTotal, mask, causal, train, key, value, out, outCount, weightsOut,
+      }));
+    }
+
+    #runForward(call, core, cacheCore, { batch, seqQ, seqK, seqTotal, mask, causal, train, key, value, out, outCount, weightsOut }) {
       const args = {
         query: call.address('query'), key: call.address('key'), value: call.address('value'),
         out: call.address('out'), weights: call.address('weights'), mask: call.address('mask'),
@@ -253,11 +352,14 @@ export function makeMultiHeadAttention(M, arena) {
       if (train) {
         this.#tape ??= new M.MhaTapeCore();
         error = core.forwardTrain(args, this.#tape);
-        this.#trained = error ? null : { batch, seqQ, seqK, keyGiven: given(key), valueGiven: given(value) };
+        if (!error) {  // a failed training forward leaves the tape (and what it was for) as it was
+          this.#trained = { batch, seqQ, seqK, keyGiven: given(key), valueGiven: given(value) };
+          this.#staleBecause = null;
+        }
       } else {
-        error = cache ? core.forwardCached(args, cacheCore) : core.forward(args);
+        error = cacheCore ? core.forwardCached(args, cacheCore) : core.forward(args);
       }
-      if (error) throw new Error(`attention-wasm: ${error}`);
+      if (error) throw coreError(M, error);
       if (weightsOut) call.copyOut('weights', weightsOut);
       return call.copyOut('out', out ?? new Float32Array(outCount));
     }
@@ -271,6 +373,11 @@ export function makeMultiHeadAttention(M, arena) {
     backward(dOut) {
       const core = this.#live('backward');
       if (!this.#trained) throw new Error('MultiHeadAttention.backward: call forward(..., { train: true }) first');
+      if (this.#staleBecause) {
+        throw new Error(`MultiHeadAttention.backward: the weights changed (${this.#staleBecause}()) after the forward(..., { train: true }) ` +
+          'this backward would be for, so its gradients would match neither the old nor the new weights; run the training forward ' +
+          'again. To accumulate gradients over several batches, run forward and backward for each batch, then step once.');
+      }
       const { batch, seqQ, seqK, keyGiven, valueGiven } = this.#trained;
       const { embedDim: e, kdim, vdim } = this.config;
       checkFloat32('dOut', dOut, batch * seqQ * e, `batch ${batch} × seqQ ${seqQ} × embedDim ${e}`);
@@ -280,21 +387,24 @@ export function makeMultiHeadAttention(M, arena) {
       const weightSizes = this.#weightSizes();
       const outputs = { ...sizes };
       for (const [name, n] of Object.entries(weightSizes)) outputs[`g_${name}`] = n;
-      const call = arena.stage('backward', { dOut }, outputs, 4 * (3 * Object.values(outputs).reduce((a, b) => a + b, 0)));
-      const error = core.backward(this.#tape, gradAddresses(call, { dOut: 'dOut', dQuery: 'dQuery', dKey: 'dKey', dValue: 'dValue' }));
-      if (error) throw new Error(`attention-wasm: ${error}`);
-      const result = Object.fromEntries(Object.entries(sizes).map(([name, n]) => [name, call.copyOut(name, new Float32Array(n))]));
-      result.weights = Object.fromEntries(Object.entries(weightSizes).map(([name, n]) => [name, call.copyOut(`g_${name}`, new Float32Array(n))]));
-      return result;
+      return arena.call('backward', { dOut }, outputs, 4 * (3 * Object.values(outputs).reduce((a, b) => a + b, 0)), (call) => {
+        const error = core.backward(this.#tape, gradAddresses(call, { dOut: 'dOut', dQuery: 'dQuery', dKey: 'dKey', dValue: 'dValue' }));
+        if (error) throw coreError(M, error);
+        const result = Object.fromEntries(Object.entries(sizes).map(([name, n]) => [name, call.copyOut(name, new Float32Array(n))]));
+        result.weights = Object.fromEntries(Object.entries(weightSizes).map(([name, n]) => [name, call.copyOut(`g_${name}`, new Float32Array(n))]));
+        return result;
+      });
     }
 
     /** Plain gradient descent on the weights in wasm memory: w −= lr · grad. */
     sgdStep(grads, { lr } = {}) {
       const core = this.#live('sgdStep');
       const rate = learningRate(lr);
-      const call = this.#stageGrads('sgdStep', grads);
-      const error = core.sgdStep(gradAddresses(call), rate);
-      if (error) throw new Error(`attention-wasm: ${error}`);
+      this.#withGrads('sgdStep', grads, (call) => {
+        const error = core.sgdStep(gradAddresses(call), rate);
+        if (error) throw coreError(M, error);
+      });
+      this.#weightsChanged('sgdStep');
     }
 
     /** One Adam step on the weights in wasm memory (moments kept in the layer). */
@@ -305,9 +415,18 @@ export function makeMultiHeadAttention(M, arena) {
         if (!(typeof x === 'number' && x >= 0 && x < 1)) throw new RangeError(`options.${name} must be in [0, 1), got ${describe(x)}`);
       }
       if (!(typeof eps === 'number' && eps > 0)) throw new RangeError(`options.eps must be a positive number, got ${describe(eps)}`);
-      const call = this.#stageGrads('adamStep', grads);
-      const error = core.adamStep(gradAddresses(call), rate, beta1, beta2, eps, ++this.#adamSteps);
-      if (error) throw new Error(`attention-wasm: ${error}`);
+      if (this.#adamSteps >= MAX_STEP) throw new RangeError(`adamStep: ${MAX_STEP} steps taken, the most Adam's step counter holds`);
+      const step = this.#adamSteps + 1;
+      this.#withGrads('adamStep', grads, (call) => {
+        const error = core.adamStep(gradAddresses(call), rate, beta1, beta2, eps, step);
+        if (error) throw coreError(M, error);  // nothing changed, the step is not counted
+      });
+      this.#adamSteps = step;
+      this.#weightsChanged('adamStep');
+    }
+
+    #weightsChanged(by) {
+      if (this.#trained) this.#staleBecause = by;
     }
 
     #weightSizes() {
@@ -318,7 +437,7 @@ export function makeMultiHeadAttention(M, arena) {
       return sizes;
     }
 
-    #stageGrads(fn, grads) {
+    #withGrads(fn, grads, work) {
       const sizes = this.#weightSizes();
       checkKnownKeys(fn, grads, Object.keys(sizes), 'grads', ' (the weights of a backward() result)');
       for (const [name, n] of Object.entries(sizes)) {
@@ -326,7 +445,7 @@ export function makeMultiHeadAttention(M, arena) {
         checkFloat32(`grads.${name}`, grads[name], n, `${n} gradients`);
       }
       const inputs = Object.fromEntries(Object.keys(sizes).map((name) => [`g_${name}`, grads[name]]));
-      return arena.stage(fn, inputs, {}, 4 * 3 * Object.values(sizes).reduce((a, b) => a + b, 0));
+      return arena.call(fn, inputs, {}, 4 * 3 * Object.values(sizes).reduce((a, b) => a + b, 0), work);
     }
 
     /** A KV cache for incremental decoding with this layer: `batch` and `maxSeq` are fixed. */
@@ -336,12 +455,13 @@ export function makeMultiHeadAttention(M, arena) {
       checkKnownKeys('createCache', options, CACHE_OPTIONS, 'options', ' with maxSeq');
       const batch = dim(options, 'batch', 1);
       const maxSeq = dim(options, 'maxSeq');
-      checkMemory('createCache', 2 * 4 * batch * maxSeq * this.config.numKvHeads * this.config.headDim);
+      const bytes = 2 * 4 * batch * maxSeq * this.config.numKvHeads * this.config.headDim;
+      checkMemory('createCache', bytes);
       const cacheCore = new M.KvCacheCore();
       const error = cacheCore.allocate(core, batch, maxSeq);
       if (error) {
         cacheCore.delete();
-        throw new Error(`attention-wasm: ${error}`);
+        throw coreError(M, error, bytes);
       }
       return new KVCache(cacheCore, this, batch, maxSeq);
     }

@@ -86,7 +86,8 @@ test('a failed allocation inside wasm is a clear Error; the library stays usable
     error = e;
   }
   assert.ok(error instanceof Error, 'wasm32 memory runs out before 12 caches of 256 MiB');
-  assert.match(error.message, /^attention-wasm: kv cache: out of memory$/);
+  assert.match(error.message, new RegExp('^attention-wasm: kv cache: out of memory \\(asked for 256\\.0 MiB; [0-9.]+ [GM]iB in use, ' +
+    'wasm memory [0-9.]+ [GM]iB of at most 2\\.00 GiB\\); dispose\\(\\) layers and caches that are no longer needed, call lib\\.trim\\(\\)'));
   for (const c of caches) c.dispose();
   const x = new Float32Array(2 * 1024).fill(0.5);
   assert.ok(layer.forward(x).every(Number.isFinite), 'the layer still works');

@@ -39,6 +39,12 @@ const y: Float32Array = mha.forward(q, null, null, { cache, keyPaddingMask: new 
 mha.forward(q, null, null, { train: true });
 const grads = mha.backward(q).weights;
 mha.adamStep(grads, { lr: 0.01 });
+const saved = { weights: mha.getWeights(), state: mha.getOptimizerState() };
+mha.setWeights(saved.weights);
+mha.setOptimizerState(saved.state);
+const step: number = saved.state.step;
+const freed: number = lib.trim();
+console.log(step, freed, lib.memoryUsage().wasmMemoryLimit);
 const { dQuery } = lib.attentionBackward(q, q, q, q, { heads: 2, seqQ: 1, headDim: 4 });
 console.log(dQuery);
 const length: number = cache.length;
@@ -52,3 +58,5 @@ new lib.MultiHeadAttention({ embedDim: 8 });
 mha.forward(q, null, null, { keyPaddingMask: new Float32Array(1) });
 // @ts-expect-error length is read-only
 cache.length = 3;
+// @ts-expect-error the state needs its moments
+mha.setOptimizerState({ step: 1 });

@@ -1,4 +1,4 @@
-// Every allocation of the C++ core goes through allocate_bytes() (mostly as a Buffer), so an
+// Every allocation of the C++ core goes through allocate_bytes() (mostly as a HeapBuffer), so an
 // allocation failure is a null pointer to report, never an abort (the wasm build has no
 // exceptions), and test builds can make any one allocation fail (ATTN_FAULT_INJECTION).
 #pragma once
@@ -55,9 +55,10 @@ inline void release_bytes(void* p) {
 // An owning array of n T from allocate_bytes. Moving it moves ownership (commit a new buffer
 // only once everything it needs has been allocated: all-or-nothing updates).
 template <class T>
-struct Buffer {
-  struct Free {
-    void operator()(T* p) const { release_bytes(p); }
+struct HeapBuffer {
+  struct Free {  // for any unique_ptr of allocate_bytes memory
+    template <class U>
+    void operator()(U* p) const { release_bytes(p); }
   };
   std::unique_ptr<T, Free> data;
   std::size_t size = 0;
@@ -78,7 +79,7 @@ struct Buffer {
   T* get() const { return data.get(); }
 };
 
-using FloatBuffer = Buffer<float>;
-using ByteBuffer = Buffer<std::uint8_t>;
+using FloatBuffer = HeapBuffer<float>;
+using ByteBuffer = HeapBuffer<std::uint8_t>;
 
 }  // namespace attn

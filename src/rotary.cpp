@@ -33,7 +33,7 @@ using Buffer = std::unique_ptr<T, FloatBuffer::Free>;
 template <class T>
 Buffer<T> allocate(std::size_t n) {
   if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) return nullptr;
-  return Buffer<T>(static_cast<T*>(std::malloc((n ? n : 1) * sizeof(T))));
+  return Buffer<T>(static_cast<T*>(allocate_bytes(n * sizeof(T))));  // the one allocation path (buffer.h)
 }
 
 inline std::int64_t position_of(const RotaryParams& p, int group, int t) {

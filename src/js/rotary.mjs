@@ -1,6 +1,7 @@
 // lib.rotary(): rotary position embeddings (RoPE) on a [batch, heads, seq, headDim] or
 // [batch, seq, heads, headDim] tensor, by the C++ kernel in src/rotary.cpp. Every argument is
 // checked here before the heap is touched.
+import { coreError } from './heap.mjs';
 import { bool, checkFloat32, checkKnownKeys, describe, dim, elementCount, formula, given, kindOf } from './shapes.mjs';
 
 const FN = 'rotary';
@@ -155,7 +156,7 @@ export function makeRotary(M, arena) {
         batch: r.batch, heads: r.heads, seq: n, headDim: r.headDim, rotaryDim: r.rotaryDim, bshd: r.layout === 'bshd',
         interleaved: r.interleaved, base: r.base,
       });
-      if (error) throw new Error(`attention-wasm: ${error}`);
+      if (error) throw coreError(M, error);
       heap = M.HEAPF32;  // fresh: the kernel's allocations may have grown memory
       for (let i = 0; i < pieces; i++) {
         const from = (i * r.seq + t0) * pieceRow;

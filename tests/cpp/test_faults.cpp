@@ -8,13 +8,14 @@
 // it also checks that the core allocates nothing except through src/buffer.h (so no allocation
 // escapes the injection, and none can abort on failure).
 //
-// Adding an entry point (a standalone KV cache, a rotary function…) is one more row in
+// Adding an entry point (the standalone KV cache, say) is one more row in
 // entry_points(): a name, what the Fixture needs before the call (Needs flags; add a member to
 // Fixture if the new object is not there yet) and the call itself, returning the entry point's
 // error or nullptr. Write its outputs into Fixture buffers that outputs() reads, and make state()
 // read any object it may change (its observable state only), then the row is checked like all.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -28,6 +29,7 @@
 #include "linear.h"
 #include "mha.h"
 #include "parallel.h"
+#include "rotary.h"
 
 #if ATTN_FAULT_INJECTION
 
@@ -360,6 +362,19 @@ std::vector<EntryPoint> entry_points() {
        [](Fixture& f) { return f.layer.adam_step(f.grads(), 0.01f, 0.9f, 0.999f, 1e-8f, 2); }},
       {"layer set_adam_state", kTape | kAdam,
        [](Fixture& f) { return f.layer.set_adam_state(Fixture::arrays(f.w2, f.b2), Fixture::arrays(f.w, f.b)); }},
+      {"rotary, from base, in place", kNothing,
+       [](Fixture& f) {
+         std::copy(f.q.begin(), f.q.end(), f.out.begin());
+         attn::RotaryParams p;
+         p.in = p.out = f.out.data();
+         p.x = p.o = attn::dense_bhsd(H, SQ, HD);
+         p.batch = B;
+         p.heads = H;
+         p.seq = SQ;
+         p.head_dim = p.rotary_dim = HD;
+         p.position_offset = 3;
+         return attn::rotary(p);
+       }},
       {"cache allocate, new", kNothing,
        [](Fixture& f) { return f.cache.allocate(f.self, B, MAX_SEQ); }},
       {"cache allocate, replacing a cache holding positions", kCache,

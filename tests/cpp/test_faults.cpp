@@ -26,6 +26,7 @@
 
 #include "attention.h"
 #include "buffer.h"
+#include "half.h"
 #include "linear.h"
 #include "mha.h"
 #include "parallel.h"
@@ -81,6 +82,8 @@ struct Fixture {
   std::vector<float> q = random_vec(B * H * SQ * HD, 7), k = random_vec(B * KVH * SK * HD, 8);
   std::vector<float> v = random_vec(B * KVH * SK * HD, 9), d_out = random_vec(B * H * SQ * HD, 10);
   std::vector<float> saved_lse = std::vector<float>(B * H * SQ), saved_out = std::vector<float>(B * H * SQ * HD);
+  std::vector<std::uint16_t> k16, v16;  // k and v as float16
+  std::vector<float> slopes = random_vec(H, 12), sinks = random_vec(H, 13), d_sinks = std::vector<float>(H);
   // Outputs.
   std::vector<float> out = std::vector<float>(B * H * SQ * SK * 2);
   std::vector<float> aux = std::vector<float>(B * H * SQ * SK);
@@ -100,6 +103,8 @@ struct Fixture {
       gw[i].resize(w[i].size());
       gb[i].resize(b[i].size());
     }
+    for (float e : k) k16.push_back(attn::half::from_float(e));
+    for (float e : v) v16.push_back(attn::half::from_float(e));
     for (int i = 0; i < SQ * SK; ++i) mask.push_back(i % 4 != 1);
     for (int i = 0; i < B * SK; ++i) padding.push_back(i % 5 == 2);
     REQUIRE(layer.configure({E, H, KVH, KDIM, VDIM, true}) == nullptr);
@@ -254,7 +259,7 @@ std::vector<float> state(Fixture& f) {
 // What the entry points write.
 std::vector<float> outputs(const Fixture& f) {
   std::vector<float> o;
-  for (const auto* a : {&f.out, &f.aux, &f.lse, &f.dq, &f.dk, &f.dv}) append(o, *a);
+  for (const auto* a : {&f.out, &f.aux, &f.lse, &f.dq, &f.dk, &f.dv, &f.d_sinks}) append(o, *a);
   for (int i = 0; i < 4; ++i) {
     append(o, f.gw[i]);
     append(o, f.gb[i]);
@@ -280,6 +285,23 @@ std::vector<EntryPoint> entry_points() {
        }},
       {"attention, direct (decode) path", kNothing,
        [](Fixture& f) { return attn::attention(f.attention_params(1)); }},
+      {"attention with float16 K/V in a ring, window, softcap, ALiBi and sinks", kNothing,
+       [](Fixture& f) {
+         attn::AttentionParams p = f.attention_params(SQ);
+         p.kv_type = attn::KvType::f16;
+         p.key = f.k16.data();
+         p.value = f.v16.data();
+         p.seq_k = SK + 2;  // the first two positions have left the ring of SK slots
+         p.kv_ring = SK;
+         p.w = attn::dense_bhsd(H, SQ, SK + 2);
+         p.weights = nullptr;
+         p.window_left = 4;
+         p.softcap = 5.0f;
+         p.alibi_slopes = f.slopes.data();
+         p.sinks = f.sinks.data();
+         p.lse = f.lse.data();
+         return attn::attention(p);
+       }},
       {"attention weights (no value)", kNothing,
        [](Fixture& f) {
          attn::AttentionParams p = f.attention_params(SQ);
@@ -310,6 +332,22 @@ std::vector<EntryPoint> entry_points() {
          g.lse = f.saved_lse.data();
          g.out = f.saved_out.data();
          const attn::AttentionParams p = f.attention_params(SQ);
+         g.d_o = g.d_q = p.q;
+         g.d_k = g.d_v = p.k;
+         return attn::attention_backward(p, g);
+       }},
+      {"attention_backward with sinks, window and ALiBi", kNothing,
+       [](Fixture& f) {
+         attn::AttentionParams p = f.attention_params(SQ);
+         p.window_left = 3;
+         p.alibi_slopes = f.slopes.data();
+         p.sinks = f.sinks.data();
+         attn::AttentionGrads g;
+         g.d_out = f.d_out.data();
+         g.d_query = f.dq.data();
+         g.d_key = f.dk.data();
+         g.d_value = f.dv.data();
+         g.d_sinks = f.d_sinks.data();
          g.d_o = g.d_q = p.q;
          g.d_k = g.d_v = p.k;
          return attn::attention_backward(p, g);

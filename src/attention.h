@@ -77,6 +77,8 @@ struct AttentionParams {
   // j % kv_ring (of K, V and their scales), and positions below seq_k − kv_ring are gone
   // (treated as masked). Masks, key padding and ALiBi still use positions.
   int kv_ring = 0;
+  // Key positions below this one are not held (treated as masked), e.g. a truncated ring.
+  int kv_first = 0;
 
   // Optional output for training: each row's log-sum-exp of its scaled, masked scores (natural
   // log, the sink included; −∞ for a row with no visible key and no sink), [batch, heads, seq_q]

@@ -44,7 +44,7 @@ const char* validate(const AttentionParams& p) {
     return "attention: unknown kv_type";
   if (p.kv_type == KvType::i8 && (!p.key_scale || (p.value && !p.value_scale)))
     return "attention: int8 keys and values need key_scale and value_scale";
-  if (p.kv_ring < 0) return "attention: kv_ring must be 0 or positive";
+  if (p.kv_ring < 0 || p.kv_first < 0) return "attention: kv_ring and kv_first must be 0 or positive";
   if (p.align != Align::lower_right && p.align != Align::upper_left) return "attention: unknown align";
   if (p.window_left < kNoLimit || p.window_right < kNoLimit)
     return "attention: window sides must be >= 0 or kNoLimit";

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "attention.h"
+#include "kv_cache.h"
 #include "mha.h"
 #include "parallel.h"
 #include "rotary.h"
@@ -223,9 +224,41 @@ std::string mha_adam_step(attn::MultiHeadAttention& m, const JsMhaGrads& c, floa
   return message(m.adam_step(to_grads(c), lr, beta1, beta2, eps, step));
 }
 
-std::string cache_allocate(attn::KvCache& cache, const attn::MultiHeadAttention& m, int batch,
-                           int max_seq) {
-  return message(cache.allocate(m, batch, max_seq));
+// Mirrors the config object built by createKVCache() / createCache() in src/js/kvcache.mjs.
+struct JsKvCacheConfig {
+  int batch = 1, kvHeads = 1, headDim = 1, valueDim = 1, maxSeq = 1, dtype = 0, window = 0;
+};
+
+std::string cache_allocate(attn::KvCache& cache, const JsKvCacheConfig& c) {
+  attn::KvCacheConfig config;
+  config.batch = c.batch;
+  config.kv_heads = c.kvHeads;
+  config.head_dim = c.headDim;
+  config.value_dim = c.valueDim;
+  config.max_seq = c.maxSeq;
+  config.dtype = static_cast<attn::KvType>(c.dtype);
+  config.window = c.window;
+  return message(cache.allocate(config));
+}
+
+// key and value: [batch, kvHeads, seq, dim] or, with bshd, [batch, seq, kvHeads, dim].
+std::string cache_append(attn::KvCache& cache, std::uintptr_t key, std::uintptr_t value, int seq, bool bshd) {
+  const attn::KvCacheConfig& c = cache.config();
+  const auto dense = bshd ? attn::dense_bshd : attn::dense_bhsd;
+  return message(cache.append(ptr<const float>(key), dense(c.kv_heads, seq, c.head_dim), ptr<const float>(value),
+                              dense(c.kv_heads, seq, c.value_dim), seq));
+}
+
+std::string cache_truncate(attn::KvCache& cache, int n) { return message(cache.truncate(n)); }
+std::string cache_check_queries(const attn::KvCache& cache, int seq_q) { return message(cache.check_queries(seq_q)); }
+double cache_bytes(const attn::KvCache& cache) { return static_cast<double>(cache.bytes()); }
+
+// attention() over a cache: the call's query, outputs, masks and variants; K, V from the cache.
+std::string run_attention_cached(const JsAttentionCall& c, const attn::KvCache& cache) {
+  attn::AttentionParams p = to_params(c);
+  cache.describe(p);
+  if (const char* err = cache.check_queries(p.seq_q)) return err;
+  return message(attn::attention(p));
 }
 
 std::string run_linear(std::uintptr_t x, std::uintptr_t w, std::uintptr_t b, std::uintptr_t y,
@@ -379,11 +412,25 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .function("sgdStep", &mha_sgd_step)
       .function("adamStep", &mha_adam_step);
   class_<attn::MhaTape>("MhaTapeCore").constructor<>().function("filled", &attn::MhaTape::filled);
+  value_object<JsKvCacheConfig>("KvCacheConfig")
+      .field("batch", &JsKvCacheConfig::batch)
+      .field("kvHeads", &JsKvCacheConfig::kvHeads)
+      .field("headDim", &JsKvCacheConfig::headDim)
+      .field("valueDim", &JsKvCacheConfig::valueDim)
+      .field("maxSeq", &JsKvCacheConfig::maxSeq)
+      .field("dtype", &JsKvCacheConfig::dtype)
+      .field("window", &JsKvCacheConfig::window);
   class_<attn::KvCache>("KvCacheCore")
       .constructor<>()
       .function("allocate", &cache_allocate)
+      .function("append", &cache_append)
       .function("reset", &attn::KvCache::reset)
-      .function("length", &attn::KvCache::length);
+      .function("truncate", &cache_truncate)
+      .function("length", &attn::KvCache::length)
+      .function("held", &attn::KvCache::held)
+      .function("bytes", &cache_bytes)
+      .function("checkQueries", &cache_check_queries);
+  function("attentionCached", &run_attention_cached);
   function("version", &version);
   function("heapInUse", &heap_in_use);
   function("lastFailedAllocation", &last_failed_allocation);

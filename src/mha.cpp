@@ -84,22 +84,6 @@ const char* MultiHeadAttention::get_weight(Projection which, float* w, float* b)
   return nullptr;
 }
 
-const char* KvCache::allocate(const MultiHeadAttention& layer, int batch, int max_seq) {
-  if (!layer.ready()) return "kv cache: the layer's weights are not set";
-  if (batch < 1 || max_seq < 1) return "kv cache: batch and max_seq must be positive";
-  const std::size_t n = static_cast<std::size_t>(batch) * max_seq * layer.kv_features();
-  FloatBuffer k, v;  // committed only when both exist
-  if (!k.allocate(n) || !v.allocate(n)) return "kv cache: out of memory";
-  k_ = std::move(k);
-  v_ = std::move(v);
-  owner_ = &layer;
-  batch_ = batch;
-  max_seq_ = max_seq;
-  row_ = layer.kv_features();
-  length_ = 0;
-  return nullptr;
-}
-
 const char* MultiHeadAttention::forward(const MhaForward& f) const {
   if (!ready()) return "multi-head attention: weights are not set";
   if (!f.query || !f.out || f.batch < 1 || f.seq_q < 1 || (!f.cache && f.seq_k < 1))
@@ -107,24 +91,27 @@ const char* MultiHeadAttention::forward(const MhaForward& f) const {
   const int e = config_.embed_dim, kv = kv_features(), hd = head_dim();
   KvCache* cache = f.cache;
   if (cache) {
-    if (cache->owner_ != this) return "multi-head attention: the cache belongs to another layer";
-    if (cache->batch_ != f.batch) return "multi-head attention: batch differs from the cache's";
+    const KvCacheConfig& c = cache->config();
+    if (!cache->allocated()) return "multi-head attention: the cache is not allocated";
+    if (c.kv_heads != config_.num_kv_heads || c.head_dim != hd || c.value_dim != hd)
+      return "multi-head attention: the cache's kv_heads, head_dim or value_dim differ from the layer's";
+    if (c.batch != f.batch) return "multi-head attention: batch differs from the cache's";
     if (f.key || f.value) return "multi-head attention: with a cache, key and value come from the query";
     if (config_.kdim != e || config_.vdim != e)
       return "multi-head attention: a cache needs kdim == vdim == embed_dim";
-    if (cache->length_ + f.seq_q > cache->max_seq_) return "multi-head attention: the cache is full";
+    if (!cache->has_room(f.seq_q)) return "multi-head attention: the cache is full";
   }
   if (cache && f.tape) return "multi-head attention: training (a tape) does not work with a cache";
-  const int seq_k = cache ? cache->length_ + f.seq_q : f.seq_k;
+  const int seq_k = cache ? f.seq_q : f.seq_k;  // the keys projected here
   const int rows_q = f.batch * f.seq_q;
-  const int rows_k = cache ? f.seq_q : f.batch * seq_k;  // rows per K/V projection call
+  const int rows_k = f.batch * seq_k;
 
-  // Workspace: Q and the attention output, K and V unless they go to the cache, and the
+  // Workspace: Q and the attention output, K and V (which a cache then stores), and the
   // projections' scratch.
   std::size_t scratch_n = 0;
   for (const PackedLinear& l : proj_) scratch_n = std::max(scratch_n, l.scratch_floats(std::max(rows_q, rows_k)));
   const std::size_t q_n = static_cast<std::size_t>(rows_q) * e;
-  const std::size_t kv_n = cache ? 0 : static_cast<std::size_t>(rows_k) * kv;
+  const std::size_t kv_n = static_cast<std::size_t>(rows_k) * kv;
   FloatBuffer work;
   if (!work.allocate(2 * q_n + 2 * kv_n + scratch_n)) return "multi-head attention: out of memory";
   float* q_buf = work.get();
@@ -135,43 +122,34 @@ const char* MultiHeadAttention::forward(const MhaForward& f) const {
 
   proj_[0].apply(f.query, e, rows_q, q_buf, e, scratch);
   AttentionParams p;
-  if (cache) {
-    const std::ptrdiff_t batch_stride = static_cast<std::ptrdiff_t>(cache->max_seq_) * kv;
-    for (int b = 0; b < f.batch; ++b) {
-      const float* x = f.query + static_cast<std::ptrdiff_t>(b) * f.seq_q * e;
-      const std::ptrdiff_t at = b * batch_stride + static_cast<std::ptrdiff_t>(cache->length_) * kv;
-      proj_[1].apply(x, e, f.seq_q, cache->k_.get() + at, kv, scratch);
-      proj_[2].apply(x, e, f.seq_q, cache->v_.get() + at, kv, scratch);
-    }
-    p.key = cache->k_.get();
-    p.value = cache->v_.get();
-    p.k = p.v = Strides{batch_stride, hd, kv};
-  } else {
-    const float* key = f.key ? f.key : f.query;
-    const float* value = f.value ? f.value : key;
-    proj_[1].apply(key, config_.kdim, rows_k, k_buf, kv, scratch);
-    proj_[2].apply(value, config_.vdim, rows_k, v_buf, kv, scratch);
-    p.key = k_buf;
-    p.value = v_buf;
-    p.k = p.v = dense_bshd(config_.num_kv_heads, seq_k, hd);
+  const float* key = f.key ? f.key : f.query;
+  const float* value = f.value ? f.value : key;
+  proj_[1].apply(key, config_.kdim, rows_k, k_buf, kv, scratch);
+  proj_[2].apply(value, config_.vdim, rows_k, v_buf, kv, scratch);
+  p.key = k_buf;
+  p.value = v_buf;
+  p.k = p.v = dense_bshd(config_.num_kv_heads, seq_k, hd);
+  if (cache) {  // the new positions join the cached ones (kept only if everything succeeds)
+    if (const char* err = cache->stage(k_buf, p.k, v_buf, p.v, f.seq_q)) return err;
+    cache->describe(p, f.seq_q);
   }
+  const int keys = p.seq_k = cache ? p.seq_k : seq_k;  // every key attended to
   p.query = q_buf;
   p.out = a_buf;
   p.weights = f.weights;
   p.mask = f.mask;
   p.mask_type = f.mask_type;
   p.key_padding = f.key_padding;
-  p.key_padding_batch_stride = seq_k;
+  p.key_padding_batch_stride = keys;
   p.batch = f.batch;
   p.heads = config_.num_heads;
   p.kv_heads = config_.num_kv_heads;
   p.seq_q = f.seq_q;
-  p.seq_k = seq_k;
   p.head_dim = hd;
   p.value_dim = hd;
   p.q = p.o = dense_bshd(config_.num_heads, f.seq_q, hd);
-  p.w = dense_bhsd(config_.num_heads, f.seq_q, seq_k);
-  p.m = mask_strides(f.mask_shape, config_.num_heads, f.seq_q, seq_k);
+  p.w = dense_bhsd(config_.num_heads, f.seq_q, keys);
+  p.m = mask_strides(f.mask_shape, config_.num_heads, f.seq_q, keys);
   p.scale = 1.0f / std::sqrt(static_cast<float>(hd));
   p.causal = cache != nullptr || f.causal;
   MhaTape tape;  // filled here, moved into *f.tape only when complete
@@ -187,7 +165,7 @@ const char* MultiHeadAttention::forward(const MhaForward& f) const {
   }
 
   proj_[3].apply(a_buf, e, rows_q, f.out, e, scratch);
-  if (cache) cache->length_ += f.seq_q;
+  if (cache) cache->commit(f.seq_q);
   if (f.tape) *f.tape = std::move(tape);
   return nullptr;
 }

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "attention.h"
+#include "kv_cache.h"
 #include "linear.h"
 
 namespace attn {
@@ -25,25 +26,6 @@ struct MhaConfig {
 const char* validate(const MhaConfig& c);
 
 class MultiHeadAttention;
-
-// Projected keys and values of earlier positions, [batch, max_seq, num_kv_heads · head_dim]
-// each, filled up to `length()`. Tied to the layer that created it.
-class KvCache {
- public:
-  // Empty, for `layer`. On failure the cache stays as it was (with what it held).
-  const char* allocate(const MultiHeadAttention& layer, int batch, int max_seq);
-  void reset() { length_ = 0; }
-  int length() const { return length_; }
-  int batch() const { return batch_; }
-  int max_seq() const { return max_seq_; }
-  const MultiHeadAttention* owner() const { return owner_; }
-
- private:
-  friend class MultiHeadAttention;
-  const MultiHeadAttention* owner_ = nullptr;
-  int batch_ = 0, max_seq_ = 0, length_ = 0, row_ = 0;  // row_: floats per position
-  FloatBuffer k_, v_;
-};
 
 enum class Projection : int { q = 0, k = 1, v = 2, o = 3 };
 
@@ -98,7 +80,9 @@ struct MhaForward {
   MaskShape mask_shape = MaskShape::plane;
   const std::uint8_t* key_padding = nullptr;  // [batch, seq_k_total], nonzero = ignore that key
   bool causal = false;                        // always on with a cache
-  KvCache* cache = nullptr;  // append seq_q positions projected from the query, attend to all
+  // Append seq_q positions projected from the query and attend to everything cached; the
+  // cache's kv_heads, head_dim and value_dim must be the layer's and its batch f.batch.
+  KvCache* cache = nullptr;
   MhaTape* tape = nullptr;   // training: keep what backward() needs (not with a cache)
 };
 
@@ -143,6 +127,17 @@ class MultiHeadAttention {
   const char* set_adam_state(const ProjectionArrays& m, const ProjectionArrays& v);
 
   const MhaConfig& config() const { return config_; }
+  // The config of a KV cache this layer can decode with.
+  KvCacheConfig cache_config(int batch, int max_seq, KvType dtype = KvType::f32, int window = 0) const {
+    KvCacheConfig c;
+    c.batch = batch;
+    c.kv_heads = config_.num_kv_heads;
+    c.head_dim = c.value_dim = head_dim();
+    c.max_seq = max_seq;
+    c.dtype = dtype;
+    c.window = window;
+    return c;
+  }
   int head_dim() const { return config_.embed_dim / config_.num_heads; }
   int kv_features() const { return config_.num_kv_heads * head_dim(); }
 

@@ -36,6 +36,7 @@ inline KeyRange key_range(const AttentionParams& p, int qi) {
   if (p.window_left != kNoLimit) begin = std::max(begin, pos - p.window_left);
   if (p.window_right != kNoLimit) end = std::min(end, pos + p.window_right + 1);
   if (p.kv_ring > 0) begin = std::max(begin, std::int64_t(p.seq_k) - p.kv_ring);
+  begin = std::max<std::int64_t>(begin, p.kv_first);
   begin = std::clamp<std::int64_t>(begin, 0, p.seq_k);
   end = std::clamp<std::int64_t>(end, begin, p.seq_k);
   return {static_cast<int>(begin), static_cast<int>(end)};

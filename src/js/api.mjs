@@ -1,6 +1,7 @@
 // The library object that loadAttention() resolves to: checks arguments, copies tensors into
 // one reused heap block, runs the kernel, copies the results out into caller-owned arrays.
 import { coreError, HeapArena, kernelWorkspaceBytes, WASM_MEMORY_LIMIT } from './heap.mjs';
+import { makeKVCacheClass } from './kvcache.mjs';
 import { makeMultiHeadAttention } from './mha.mjs';
 import { makeRotary } from './rotary.mjs';
 import { VARIANT_OPTIONS, resolveVariants } from './variants.mjs';
@@ -23,12 +24,12 @@ export function createLibrary(M, { threadsReason = 'requested 1 thread', onDispo
   const info = Object.freeze({ version: M.version(), simd: M.simdName(), threads: M.numThreads(), threadsReason });
   let disposed = false;
 
-  // Stages the tensors, runs `kernel` (M.attention or M.attentionBackward), returns
-  // copyOut(name, target) for the results.
-  function run(fn, shape, variants, inputs, mask, outputs, kernel = M.attention) {
+  // Stages the tensors, runs `kernel` (M.attention or M.attentionBackward; with `cacheCore`, over
+  // the keys and values of that KV cache), returns copyOut(name, target) for the results.
+  function run(fn, shape, variants, inputs, mask, outputs, kernel = M.attention, cacheCore = null) {
     const call = arena.stage(fn, { ...inputs, mask: mask?.array, alibi: variants.alibi, sinks: variants.sinks }, outputs,
       kernelWorkspaceBytes(shape.seqK, shape.headDim, shape.valueDim || 0));
-    const error = kernel({
+    const args = {
       query: call.address('query'), key: call.address('key'), value: call.address('value'),
       out: call.address('out'), weights: call.address('weights'), mask: call.address('mask'),
       maskType: mask ? mask.type : 0, maskBroadcast: mask ? mask.broadcast : 0,
@@ -40,12 +41,14 @@ export function createLibrary(M, { threadsReason = 'requested 1 thread', onDispo
       dSinks: call.address('dSinks'),
       dOut: call.address('dOut'), dQuery: call.address('dQuery'), dKey: call.address('dKey'), dValue: call.address('dValue'),
       lse: call.address('lse'), savedOut: call.address('savedOut'),
-    });
+    };
+    const error = cacheCore ? M.attentionCached(args, cacheCore) : kernel(args);
     if (error) throw coreError(M, error);
     return call.copyOut;
   }
 
   function attention(query, key, value, options) {
+    if (key instanceof KVCache) return attentionOverCache(query, key, value, options);
     const shape = resolveShape('attention', options, ATTENTION_OPTIONS);
     const variants = resolveVariants(shape, options);
     const parts = tensorParts(shape);
@@ -61,6 +64,50 @@ export function createLibrary(M, { threadsReason = 'requested 1 thread', onDispo
     if (lseOut) outputs.lse = lseOut.length;
 
     const copyOut = run('attention', shape, variants, { query, key, value }, mask, outputs);
+    if (weightsOut) copyOut('weights', weightsOut);
+    if (lseOut) copyOut('lse', lseOut);
+    return copyOut('out', out ?? new Float32Array(outputs.out));
+  }
+
+  // attention(query, cache, null, options): keys and values (and kvHeads, headDim, valueDim, seqK)
+  // come from the cache; the queries are its last seqQ positions (causal is lower-right).
+  function attentionOverCache(query, cache, value, options) {
+    const fn = 'attention';
+    const core = KVCache.coreFor(cache, fn);
+    if (given(value)) throw new TypeError(`${fn}: value must be null when key is a KVCache (the cache holds the values), got ${describe(value)}`);
+    checkKnownKeys(fn, options, ATTENTION_OPTIONS, 'options', ' with at least heads and seqQ');
+    const length = core.length();
+    if (length === 0) throw new RangeError(`${fn}: the KV cache is empty; append keys and values before attending over it`);
+    const fromCache = { batch: cache.batch, kvHeads: cache.kvHeads, headDim: cache.headDim, valueDim: cache.valueDim, seqK: length };
+    for (const [name, have] of Object.entries(fromCache)) {
+      if (given(options[name]) && options[name] !== have) {
+        throw new RangeError(`${fn}: options.${name} (${describe(options[name])}) differs from the KV cache's ${name === 'seqK' ? 'length' : name} ${have}`);
+      }
+    }
+    const shape = resolveShape(fn, { ...options, ...fromCache }, ATTENTION_OPTIONS);
+    if (shape.seqQ > length) {
+      throw new RangeError(`${fn}: options.seqQ (${shape.seqQ}) is more than the KV cache's length ${length}: the queries are the last seqQ positions appended`);
+    }
+    const variants = resolveVariants(shape, options);
+    if (variants.align === 1) throw new RangeError(`${fn}: options.causal 'upper-left' does not apply to a KV cache, whose queries are its last seqQ positions ('lower-right')`);
+    if (cache.window && options.causal === false) {
+      throw new RangeError(`${fn}: options.causal cannot be false over a sliding-window cache (window ${cache.window}): its attention is causal`);
+    }
+    const ringError = core.checkQueries(shape.seqQ);
+    if (ringError) {
+      throw new RangeError(`${fn}: this ring (window ${cache.window}, maxSeq ${cache.maxSeq}) no longer holds every key the last ` +
+        `${shape.seqQ} positions see; attend with fewer queries, or use maxSeq ≥ window − 1 + seqQ`);
+    }
+    const parts = tensorParts(shape);
+    checkTensor(shape, 'query', query, parts.query);
+    const mask = checkMask(options.mask, shape);
+    const out = checkOptionalTensor(shape, 'options.out', options.out, parts.out);
+    const weightsOut = checkOptionalTensor(shape, 'options.weightsOut', options.weightsOut, parts.weights);
+    const lseOut = checkOptionalTensor(shape, 'options.lseOut', options.lseOut, parts.lse);
+    const outputs = { out: elementCount(parts.out) };
+    if (weightsOut) outputs.weights = weightsOut.length;
+    if (lseOut) outputs.lse = lseOut.length;
+    const copyOut = run(fn, shape, variants, { query }, mask, outputs, M.attention, core);
     if (weightsOut) copyOut('weights', weightsOut);
     if (lseOut) copyOut('lse', lseOut);
     return copyOut('out', out ?? new Float32Array(outputs.out));
@@ -131,7 +178,11 @@ export function createLibrary(M, { threadsReason = 'requested 1 thread', onDispo
     return arena.trim();
   }
 
-  const { MultiHeadAttention } = makeMultiHeadAttention(M, arena);
+  // A safety net: wasm memory of a layer or cache that is garbage collected without dispose()
+  // is freed here. dispose() stays the rule (collection may come late or never).
+  const registry = new FinalizationRegistry((core) => core.delete());
+  const { KVCache, createKVCache, newCache } = makeKVCacheClass(M, arena, registry);
+  const { MultiHeadAttention } = makeMultiHeadAttention(M, arena, { registry, KVCache, newCache });
   const rotary = makeRotary(M, arena);
 
   // Ends the worker threads (so nothing keeps a Node process alive) and retires this instance.
@@ -155,6 +206,7 @@ export function createLibrary(M, { threadsReason = 'requested 1 thread', onDispo
   return Object.freeze({
     info, attention: live('attention', attention), attentionWeights: live('attentionWeights', attentionWeights),
     attentionBackward: live('attentionBackward', attentionBackward),
-    linear: live('linear', linear), rotary: live('rotary', rotary), memoryUsage, trim, MultiHeadAttention, dispose,
+    linear: live('linear', linear), rotary: live('rotary', rotary), createKVCache: live('createKVCache', createKVCache),
+    memoryUsage, trim, MultiHeadAttention, dispose,
   });
 }

@@ -176,6 +176,17 @@ export interface AttentionLibrary {
    *   (`options.out` when given)
    */
   attention(query: Float32Array, key: Float32Array, value: Float32Array, options: AttentionOptions): Float32Array;
+  /**
+   * Attention over a {@link KVCache}: `kvHeads`, `headDim`, `valueDim`, `batch` and `seqK`
+   * (= `cache.length`) come from the cache (they may be given, and must then match); the queries
+   * `[batch, heads, seqQ, headDim]` are its last `seqQ` positions, so `causal` is lower-right.
+   * Every option works, including the score variants, `weightsOut` and `lseOut`.
+   */
+  attention(query: Float32Array, cache: KVCache, value: null, options: Omit<AttentionOptions, 'kvHeads' | 'headDim' | 'valueDim' | 'seqK' | 'batch'> &
+    Partial<Pick<AttentionOptions, 'kvHeads' | 'headDim' | 'valueDim' | 'seqK' | 'batch'>>): Float32Array;
+
+  /** A standalone {@link KVCache} for your own projections (see {@link KVCacheOptions}). */
+  createKVCache(options: KVCacheOptions): KVCache;
 
   /**
    * The softmax matrix `softmax(scale · Q·Kᵀ + mask)`, `[batch, heads, seqQ, seqK]`.
@@ -394,18 +405,72 @@ export interface MultiHeadAttentionOptimizerState {
   v: MultiHeadAttentionArrays;
 }
 
+/** How a {@link KVCache} stores keys and values. */
+export type KVCacheDtype = 'float32' | 'float16' | 'int8';
+
+/** Options of {@link AttentionLibrary.createKVCache}. */
+export interface KVCacheOptions {
+  /** Batch size. Default 1. */
+  batch?: number | null;
+  /** Key/value heads. Required. */
+  kvHeads: number;
+  /** Size of each key vector. Required. */
+  headDim: number;
+  /** Size of each value vector. Default `headDim`. */
+  valueDim?: number | null;
+  /** Positions it can hold (a ring's slots, with `window`). Required unless `window` is given (then default `window`). */
+  maxSeq?: number | null;
+  /**
+   * Storage: `'float32'` (default, exact); `'float16'` (IEEE binary16, round to nearest even:
+   * half the memory, NMSE ≤ 1e-6 on normal data); `'int8'` (symmetric per position and kv head,
+   * scale = max|x|/127: about a quarter, NMSE ≤ 1e-4; llama.cpp's q8_0 idea per vector).
+   */
+  dtype?: KVCacheDtype | null;
+  /**
+   * A sliding-window layer's cache (Mistral, Gemma): a ring of `maxSeq` slots (≥ window) that
+   * never overflows; attention over it is exact sliding-window attention — causal, lower-right,
+   * each query sees itself and the `window − 1` positions before it.
+   */
+  window?: number | null;
+}
+
 /**
- * Projected keys and values of earlier positions, kept in wasm memory for incremental decoding.
- * Owns wasm memory: call {@link KVCache.dispose} when done. Tied to the layer that created it.
+ * Keys and values of the positions seen so far, kept in wasm memory so a decode step reads them
+ * in place instead of copying them in. From {@link AttentionLibrary.createKVCache} (append your own
+ * projected, rotated K and V; attend with `lib.attention(query, cache, null, options)`) or a
+ * layer's {@link MultiHeadAttention.createCache}. Owns wasm memory: call {@link KVCache.dispose}
+ * when done (a FinalizationRegistry frees a forgotten one, but only when the event loop gets a
+ * turn); any use after dispose throws.
  */
 export interface KVCache {
   readonly batch: number;
+  readonly kvHeads: number;
+  readonly headDim: number;
+  readonly valueDim: number;
+  /** Positions it can hold (a ring's slots). */
   readonly maxSeq: number;
-  /** Positions cached so far. */
+  readonly dtype: KVCacheDtype;
+  /** The sliding window (a ring), or 0 for a linear cache. */
+  readonly window: number;
+  /** Positions appended so far (a ring counts all of them). */
   readonly length: number;
+  /** Bytes of wasm memory its keys, values and int8 scales hold. */
+  readonly bytes: number;
   readonly disposed: boolean;
-  /** Forgets every cached position, so a new sequence can start. */
+  /**
+   * Appends `seq` positions: key `[batch, kvHeads, seq, headDim]` (`'bhsd'`, default) or
+   * `[batch, seq, kvHeads, headDim]` (`'bshd'`), value likewise with `valueDim`; converted or
+   * quantised as stored. `seq` defaults to what the key's length gives. Appending past `maxSeq`
+   * (or, for a ring, more than `maxSeq − window + 1` at once) throws a RangeError and appends nothing.
+   */
+  append(key: Float32Array, value: Float32Array, options?: { seq?: number | null; layout?: Layout | null } | null): void;
+  /** Forgets every position, so a new sequence can start. */
   reset(): void;
+  /**
+   * Drops positions ≥ n (speculative decoding, beam search, editing a chat). A ring can go back
+   * only as far as it still holds the `window − 1` positions before n.
+   */
+  truncate(n: number): void;
   /**
    * Frees the cache's wasm memory; any later use throws. Harmless to call twice. As for layers,
    * the FinalizationRegistry frees a dropped cache only after the event loop gets a turn.
@@ -474,8 +539,12 @@ export interface MultiHeadAttention {
    * the weights set. Invalidates the training tape.
    */
   setOptimizerState(state: MultiHeadAttentionOptimizerState): void;
-  /** A KV cache for this layer with fixed `batch` (default 1) and `maxSeq`. */
-  createCache(options: { batch?: number | null; maxSeq: number }): KVCache;
+  /**
+   * A KV cache for this layer (kvHeads = numKvHeads, headDim = valueDim = headDim) with fixed
+   * `batch` (default 1) and `maxSeq`, stored as `dtype` (default `'float32'`), optionally a
+   * sliding-window ring (`window`). The same kind of object as {@link AttentionLibrary.createKVCache}.
+   */
+  createCache(options: { batch?: number | null; maxSeq?: number | null; dtype?: KVCacheDtype | null; window?: number | null }): KVCache;
   /**
    * Frees the layer's wasm memory. Harmless to call twice. A layer dropped without dispose() is
    * freed by a FinalizationRegistry only after it is garbage collected, which happens only when

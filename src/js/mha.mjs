@@ -1,14 +1,15 @@
-// MultiHeadAttention and its KVCache: JS handles over C++ objects that own wasm memory (the
-// packed weights; the cached keys and values). Arguments are checked here, before the heap is
-// touched; tensors are staged through the library's shared heap arena.
-import { checkMemory, coreError, kernelWorkspaceBytes } from './heap.mjs';
+// MultiHeadAttention: a JS handle over a C++ layer that owns wasm memory (the packed weights).
+// Arguments are checked here, before the heap is touched; tensors are staged through the
+// library's shared heap arena. Its KV caches are the library's KVCache (kvcache.mjs).
+import { coreError, kernelWorkspaceBytes } from './heap.mjs';
+import { resolveStorage } from './kvcache.mjs';
 import {
   bool, checkFloat32, checkKnownKeys, checkMask, describe, dim, given, kindOf,
 } from './shapes.mjs';
 
 const CONFIG_KEYS = ['embedDim', 'numHeads', 'numKvHeads', 'kdim', 'vdim', 'bias'];
 const FORWARD_OPTIONS = ['batch', 'seqQ', 'seqK', 'mask', 'keyPaddingMask', 'causal', 'weightsOut', 'out', 'cache', 'train'];
-const CACHE_OPTIONS = ['batch', 'maxSeq'];
+const CACHE_OPTIONS = ['batch', 'maxSeq', 'dtype', 'window'];
 const PROJECTIONS = [['wq', 'bq'], ['wk', 'bk'], ['wv', 'bv'], ['wo', 'bo']];
 const STATE_KEYS = ['step', 'm', 'v'];
 const MAX_STEP = 2 ** 31 - 1;  // a C++ int
@@ -73,56 +74,9 @@ function checkArrays(fn, label, object, sizes, needs) {
   }
 }
 
-export function makeMultiHeadAttention(M, arena) {
-  // A safety net: wasm memory of a layer or cache that is garbage collected without dispose()
-  // is freed here. dispose() stays the rule (collection may come late or never).
-  const registry = new FinalizationRegistry((core) => core.delete());
-
-  class KVCache {
-    #core;
-    #layer;
-
-    constructor(core, layer, batch, maxSeq) {
-      this.#core = core;
-      this.#layer = layer;
-      registry.register(this, core, this);
-      Object.defineProperties(this, {
-        batch: { value: batch, enumerable: true },
-        maxSeq: { value: maxSeq, enumerable: true },
-      });
-    }
-
-    /** Positions cached so far. */
-    get length() { return this.#live('length').length(); }
-
-    /** Forgets every cached position (a new sequence starts). */
-    reset() { this.#live('reset').reset(); }
-
-    /** Frees the cache's wasm memory. Harmless to call twice. */
-    dispose() {
-      if (!this.#core) return;
-      registry.unregister(this);
-      this.#core.delete();
-      this.#core = null;
-    }
-
-    get disposed() { return this.#core === null; }
-
-    #live(what) {
-      if (!this.#core) throw new Error(`KVCache.${what}: this cache was disposed`);
-      return this.#core;
-    }
-
-    // For MultiHeadAttention.forward(): the core, after checking it belongs to `layer`.
-    static coreFor(cache, layer) {
-      if (!(cache instanceof KVCache)) {
-        throw new TypeError(`options.cache must be a KVCache from createCache(), got ${describe(cache)}`);
-      }
-      if (cache.#layer !== layer) throw new Error('options.cache belongs to another MultiHeadAttention layer');
-      return cache.#live('use in forward()');
-    }
-  }
-
+// `registry` frees the wasm memory of layers dropped without dispose(); KVCache and newCache come
+// from makeKVCacheClass (kvcache.mjs), shared with lib.createKVCache().
+export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }) {
   class MultiHeadAttention {
     #core;
     #ready = false;
@@ -264,7 +218,10 @@ export function makeMultiHeadAttention(M, arena) {
       checkKnownKeys('forward', options ?? {}, FORWARD_OPTIONS);
       const opts = options ?? {};
       const { embedDim: e, kdim, vdim, numHeads, numKvHeads, headDim } = this.config;
-      const cacheCore = given(opts.cache) ? KVCache.coreFor(opts.cache, this) : null;
+      if (given(opts.cache) && !(opts.cache instanceof KVCache)) {
+        throw new TypeError(`options.cache must be a KVCache from createCache(), got ${describe(opts.cache)}`);
+      }
+      const cacheCore = given(opts.cache) ? KVCache.coreFor(opts.cache, 'MultiHeadAttention.forward', this) : null;
       const cache = cacheCore ? opts.cache : null;
 
       const batch = dim(opts, 'batch', cache ? cache.batch : 1);
@@ -281,7 +238,12 @@ export function makeMultiHeadAttention(M, arena) {
         if (opts.causal === false) throw new RangeError('options.causal cannot be false with options.cache: cached decoding is always causal');
         if (kdim !== e || vdim !== e) throw new RangeError(`options.cache needs kdim == vdim == embedDim (this layer has kdim ${kdim}, vdim ${vdim})`);
         const length = cacheCore.length();
-        if (length + seqQ > cache.maxSeq) {
+        if (cache.window) {
+          const needed = Math.min(length + seqQ, cache.window - 1 + seqQ);
+          if (needed > cache.maxSeq) {
+            throw new RangeError(`options.cache is a ring (window ${cache.window}, maxSeq ${cache.maxSeq}): ${seqQ} new positions need ${needed} slots; feed at most ${cache.maxSeq - cache.window + 1} at a time`);
+          }
+        } else if (length + seqQ > cache.maxSeq) {
           throw new RangeError(`options.cache has room for ${cache.maxSeq - length} more positions (maxSeq ${cache.maxSeq}, length ${length}), got seqQ ${seqQ}`);
         }
         seqTotal = length + seqQ;
@@ -326,8 +288,8 @@ export function makeMultiHeadAttention(M, arena) {
       // What the C++ side allocates: Q and the attention output, K and V (unless cached), the
       // projections' scratch and the kernel's workspace.
       const kv = numKvHeads * headDim;
-      const rowsK = cache ? seqQ : batch * seqK;
-      const workspace = 4 * (2 * batch * seqQ * e + (cache ? 0 : 2 * rowsK * kv) +
+      const rowsK = cache ? batch * seqQ : batch * seqK;
+      const workspace = 4 * (2 * batch * seqQ * e + 2 * rowsK * kv +
         (Math.ceil(Math.max(batch * seqQ, rowsK) / 4) * 4 + 4) * Math.max(e, kdim, vdim)) +
         kernelWorkspaceBytes(seqTotal, headDim);
       const outputs = { out: outCount };
@@ -448,22 +410,19 @@ export function makeMultiHeadAttention(M, arena) {
       return arena.call(fn, inputs, {}, 4 * 3 * Object.values(sizes).reduce((a, b) => a + b, 0), work);
     }
 
-    /** A KV cache for incremental decoding with this layer: `batch` and `maxSeq` are fixed. */
+    /**
+     * A KV cache for incremental decoding with this layer: `batch` and `maxSeq` are fixed; `dtype`
+     * ('float32', 'float16', 'int8') and `window` (a sliding-window ring) as for lib.createKVCache.
+     */
     createCache(options) {
-      const core = this.#live('createCache');
+      this.#live('createCache');
+      const fn = 'createCache';
       if (!this.#ready) throw new Error('MultiHeadAttention.createCache: call setWeights() first');
-      checkKnownKeys('createCache', options, CACHE_OPTIONS, 'options', ' with maxSeq');
+      checkKnownKeys(fn, options, CACHE_OPTIONS, 'options', ' with maxSeq');
       const batch = dim(options, 'batch', 1);
-      const maxSeq = dim(options, 'maxSeq');
-      const bytes = 2 * 4 * batch * maxSeq * this.config.numKvHeads * this.config.headDim;
-      checkMemory('createCache', bytes);
-      const cacheCore = new M.KvCacheCore();
-      const error = cacheCore.allocate(core, batch, maxSeq);
-      if (error) {
-        cacheCore.delete();
-        throw coreError(M, error, bytes);
-      }
-      return new KVCache(cacheCore, this, batch, maxSeq);
+      const { dtype, window, maxSeq } = resolveStorage(fn, options, given(options.maxSeq) ? dim(options, 'maxSeq') : undefined);
+      const { numKvHeads: kvHeads, headDim } = this.config;
+      return newCache(fn, { batch, kvHeads, headDim, valueDim: headDim, maxSeq, dtype, window }, this);
     }
 
     /** Frees the layer's wasm memory (its packed weights). Harmless to call twice. */
@@ -484,5 +443,5 @@ export function makeMultiHeadAttention(M, arena) {
     }
   }
 
-  return { MultiHeadAttention, KVCache };
+  return { MultiHeadAttention };
 }

@@ -54,6 +54,7 @@ std::vector<double> attention(const attn::AttentionParams& p, const T* query, co
           if (p.window_left != attn::kNoLimit && j < pos - p.window_left) vis = false;
           if (p.window_right != attn::kNoLimit && j > pos + p.window_right) vis = false;
           if (p.kv_ring > 0 && j < p.seq_k - p.kv_ring) vis = false;
+          if (j < p.kv_first) vis = false;
           const std::ptrdiff_t m = at(p.m, b, h, i) + j;
           if (p.mask_type == attn::MaskType::additive) s += static_cast<const float*>(p.mask)[m];
           if (p.mask_type == attn::MaskType::boolean && !static_cast<const std::uint8_t*>(p.mask)[m])

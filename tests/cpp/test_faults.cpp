@@ -120,7 +120,7 @@ struct Fixture {
     }
     if (needs & kTape) REQUIRE(layer.forward(forward(x, &tape)) == nullptr);
     if (needs & kCache) {
-      REQUIRE(cache.allocate(self, B, MAX_SEQ) == nullptr);
+      REQUIRE(cache.allocate(self.cache_config(B, MAX_SEQ)) == nullptr);
       std::vector<float> y(B * CACHED * E), xs = random_vec(B * CACHED * E, 11);
       attn::MhaForward f;
       f.query = xs.data();
@@ -250,9 +250,9 @@ std::vector<float> state(Fixture& f) {
   }
   // The cache: its contents show in the outputs of the next successful call (see check()).
   s.push_back(static_cast<float>(f.cache.length()));
-  s.push_back(static_cast<float>(f.cache.batch()));
-  s.push_back(static_cast<float>(f.cache.max_seq()));
-  s.push_back(f.cache.owner() == &f.self);
+  s.push_back(static_cast<float>(f.cache.config().batch));
+  s.push_back(static_cast<float>(f.cache.config().max_seq));
+  s.push_back(static_cast<float>(f.cache.held()));
   return s;
 }
 
@@ -414,9 +414,9 @@ std::vector<EntryPoint> entry_points() {
          return attn::rotary(p);
        }},
       {"cache allocate, new", kNothing,
-       [](Fixture& f) { return f.cache.allocate(f.self, B, MAX_SEQ); }},
+       [](Fixture& f) { return f.cache.allocate(f.self.cache_config(B, MAX_SEQ)); }},
       {"cache allocate, replacing a cache holding positions", kCache,
-       [](Fixture& f) { return f.cache.allocate(f.self, 1, MAX_SEQ + 3); }},
+       [](Fixture& f) { return f.cache.allocate(f.self.cache_config(1, MAX_SEQ + 3, attn::KvType::i8)); }},
   };
 }
 

@@ -145,7 +145,7 @@ std::vector<float> layer_step(int threads) {
   REQUIRE(mha.backward(tape, dy.data(), g) == nullptr);
   REQUIRE(mha.adam_step(g, 0.01f, 0.9f, 0.999f, 1e-8f, 1) == nullptr);
   attn::KvCache cache;
-  REQUIRE(cache.allocate(mha, batch, seq) == nullptr);
+  REQUIRE(cache.allocate(mha.cache_config(batch, seq)) == nullptr);
   std::vector<float> decoded(x.size());
   f.tape = nullptr;
   f.cache = &cache;

@@ -193,7 +193,7 @@ describe('KV cache', () => {
     const b = layer({ embedDim: 8, numHeads: 2 }, 41).mha;
     const x = randomTensor(8, rng(42));
     const cache = a.createCache({ batch: 1, maxSeq: 8 });
-    assert.throws(() => b.forward(x, null, null, { cache }), /^Error: options\.cache belongs to another MultiHeadAttention layer$/);
+    assert.throws(() => b.forward(x, null, null, { cache }), /^Error: MultiHeadAttention.forward: options\.cache belongs to another MultiHeadAttention layer$/);
     assert.throws(() => a.forward(x, null, null, { cache, batch: 2 }), /^RangeError: options\.batch \(2\) differs from options\.cache\.batch \(1\)$/);
     assert.throws(() => a.forward(x, x, null, { cache }), /^TypeError: forward: with options\.cache, key and value must be null/);
     assert.throws(() => a.forward(x, null, null, { cache, causal: false }), /^RangeError: options\.causal cannot be false with options\.cache/);
@@ -202,7 +202,7 @@ describe('KV cache', () => {
     cache.dispose();
     cache.dispose();  // harmless
     assert.throws(() => cache.length, /^Error: KVCache\.length: this cache was disposed$/);
-    assert.throws(() => a.forward(x, null, null, { cache }), /^Error: KVCache\.use in forward\(\): this cache was disposed$/);
+    assert.throws(() => a.forward(x, null, null, { cache }), /^Error: MultiHeadAttention\.forward: the KV cache was disposed$/);
     const cross = layer({ embedDim: 8, numHeads: 2, kdim: 4 }, 43).mha;
     const crossCache = cross.createCache({ maxSeq: 4 });
     assert.throws(() => cross.forward(x, null, null, { cache: crossCache }), /^RangeError: options\.cache needs kdim == vdim == embedDim/);

@@ -1,0 +1,182 @@
+// The KV cache's storing side: appending converts each [dim] row to the storage type (float16
+// round to nearest even, in SIMD; int8 with a symmetric per-row scale); reading is the kernel's
+// (kv_storage.h) through describe().
+#include "kv_cache.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "half.h"
+#include "simd.h"
+
+namespace attn {
+
+namespace {
+
+using simd::vfloat;
+using simd::W;
+
+void store_f16(const float* x, int n, std::uint16_t* out) {
+  int c = 0;
+  for (; c + W <= n; c += W) half::store(out + c, simd::load(x + c));
+  for (; c < n; ++c) out[c] = half::from_float(x[c]);
+}
+
+// x ≈ scale · q with q = round(x · 127 / max|x|) ∈ [−127, 127] (ties to even). A row of zeros
+// (or one with a non-finite value: its scale is then ∞ or NaN, and so is every value read
+// back) keeps the information that it was.
+float store_i8(const float* x, int n, std::int8_t* out) {
+  float m = 0.0f;
+  bool finite = true;
+  for (int c = 0; c < n; ++c) {
+    m = std::max(m, std::fabs(x[c]));
+    finite &= std::isfinite(x[c]);
+  }
+  if (!finite) {
+    std::fill(out, out + n, std::int8_t{1});
+    return std::numeric_limits<float>::quiet_NaN();
+  }
+  if (m == 0.0f) {
+    std::fill(out, out + n, std::int8_t{0});
+    return 0.0f;
+  }
+  const float inv = 127.0f / m;
+  for (int c = 0; c < n; ++c) {
+    const float r = std::nearbyint(x[c] * inv);
+    out[c] = static_cast<std::int8_t>(std::clamp(r, -127.0f, 127.0f));
+  }
+  return m / 127.0f;
+}
+
+}  // namespace
+
+const char* validate(const KvCacheConfig& c) {
+  if (c.batch < 1 || c.kv_heads < 1 || c.head_dim < 1 || c.value_dim < 1 || c.max_seq < 1)
+    return "kv cache: batch, kv_heads, head_dim, value_dim and max_seq must be positive";
+  if (c.dtype != KvType::f32 && c.dtype != KvType::f16 && c.dtype != KvType::i8) return "kv cache: unknown dtype";
+  if (c.window < 0) return "kv cache: window must be 0 (none) or positive";
+  if (c.window > 0 && c.max_seq < c.window) return "kv cache: max_seq must be at least the window";
+  return nullptr;
+}
+
+std::size_t KvCache::element_bytes() const {
+  return config_.dtype == KvType::f32 ? 4 : config_.dtype == KvType::f16 ? 2 : 1;
+}
+
+const char* KvCache::allocate(const KvCacheConfig& c) {
+  if (const char* err = validate(c)) return err;
+  const std::size_t bytes = c.dtype == KvType::f32 ? 4 : c.dtype == KvType::f16 ? 2 : 1;
+  const std::size_t rows = static_cast<std::size_t>(c.batch) * c.max_seq * c.kv_heads;
+  ByteBuffer k, v;
+  FloatBuffer ks, vs;
+  const bool scales = c.dtype == KvType::i8;
+  if (!k.allocate(rows * c.head_dim * bytes) || !v.allocate(rows * c.value_dim * bytes) ||
+      (scales && (!ks.allocate(rows) || !vs.allocate(rows))))
+    return "kv cache: out of memory";
+  config_ = c;
+  length_ = first_ = 0;
+  k_ = std::move(k);
+  v_ = std::move(v);
+  k_scale_ = std::move(ks);
+  v_scale_ = std::move(vs);
+  return nullptr;
+}
+
+int KvCache::held() const { return length_ - first_; }
+
+const char* KvCache::check_queries(int seq_q) const {
+  if (seq_q < 1 || seq_q > length_) return "kv cache: the queries must be among the positions appended (1 <= seq_q <= length)";
+  const int window = config_.window > 0 ? config_.window : 0;
+  const std::int64_t needed = window ? std::max<std::int64_t>(0, std::int64_t(length_) - seq_q - (window - 1)) : 0;
+  if (needed < first_) return "kv cache: these queries need positions the ring no longer holds (fewer queries, or a larger max_seq)";
+  return nullptr;
+}
+
+bool KvCache::has_room(int seq) const {
+  const std::int64_t n = seq;
+  if (config_.window > 0) return std::min<std::int64_t>(length_ + n, config_.window - 1 + n) <= config_.max_seq;
+  return length_ + n <= config_.max_seq;
+}
+
+std::size_t KvCache::bytes() const { return k_.size + v_.size + 4 * (k_scale_.size + v_scale_.size); }
+
+const char* KvCache::append(const float* key, const Strides& ks, const float* value, const Strides& vs, int seq) {
+  if (const char* err = stage(key, ks, value, vs, seq)) return err;
+  commit(seq);
+  return nullptr;
+}
+
+const char* KvCache::stage(const float* key, const Strides& ks, const float* value, const Strides& vs, int seq) {
+  if (!allocated()) return "kv cache: not allocated";
+  if (!key || !value || seq < 1) return "kv cache: append needs key, value and seq >= 1";
+  if (!has_room(seq)) return "kv cache: no room for these positions (max_seq)";
+  const KvCacheConfig& c = config_;
+  const std::size_t eb = element_bytes();
+  for (int b = 0; b < c.batch; ++b)
+    for (int t = 0; t < seq; ++t) {
+      const std::size_t row0 = (static_cast<std::size_t>(b) * c.max_seq + slot(length_ + t)) * c.kv_heads;
+      for (int h = 0; h < c.kv_heads; ++h) {
+        const std::size_t row = row0 + h;
+        for (int which = 0; which < 2; ++which) {
+          const bool is_key = which == 0;
+          const int dim = is_key ? c.head_dim : c.value_dim;
+          const Strides& s = is_key ? ks : vs;
+          const float* x = (is_key ? key : value) + b * s.batch + h * s.head + t * s.row;
+          std::uint8_t* dst = (is_key ? k_ : v_).get() + row * dim * eb;
+          if (c.dtype == KvType::f32) {
+            std::memcpy(dst, x, dim * sizeof(float));
+          } else if (c.dtype == KvType::f16) {
+            store_f16(x, dim, reinterpret_cast<std::uint16_t*>(dst));
+          } else {
+            (is_key ? k_scale_ : v_scale_).get()[row] = store_i8(x, dim, reinterpret_cast<std::int8_t*>(dst));
+          }
+        }
+      }
+    }
+  if (config_.window > 0) first_ = std::max(first_, length_ + seq - config_.max_seq);  // overwritten
+  return nullptr;
+}
+
+const char* KvCache::truncate(int n) {
+  if (n < 0 || n > length_) return "kv cache: truncate needs 0 <= n <= length";
+  // A ring must still hold the window − 1 positions before n (the next append needs them).
+  if (n > 0 && config_.window > 0 && std::max(0, n - (config_.window - 1)) < first_)
+    return "kv cache: a ring cannot go back that far (the positions before it were overwritten)";
+  length_ = n;
+  if (n == 0) first_ = 0;
+  return nullptr;
+}
+
+void KvCache::describe(AttentionParams& p, int staged) const {
+  const KvCacheConfig& c = config_;
+  const std::ptrdiff_t slots = c.max_seq, kvh = c.kv_heads;
+  p.key = k_.get();
+  p.value = v_.get();
+  p.kv_type = c.dtype;
+  p.batch = c.batch;
+  p.kv_heads = c.kv_heads;
+  p.head_dim = c.head_dim;
+  p.value_dim = c.value_dim;
+  p.seq_k = length_ + staged;
+  p.k = {slots * kvh * c.head_dim, c.head_dim, kvh * c.head_dim};
+  p.v = {slots * kvh * c.value_dim, c.value_dim, kvh * c.value_dim};
+  if (c.dtype == KvType::i8) {
+    p.key_scale = k_scale_.get();
+    p.value_scale = v_scale_.get();
+    p.ks = p.vs = {slots * kvh, 1, kvh};
+  } else {
+    p.key_scale = p.value_scale = nullptr;
+  }
+  p.kv_ring = c.window > 0 ? c.max_seq : 0;
+  p.kv_first = first_;
+  if (c.window > 0) {  // exact sliding-window attention over everything appended
+    p.causal = true;
+    p.align = Align::lower_right;
+    p.window_left = p.window_left == kNoLimit ? c.window - 1 : std::min(p.window_left, c.window - 1);
+    p.window_right = 0;
+  }
+}
+
+}  // namespace attn

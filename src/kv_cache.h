@@ -1,0 +1,75 @@
+// A KV cache: keys and values of the positions seen so far, kept in wasm memory in float32,
+// float16 or int8 (a symmetric scale per position and kv head), so a decode step reads them in
+// place instead of copying them in. Linear (max_seq positions) or, for sliding-window layers, a
+// ring of max_seq slots that never overflows. attention() reads it through describe().
+//
+// Storage is [batch, slots, kv_heads, dim] for K (dim = head_dim) and V (dim = value_dim), the
+// layout a [batch, seq, kv_heads·dim] projection writes; int8 scales are [batch, slots, kv_heads].
+// Position j lives in slot j (linear) or j % max_seq (ring).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "attention.h"
+#include "buffer.h"
+
+namespace attn {
+
+struct KvCacheConfig {
+  int batch = 1, kv_heads = 1, head_dim = 1, value_dim = 1;
+  int max_seq = 1;    // positions (linear) or slots (ring)
+  KvType dtype = KvType::f32;
+  int window = 0;     // > 0: a ring for attention over the last `window` positions (max_seq >= window)
+};
+
+const char* validate(const KvCacheConfig& c);
+
+class KvCache {
+ public:
+  // Allocates the storage; all-or-nothing (on failure the cache is as before).
+  const char* allocate(const KvCacheConfig& c);
+
+  // Appends seq positions: key [batch, kv_heads, seq, head_dim] and value [..., value_dim] read
+  // with strides ks / vs (either layout), converted or quantised as stored. All-or-nothing: a
+  // linear cache must have room (length + seq <= max_seq); a ring must keep the window − 1
+  // positions before the first new one (min(length + seq, window − 1 + seq) <= max_seq).
+  const char* append(const float* key, const Strides& ks, const float* value, const Strides& vs, int seq);
+
+  // append() in two steps, for a caller that attends over the new positions before keeping them
+  // (the layer): stage() writes them without counting them (a ring's overwritten slots are gone
+  // either way), describe(p, seq) includes them, commit(seq) keeps them.
+  const char* stage(const float* key, const Strides& ks, const float* value, const Strides& vs, int seq);
+  void commit(int seq) { length_ += seq; }
+  bool has_room(int seq) const;
+
+  void reset() { length_ = first_ = 0; }
+  // Forgets positions >= n. A ring can only go back as far as it still holds the window − 1
+  // positions before n.
+  const char* truncate(int n);
+
+  int length() const { return length_; }  // positions appended (a ring counts all of them)
+  int held() const;                        // positions stored now: [length − held, length)
+  // nullptr if attention for the last seq_q positions can be exact (a ring still holds every
+  // key they see), else why not.
+  const char* check_queries(int seq_q) const;
+  const KvCacheConfig& config() const { return config_; }
+  bool allocated() const { return k_.data != nullptr; }
+  std::size_t bytes() const;               // memory of K, V and scales
+
+  // Fills p.key, p.value, p.kv_type, scales, strides, kv_ring, kv_first and seq_k for attention
+  // over every position held (queries are the last seq_q positions); a ring also sets causal
+  // (lower-right) and intersects p's window with [window − 1, 0]: exact sliding-window attention.
+  void describe(AttentionParams& p, int staged = 0) const;
+
+ private:
+  int slot(int position) const { return config_.window > 0 ? position % config_.max_seq : position; }
+  std::size_t element_bytes() const;
+
+  KvCacheConfig config_;
+  int length_ = 0, first_ = 0;  // positions appended; the first one still held
+  ByteBuffer k_, v_;               // storage of dtype
+  FloatBuffer k_scale_, v_scale_;  // int8 only
+};
+
+}  // namespace attn

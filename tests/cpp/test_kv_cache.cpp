@@ -1,0 +1,288 @@
+// The KV cache (kv_cache.h): each dtype against the double-precision reference on the
+// unquantised keys and values (float32 element-wise; float16 and int8 by normalised mean squared
+// error on normal data), chunked appends equal one append, truncate, reset, rings (wrap-around,
+// exact sliding-window attention equal to a linear cache), GQA, both input layouts, errors that
+// leave the cache as it was.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "attention.h"
+#include "half.h"
+#include "kv_cache.h"
+#include "reference.h"
+
+namespace {
+
+struct Data {
+  int batch, kv_heads, heads, seq, head_dim, value_dim;
+  std::vector<float> q, k, v;  // q [b, heads, seq, d]; k, v [b, kvh, seq, dim] ("bhsd")
+};
+
+Data make_data(int batch, int heads, int kv_heads, int seq, int head_dim, int value_dim, std::uint32_t seed) {
+  Data d{batch, kv_heads, heads, seq, head_dim, value_dim, {}, {}, {}};
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal;
+  auto fill = [&](std::vector<float>& x, std::size_t n) {
+    x.resize(n);
+    for (auto& e : x) e = normal(rng);
+  };
+  fill(d.q, std::size_t(batch) * heads * seq * head_dim);
+  fill(d.k, std::size_t(batch) * kv_heads * seq * head_dim);
+  fill(d.v, std::size_t(batch) * kv_heads * seq * value_dim);
+  return d;
+}
+
+attn::KvCacheConfig config_for(const Data& d, attn::KvType dtype, int max_seq, int window = 0) {
+  attn::KvCacheConfig c;
+  c.batch = d.batch;
+  c.kv_heads = d.kv_heads;
+  c.head_dim = d.head_dim;
+  c.value_dim = d.value_dim;
+  c.max_seq = max_seq;
+  c.dtype = dtype;
+  c.window = window;
+  return c;
+}
+
+// Appends positions [from, from + n) of d (bhsd), or as bshd copies when `bshd`.
+void append(attn::KvCache& cache, const Data& d, int from, int n, bool bshd = false) {
+  std::vector<float> k, v;
+  attn::Strides ks, vs;
+  if (bshd) {
+    k.resize(std::size_t(d.batch) * n * d.kv_heads * d.head_dim);
+    v.resize(std::size_t(d.batch) * n * d.kv_heads * d.value_dim);
+    ks = attn::dense_bshd(d.kv_heads, n, d.head_dim);
+    vs = attn::dense_bshd(d.kv_heads, n, d.value_dim);
+    for (int b = 0; b < d.batch; ++b)
+      for (int h = 0; h < d.kv_heads; ++h)
+        for (int t = 0; t < n; ++t) {
+          for (int c = 0; c < d.head_dim; ++c)
+            k[b * ks.batch + h * ks.head + t * ks.row + c] = d.k[((std::size_t(b) * d.kv_heads + h) * d.seq + from + t) * d.head_dim + c];
+          for (int c = 0; c < d.value_dim; ++c)
+            v[b * vs.batch + h * vs.head + t * vs.row + c] = d.v[((std::size_t(b) * d.kv_heads + h) * d.seq + from + t) * d.value_dim + c];
+        }
+    REQUIRE(cache.append(k.data(), ks, v.data(), vs, n) == nullptr);
+    return;
+  }
+  const attn::Strides kd = attn::dense_bhsd(d.kv_heads, d.seq, d.head_dim), vd = attn::dense_bhsd(d.kv_heads, d.seq, d.value_dim);
+  REQUIRE(cache.append(d.k.data() + from * kd.row, kd, d.v.data() + from * vd.row, vd, n) == nullptr);
+}
+
+// Attention for the queries at positions [end − seq_q, end) of d (end: d.seq by default) over the
+// cache; p brings the variants.
+std::vector<float> attend(const attn::KvCache& cache, const Data& d, int seq_q, attn::AttentionParams p = {},
+                          int end = -1) {
+  if (end < 0) end = d.seq;
+  std::vector<float> out(std::size_t(d.batch) * d.heads * seq_q * d.value_dim, NAN);
+  cache.describe(p);
+  p.heads = d.heads;
+  p.seq_q = seq_q;
+  p.q = attn::dense_bhsd(d.heads, d.seq, d.head_dim);  // rows of the full q, offset below
+  p.query = d.q.data() + (end - seq_q) * p.q.row;
+  p.out = out.data();
+  p.o = attn::dense_bhsd(d.heads, seq_q, d.value_dim);
+  p.scale = 1.0f / std::sqrt(float(d.head_dim));
+  const char* err = attn::attention(p);
+  INFO((err ? err : ""));
+  REQUIRE(err == nullptr);
+  return out;
+}
+
+// The double reference on the unquantised data, causal over positions [0, seq).
+std::vector<double> reference(const Data& d, int seq_q, int window = 0) {
+  attn::AttentionParams p;
+  p.batch = d.batch;
+  p.heads = d.heads;
+  p.kv_heads = d.kv_heads;
+  p.seq_q = seq_q;
+  p.seq_k = d.seq;
+  p.head_dim = d.head_dim;
+  p.value_dim = d.value_dim;
+  p.q = attn::dense_bhsd(d.heads, d.seq, d.head_dim);
+  p.k = attn::dense_bhsd(d.kv_heads, d.seq, d.head_dim);
+  p.v = attn::dense_bhsd(d.kv_heads, d.seq, d.value_dim);
+  p.scale = 1.0f / std::sqrt(float(d.head_dim));
+  p.causal = true;
+  if (window) {
+    p.window_left = window - 1;
+    p.window_right = 0;
+  }
+  return ref::attention(p, d.q.data() + (d.seq - seq_q) * p.q.row, d.k.data(), d.v.data());
+}
+
+double nmse(const std::vector<float>& got, const std::vector<double>& want) {
+  double err = 0, norm = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    err += (got[i] - want[i]) * (got[i] - want[i]);
+    norm += want[i] * want[i];
+  }
+  return err / norm;
+}
+
+}  // namespace
+
+TEST_CASE("each dtype against the reference on the unquantised keys and values", "[cache]") {
+  const auto dtype = GENERATE(attn::KvType::f32, attn::KvType::f16, attn::KvType::i8);
+  const auto dims = GENERATE(std::pair{64, 64}, std::pair{128, 96}, std::pair{13, 7});
+  const Data d = make_data(2, 8, 2, 150, dims.first, dims.second, 7);
+  attn::KvCache cache;
+  REQUIRE(cache.allocate(config_for(d, dtype, 200)) == nullptr);
+  append(cache, d, 0, d.seq);
+  attn::AttentionParams causal;
+  causal.causal = true;
+  for (int seq_q : {1, 20}) {  // a decode step (direct path) and a prefill block
+    const auto got = attend(cache, d, seq_q, causal);
+    const auto want = reference(d, seq_q);
+    const double e = nmse(got, want);
+    INFO("dtype " << int(dtype) << " dims " << dims.first << "/" << dims.second << " seq_q " << seq_q << " nmse " << e);
+    if (dtype == attn::KvType::f32) {
+      for (std::size_t i = 0; i < got.size(); ++i) REQUIRE(std::abs(got[i] - want[i]) <= 2e-5 + 1e-4 * std::abs(want[i]));
+    }
+    CHECK(e <= (dtype == attn::KvType::i8 ? 1e-4 : dtype == attn::KvType::f16 ? 1e-6 : 1e-10));
+  }
+}
+
+TEST_CASE("bytes: int8 < float16 < float32, int8 at most 0.27 of float32", "[cache]") {
+  const Data d = make_data(1, 4, 4, 1, 128, 128, 1);
+  attn::KvCache f32, f16, i8;
+  REQUIRE(f32.allocate(config_for(d, attn::KvType::f32, 100)) == nullptr);
+  REQUIRE(f16.allocate(config_for(d, attn::KvType::f16, 100)) == nullptr);
+  REQUIRE(i8.allocate(config_for(d, attn::KvType::i8, 100)) == nullptr);
+  CHECK(f32.bytes() == std::size_t(100) * 4 * 128 * 2 * 4);
+  CHECK(f16.bytes() * 2 == f32.bytes());
+  CHECK(double(i8.bytes()) <= 0.27 * f32.bytes());
+}
+
+TEST_CASE("a one-position float16 cache returns exactly the stored value", "[cache]") {
+  const Data d = make_data(1, 2, 1, 1, 8, 8, 3);
+  attn::KvCache cache;
+  REQUIRE(cache.allocate(config_for(d, attn::KvType::f16, 4)) == nullptr);
+  append(cache, d, 0, 1);
+  const auto out = attend(cache, d, 1);
+  for (int h = 0; h < 2; ++h)
+    for (int c = 0; c < 8; ++c) CHECK(out[h * 8 + c] == attn::half::to_float(attn::half::from_float(d.v[c])));
+}
+
+TEST_CASE("chunked appends (5, 1, 1, 3) equal one append, bit for bit, either input layout", "[cache]") {
+  const auto dtype = GENERATE(attn::KvType::f32, attn::KvType::f16, attn::KvType::i8);
+  const Data d = make_data(2, 6, 3, 10, 16, 12, 11);
+  attn::KvCache whole, chunks;
+  REQUIRE(whole.allocate(config_for(d, dtype, 12)) == nullptr);
+  REQUIRE(chunks.allocate(config_for(d, dtype, 12)) == nullptr);
+  append(whole, d, 0, 10);
+  int at = 0;
+  for (int n : {5, 1, 1, 3}) {
+    append(chunks, d, at, n, n == 1);
+    at += n;
+  }
+  REQUIRE(chunks.length() == 10);
+  CHECK(attend(whole, d, 3) == attend(chunks, d, 3));
+  CHECK(attend(whole, d, 1) == attend(chunks, d, 1));
+}
+
+TEST_CASE("truncate then append, and reset", "[cache]") {
+  const Data d = make_data(1, 4, 2, 12, 8, 8, 5);
+  attn::KvCache a, b;
+  REQUIRE(a.allocate(config_for(d, attn::KvType::i8, 12)) == nullptr);
+  REQUIRE(b.allocate(config_for(d, attn::KvType::i8, 12)) == nullptr);
+  append(a, d, 0, 12);
+  REQUIRE(a.truncate(7) == nullptr);
+  CHECK(a.length() == 7);
+  append(a, d, 7, 5);
+  append(b, d, 0, 12);
+  CHECK(attend(a, d, 2) == attend(b, d, 2));
+  CHECK(a.truncate(13) != nullptr);
+  CHECK(a.truncate(-1) != nullptr);
+  a.reset();
+  CHECK(a.length() == 0);
+  append(a, d, 0, 12);
+  CHECK(attend(a, d, 2) == attend(b, d, 2));
+}
+
+TEST_CASE("a full cache refuses an append and stays as it was", "[cache]") {
+  const Data d = make_data(1, 2, 2, 8, 4, 4, 9);
+  attn::KvCache cache;
+  REQUIRE(cache.allocate(config_for(d, attn::KvType::f32, 6)) == nullptr);
+  append(cache, d, 0, 5);
+  const auto before = attend(cache, d, 1);  // (queries are position 7: only their values matter here)
+  const attn::Strides kd = attn::dense_bhsd(2, 8, 4);
+  CHECK(cache.append(d.k.data(), kd, d.v.data(), kd, 2) != nullptr);
+  CHECK(cache.length() == 5);
+  CHECK(attend(cache, d, 1) == before);
+  append(cache, d, 5, 1);  // exactly full
+  CHECK(cache.length() == 6);
+}
+
+TEST_CASE("rings: exact sliding-window attention over wrapped slots, equal to a linear cache", "[cache]") {
+  const auto dtype = GENERATE(attn::KvType::f32, attn::KvType::f16, attn::KvType::i8);
+  const int window = GENERATE(1, 4, 9, 64);
+  const Data d = make_data(2, 4, 2, 150, 8, 6, 13);
+  attn::KvCache ring, linear;
+  const int chunk = 3;
+  REQUIRE(ring.allocate(config_for(d, dtype, window - 1 + chunk, window)) == nullptr);
+  REQUIRE(linear.allocate(config_for(d, dtype, d.seq)) == nullptr);
+  attn::AttentionParams windowed;
+  windowed.causal = true;
+  windowed.window_left = window - 1;
+  windowed.window_right = 0;
+  for (int at = 0; at < d.seq; at += chunk) {
+    const int n = std::min(chunk, d.seq - at);
+    append(ring, d, at, n);
+    append(linear, d, at, n);
+    const int seq_q = n;  // the queries are the positions just appended
+    REQUIRE(ring.check_queries(seq_q) == nullptr);
+    INFO("window " << window << " length " << at + n);
+    REQUIRE(attend(ring, d, seq_q, {}, at + n) == attend(linear, d, seq_q, windowed, at + n));
+  }
+  CHECK(ring.length() == d.seq);
+  CHECK(ring.held() == window - 1 + chunk);
+  // Against the reference (unquantised) for the last step.
+  if (dtype == attn::KvType::f32) {
+    const auto got = attend(ring, d, 1);
+    const auto want = reference(d, 1, window);
+    for (std::size_t i = 0; i < got.size(); ++i) CHECK(std::abs(got[i] - want[i]) <= 2e-5 + 1e-4 * std::abs(want[i]));
+  }
+}
+
+TEST_CASE("a ring refuses appends and truncations that would lose the window", "[cache]") {
+  const Data d = make_data(1, 2, 1, 40, 4, 4, 17);
+  attn::KvCache ring;
+  REQUIRE(ring.allocate(config_for(d, attn::KvType::f32, 6, 4)) == nullptr);  // window 4, 6 slots
+  append(ring, d, 0, 6);  // min(0 + 6, 3 + 6) = 6 slots: fits at the start
+  const attn::Strides kd = attn::dense_bhsd(1, 40, 4);
+  CHECK(ring.append(d.k.data(), kd, d.v.data(), kd, 4) != nullptr);  // needs 3 + 4 = 7 slots
+  CHECK(ring.length() == 6);
+  for (int t = 6; t < 30; ++t) append(ring, d, t, 1);  // a decode step always fits
+  CHECK(ring.held() == 6);
+  CHECK(ring.check_queries(1) == nullptr);
+  CHECK(ring.check_queries(3) == nullptr);   // length 30: keys back to 30 − 3 − 3 = 24, the first held
+  CHECK(ring.check_queries(4) != nullptr);   // would need position 23
+  CHECK(ring.truncate(29) == nullptr);       // the 3 positions before 29 (26..28) are held
+  CHECK(ring.truncate(26) != nullptr);       // would need 23..25, and 23 was overwritten
+  CHECK(ring.length() == 29);
+  append(ring, d, 29, 1);
+  CHECK(ring.truncate(0) == nullptr);
+  CHECK(ring.length() == 0);
+}
+
+TEST_CASE("validate rejects unusable cache configs", "[cache]") {
+  attn::KvCacheConfig c;
+  CHECK(attn::validate(c) == nullptr);
+  c.window = 5;
+  c.max_seq = 4;
+  CHECK(attn::validate(c) != nullptr);
+  c.window = -1;
+  CHECK(attn::validate(c) != nullptr);
+  c.window = 0;
+  c.kv_heads = 0;
+  CHECK(attn::validate(c) != nullptr);
+  c.kv_heads = 1;
+  c.dtype = static_cast<attn::KvType>(9);
+  CHECK(attn::validate(c) != nullptr);
+  attn::KvCache cache;
+  CHECK(cache.allocate(c) != nullptr);
+  CHECK_FALSE(cache.allocated());
+}

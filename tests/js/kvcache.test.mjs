@@ -1,0 +1,266 @@
+// The standalone KV cache: createKVCache, append, attention(query, cache, null, options) against
+// the JS reference on the unquantised keys and values (float32 element-wise; float16 and int8 by
+// normalised mean squared error), chunked appends, truncate, reset, rings, every error path,
+// bytes, memory returned on dispose and by the FinalizationRegistry.
+import assert from 'node:assert/strict';
+import { test, before } from 'node:test';
+import { runInNewContext } from 'node:vm';
+import { setFlagsFromString } from 'node:v8';
+import { indexOf, referenceAttention } from './reference.mjs';
+import { assertClose, loadAttention, randomTensor, rng } from './helpers.mjs';
+
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc');
+
+let lib;
+before(async () => { lib = await loadAttention(); });
+
+// Normal data (Box–Muller), as a real model's projections look.
+function normalTensor(n, random) {
+  const a = new Float32Array(n);
+  for (let i = 0; i < n; i++) a[i] = Math.sqrt(-2 * Math.log(1 - random())) * Math.cos(2 * Math.PI * random());
+  return a;
+}
+
+const nmse = (got, want) => {
+  let e = 0, norm = 0;
+  for (let i = 0; i < got.length; i++) { e += (got[i] - want[i]) ** 2; norm += want[i] ** 2; }
+  return e / norm;
+};
+
+// Positions [from, from + n) of a [batch, kvHeads, seq, dim] tensor, as their own tensor.
+function slicePositions(x, batch, heads, seq, dim, from, n) {
+  const out = new Float32Array(batch * heads * n * dim);
+  for (let b = 0; b < batch; b++) {
+    for (let h = 0; h < heads; h++) {
+      out.set(x.subarray(indexOf('bhsd', heads, seq, dim, b, h, from, 0), indexOf('bhsd', heads, seq, dim, b, h, from + n, 0)),
+        indexOf('bhsd', heads, n, dim, b, h, 0, 0));
+    }
+  }
+  return out;
+}
+
+const shape = { batch: 2, heads: 8, kvHeads: 2, seq: 40, headDim: 64, valueDim: 48 };
+function data(seed = 1, s = shape) {
+  const random = rng(seed);
+  return {
+    query: normalTensor(s.batch * s.heads * s.seq * s.headDim, random),
+    key: normalTensor(s.batch * s.kvHeads * s.seq * s.headDim, random),
+    value: normalTensor(s.batch * s.kvHeads * s.seq * s.valueDim, random),
+  };
+}
+
+test('each dtype against the reference on the unquantised keys and values', () => {
+  const { batch, heads, kvHeads, seq, headDim, valueDim } = shape;
+  const { query, key, value } = data();
+  for (const dtype of ['float32', 'float16', 'int8']) {
+    const cache = lib.createKVCache({ batch, kvHeads, headDim, valueDim, maxSeq: 64, dtype });
+    cache.append(key, value);
+    assert.equal(cache.length, seq);
+    for (const seqQ of [1, 9]) {
+      const q = new Float32Array(batch * heads * seqQ * headDim);
+      for (let b = 0; b < batch; b++) for (let h = 0; h < heads; h++) {
+        q.set(query.subarray(indexOf('bhsd', heads, seq, headDim, b, h, seq - seqQ, 0), indexOf('bhsd', heads, seq, headDim, b, h, seq, 0)),
+          indexOf('bhsd', heads, seqQ, headDim, b, h, 0, 0));
+      }
+      const options = { heads, seqQ, causal: true };
+      const got = lib.attention(q, cache, null, options);
+      const want = referenceAttention(q, key, value, { ...options, batch, kvHeads, seqK: seq, headDim, valueDim }).out;
+      const error = nmse(got, want);
+      if (dtype === 'float32') assertClose(got, want, 'float32 cache');
+      assert.ok(error <= { float32: 1e-10, float16: 1e-6, int8: 1e-4 }[dtype], `${dtype} seqQ ${seqQ}: NMSE ${error}`);
+    }
+    cache.dispose();
+  }
+});
+
+test('bytes per position: int8 < float16 < float32, int8 at most 0.27 of float32', () => {
+  const sizes = { kvHeads: 8, headDim: 128, maxSeq: 100 };
+  const bytes = Object.fromEntries(['float32', 'float16', 'int8'].map((dtype) => {
+    const cache = lib.createKVCache({ ...sizes, dtype });
+    const b = cache.bytes;
+    cache.dispose();
+    return [dtype, b];
+  }));
+  assert.equal(bytes.float32, 100 * 8 * 128 * 2 * 4);
+  assert.equal(bytes.float16 * 2, bytes.float32);
+  assert.ok(bytes.int8 <= 0.27 * bytes.float32, `int8 ${bytes.int8} vs float32 ${bytes.float32}`);
+});
+
+test('chunked appends (5, 1, 1, 3) and bshd appends equal one append, bit for bit', () => {
+  const s = { batch: 1, heads: 4, kvHeads: 2, seq: 10, headDim: 16, valueDim: 16 };
+  const { query, key, value } = data(3, s);
+  for (const dtype of ['float32', 'float16', 'int8']) {
+    const whole = lib.createKVCache({ kvHeads: 2, headDim: 16, maxSeq: 10, dtype });
+    const parts = lib.createKVCache({ kvHeads: 2, headDim: 16, maxSeq: 10, dtype });
+    whole.append(key, value);
+    let at = 0;
+    for (const n of [5, 1, 1, 3]) {
+      const k = slicePositions(key, 1, 2, 10, 16, at, n), v = slicePositions(value, 1, 2, 10, 16, at, n);
+      if (n === 1) parts.append(k, v, { seq: 1, layout: 'bshd' });  // one position: both layouts are the same bytes
+      else parts.append(k, v);
+      at += n;
+    }
+    const q = query.subarray(0, 4 * 1 * 16);
+    assert.deepEqual(lib.attention(q, parts, null, { heads: 4, seqQ: 1 }), lib.attention(q, whole, null, { heads: 4, seqQ: 1 }));
+    whole.dispose();
+    parts.dispose();
+  }
+});
+
+test('bshd appends: [batch, seq, kvHeads, dim]', () => {
+  const s = { batch: 2, heads: 2, kvHeads: 2, seq: 6, headDim: 4, valueDim: 3 };
+  const { query, key, value } = data(4, s);
+  const toBshd = (x, dim) => {
+    const out = new Float32Array(x.length);
+    for (let b = 0; b < 2; b++) for (let h = 0; h < 2; h++) for (let t = 0; t < 6; t++) for (let c = 0; c < dim; c++) {
+      out[indexOf('bshd', 2, 6, dim, b, h, t, c)] = x[indexOf('bhsd', 2, 6, dim, b, h, t, c)];
+    }
+    return out;
+  };
+  const a = lib.createKVCache({ batch: 2, kvHeads: 2, headDim: 4, valueDim: 3, maxSeq: 6 });
+  const b = lib.createKVCache({ batch: 2, kvHeads: 2, headDim: 4, valueDim: 3, maxSeq: 6 });
+  a.append(key, value);
+  b.append(toBshd(key, 4), toBshd(value, 3), { layout: 'bshd' });
+  const q = query.subarray(0, 2 * 2 * 2 * 4);
+  assert.deepEqual(lib.attention(q, a, null, { heads: 2, seqQ: 2, causal: true }), lib.attention(q, b, null, { heads: 2, seqQ: 2, causal: true }));
+});
+
+test('truncate then append equals appending the same positions; reset starts over', () => {
+  const s = { batch: 1, heads: 2, kvHeads: 1, seq: 12, headDim: 8, valueDim: 8 };
+  const { query, key, value } = data(5, s);
+  const other = data(6, s);
+  const cache = lib.createKVCache({ kvHeads: 1, headDim: 8, maxSeq: 12, dtype: 'int8' });
+  const clean = lib.createKVCache({ kvHeads: 1, headDim: 8, maxSeq: 12, dtype: 'int8' });
+  cache.append(slicePositions(key, 1, 1, 12, 8, 0, 7), slicePositions(value, 1, 1, 12, 8, 0, 7));
+  cache.append(slicePositions(other.key, 1, 1, 12, 8, 7, 3), slicePositions(other.value, 1, 1, 12, 8, 7, 3));  // a rejected draft
+  cache.truncate(7);
+  assert.equal(cache.length, 7);
+  cache.append(slicePositions(key, 1, 1, 12, 8, 7, 5), slicePositions(value, 1, 1, 12, 8, 7, 5));
+  clean.append(key, value);
+  const q = query.subarray(0, 2 * 2 * 8);
+  const options = { heads: 2, seqQ: 2, causal: true, window: [5, 0], softcap: 30, alibiSlopes: Float32Array.from([0.5, 0.25]) };
+  assert.deepEqual(lib.attention(q, cache, null, options), lib.attention(q, clean, null, options));
+  cache.reset();
+  assert.equal(cache.length, 0);
+  cache.append(key, value);
+  assert.deepEqual(lib.attention(q, cache, null, options), lib.attention(q, clean, null, options));
+  assert.throws(() => cache.truncate(13), /^RangeError: KVCache\.truncate: n must be an integer from 0 to length 12, got number 13$/);
+});
+
+test('a ring (window) gives exact sliding-window attention with true positions, and never overflows', () => {
+  const window = 5;
+  const s = { batch: 1, heads: 2, kvHeads: 1, seq: 30, headDim: 8, valueDim: 8 };
+  const { query, key, value } = data(7, s);
+  const alibiSlopes = Float32Array.from([0.3, 0.1]);
+  for (const dtype of ['float32', 'int8']) {
+    const ring = lib.createKVCache({ kvHeads: 1, headDim: 8, window, maxSeq: window + 2, dtype });  // chunks of 3
+    for (let at = 0; at < 30; at += 3) {
+      ring.append(slicePositions(key, 1, 1, 30, 8, at, 3), slicePositions(value, 1, 1, 30, 8, at, 3));
+      const length = at + 3;
+      const q = new Float32Array(2 * 3 * 8);
+      for (let h = 0; h < 2; h++) q.set(query.subarray(indexOf('bhsd', 2, 30, 8, 0, h, length - 3, 0), indexOf('bhsd', 2, 30, 8, 0, h, length, 0)), h * 3 * 8);
+      const got = lib.attention(q, ring, null, { heads: 2, seqQ: 3, alibiSlopes });
+      const want = referenceAttention(q, key.subarray(0, length * 8), value.subarray(0, length * 8),
+        { heads: 2, kvHeads: 1, seqQ: 3, seqK: length, headDim: 8, causal: true, window: [window - 1, 0], alibiSlopes }).out;
+      if (dtype === 'float32') assertClose(got, want, `ring at length ${length}`);
+      else assert.ok(nmse(got, want) < 1e-4, `int8 ring at length ${length}`);
+    }
+    assert.equal(ring.length, 30);
+    assert.throws(() => ring.append(new Float32Array(4 * 8), new Float32Array(4 * 8)),
+      /^RangeError: KVCache\.append: appending 4 positions to this ring needs 8 slots \(the window − 1 = 4 positions before them, and them\), more than maxSeq 7/);
+    assert.throws(() => lib.attention(query.subarray(0, 2 * 4 * 8), ring, null, { heads: 2, seqQ: 4 }),
+      /^RangeError: attention: this ring \(window 5, maxSeq 7\) no longer holds every key the last 4 positions see/);
+    assert.throws(() => lib.attention(query.subarray(0, 2 * 8), ring, null, { heads: 2, seqQ: 1, causal: false }), /cannot be false over a sliding-window cache/);
+    assert.throws(() => ring.truncate(25), /^RangeError: KVCache\.truncate: this ring \(window 5, maxSeq 7\) no longer holds the 4 positions before 25; it can go back to 27 at the earliest/);
+    ring.dispose();
+  }
+});
+
+test('errors: overflow leaves the cache intact; shapes, dtype, options and use after dispose', () => {
+  const cache = lib.createKVCache({ kvHeads: 2, headDim: 4, maxSeq: 3 });
+  const k = randomTensor(2 * 2 * 4, rng(8)), v = randomTensor(2 * 2 * 4, rng(9));
+  cache.append(k, v);
+  const q = randomTensor(4 * 4, rng(10));
+  const before = lib.attention(q, cache, null, { heads: 4, seqQ: 1 });
+  assert.throws(() => cache.append(k, v), /^RangeError: KVCache\.append: the cache has room for 1 more positions \(maxSeq 3, length 2\), got seq 2$/);
+  assert.equal(cache.length, 2);
+  assert.deepEqual(lib.attention(q, cache, null, { heads: 4, seqQ: 1 }), before);
+  assert.throws(() => cache.append(k, new Float32Array(15)), /^RangeError: KVCache\.append: value has length 15, expected 16 \(batch 1 × kvHeads 2 × seq 2 × valueDim 4\)$/);
+  assert.throws(() => cache.append(new Float32Array(7), v), /^RangeError: KVCache\.append: key has length 7, not a positive multiple of batch 1 × kvHeads 2 × headDim 4$/);
+  assert.throws(() => cache.append(k, v, { layout: 'bsdh' }), /^RangeError: KVCache\.append: options\.layout must be 'bhsd' or 'bshd'/);
+  assert.throws(() => cache.append(k, v, { step: 1 }), /^TypeError: KVCache\.append: unknown option 'step'/);
+  assert.throws(() => lib.attention(q, cache, null, { heads: 4, seqQ: 1, headDim: 8 }), /^RangeError: attention: options\.headDim \(number 8\) differs from the KV cache's headDim 4$/);
+  assert.throws(() => lib.attention(q, cache, null, { heads: 4, seqQ: 1, kvHeads: 4 }), /^RangeError: attention: options\.kvHeads \(number 4\) differs from the KV cache's kvHeads 2$/);
+  assert.throws(() => lib.attention(q, cache, null, { heads: 3, seqQ: 1 }), /^RangeError: attention: options\.heads \(3\) must be a multiple of options\.kvHeads \(2\)$/);
+  assert.throws(() => lib.attention(q, cache, v, { heads: 4, seqQ: 1 }), /^TypeError: attention: value must be null when key is a KVCache/);
+  assert.throws(() => lib.attention(q, cache, null, { heads: 4, seqQ: 3 }), /^RangeError: attention: options\.seqQ \(3\) is more than the KV cache's length 2/);
+  assert.throws(() => lib.attention(q, cache, null, { heads: 4, seqQ: 1, causal: 'upper-left' }), /'upper-left' does not apply to a KV cache/);
+  assert.throws(() => lib.attention(q.subarray(1), cache, null, { heads: 4, seqQ: 1 }), /^RangeError: attention: query has length 15, expected 16/);
+  assert.throws(() => lib.createKVCache({ kvHeads: 2, headDim: 4, maxSeq: 3, dtype: 'bfloat16' }),
+    /^TypeError: createKVCache: options\.dtype must be 'float32', 'float16' or 'int8', got string "bfloat16"$/);
+  assert.throws(() => lib.createKVCache({ kvHeads: 2, headDim: 4 }), /^TypeError: createKVCache: options\.maxSeq is required/);
+  assert.throws(() => lib.createKVCache({ kvHeads: 2, headDim: 4, maxSeq: 3, window: 4 }), /^RangeError: createKVCache: options\.maxSeq \(3\) must be at least options\.window \(4\)/);
+  assert.throws(() => lib.createKVCache({ kvHeads: 0, headDim: 4, maxSeq: 3 }), /^RangeError: createKVCache: options\.kvHeads must be a positive integer, got 0$/);
+  const empty = lib.createKVCache({ kvHeads: 2, headDim: 4, maxSeq: 3 });
+  assert.throws(() => lib.attention(q, empty, null, { heads: 4, seqQ: 1 }), /^RangeError: attention: the KV cache is empty/);
+  empty.dispose();
+  cache.dispose();
+  cache.dispose();  // harmless
+  assert.equal(cache.disposed, true);
+  assert.throws(() => cache.length, /^Error: KVCache\.length: this cache was disposed$/);
+  assert.throws(() => cache.append(k, v), /^Error: KVCache\.append: this cache was disposed$/);
+  assert.throws(() => lib.attention(q, cache, null, { heads: 4, seqQ: 1 }), /^Error: attention: the KV cache was disposed$/);
+});
+
+test('heapInUse returns to its level after dispose, and a dropped cache is freed by the FinalizationRegistry', async () => {
+  const baseline = lib.memoryUsage().heapInUse;
+  const cache = lib.createKVCache({ kvHeads: 4, headDim: 64, maxSeq: 1024, dtype: 'float16' });
+  assert.ok(lib.memoryUsage().heapInUse >= baseline + cache.bytes);
+  cache.dispose();
+  assert.ok(lib.memoryUsage().heapInUse <= baseline);
+  (() => { for (let n = 0; n < 10; n++) lib.createKVCache({ kvHeads: 4, headDim: 64, maxSeq: 1024 }); })();
+  assert.ok(lib.memoryUsage().heapInUse > baseline);
+  for (let tries = 0; tries < 50 && lib.memoryUsage().heapInUse > baseline; tries++) {
+    gc();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  assert.ok(lib.memoryUsage().heapInUse <= baseline, `heap in use back to ${baseline} bytes, got ${lib.memoryUsage().heapInUse}`);
+});
+
+test("a layer's createCache makes the same kind of KVCache, in every dtype and as a ring", () => {
+  const e = 32, numHeads = 4, numKvHeads = 2;
+  const random = rng(20);
+  const mha = new lib.MultiHeadAttention({ embedDim: e, numHeads, numKvHeads });
+  const w = (n) => randomTensor(n, random, 0.3);
+  const kv = numKvHeads * (e / numHeads);
+  mha.setWeights({ wq: w(e * e), wk: w(kv * e), wv: w(kv * e), wo: w(e * e), bq: w(e), bk: w(kv), bv: w(kv), bo: w(e) });
+  const x = normalTensor(10 * e, random);
+  const decode = (cache) => {
+    const outs = [mha.forward(x.subarray(0, 6 * e), null, null, { cache })];
+    for (let t = 6; t < 10; t++) outs.push(mha.forward(x.subarray(t * e, (t + 1) * e), null, null, { cache }));
+    return Float32Array.from(outs.flatMap((o) => [...o]));
+  };
+  const exact = mha.forward(x, null, null, { causal: true });
+  const standalone = lib.createKVCache({ kvHeads: numKvHeads, headDim: e / numHeads, maxSeq: 4 });
+  for (const dtype of ['float32', 'float16', 'int8']) {
+    const cache = mha.createCache({ maxSeq: 10, dtype });
+    assert.equal(cache.constructor, standalone.constructor);
+    assert.deepEqual([cache.kvHeads, cache.headDim, cache.valueDim, cache.dtype, cache.window], [numKvHeads, e / numHeads, e / numHeads, dtype, 0]);
+    const got = decode(cache);
+    assert.equal(cache.length, 10);
+    const error = nmse(got, exact);
+    assert.ok(error <= { float32: 1e-12, float16: 1e-6, int8: 1e-4 }[dtype], `${dtype}: NMSE ${error}`);
+    cache.dispose();
+  }
+  assert.throws(() => mha.forward(x.subarray(0, e), null, null, { cache: standalone }), /^Error: MultiHeadAttention\.forward: options\.cache belongs to another MultiHeadAttention layer$/);
+  // A ring (window 20 ≥ every distance here) decodes like a linear cache.
+  const ring = mha.createCache({ window: 20, maxSeq: 26, dtype: 'float16' });
+  assert.equal(ring.window, 20);
+  assert.ok(nmse(decode(ring), exact) <= 1e-6);
+  assert.throws(() => mha.createCache({ window: 8, maxSeq: 4 }), /^RangeError: createCache: options\.maxSeq \(4\) must be at least options\.window \(8\)/);
+  assert.throws(() => mha.createCache({ maxSeq: 4, dtype: 'int4' }), /^TypeError: createCache: options\.dtype must be 'float32', 'float16' or 'int8'/);
+  ring.dispose();
+  standalone.dispose();
+  mha.dispose();
+});

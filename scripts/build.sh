@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds everything into build/ and assembles the npm package's files in dist/.
 #   scripts/build.sh              native tests + wasm module + wasm tests + dist/
-#   scripts/build.sh --wasm-only  wasm module + dist/ (what `npm pack` needs)
+#   scripts/build.sh --wasm-only  wasm modules + dist/ (what `npm pack` needs)
+# The modules come in four builds (SIMD128 / relaxed SIMD × single-threaded / threaded); relaxed
+# SIMD compiles with Debian's clang-19 (see CMakeLists.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export NODE_PATH=/usr/share/nodejs  # emcc's JS tools (acorn) live there on Debian
@@ -18,7 +20,7 @@ configure() {  # dir, extra cmake args...
 configure build/wasm -DCMAKE_TOOLCHAIN_FILE=/usr/share/emscripten/cmake/Modules/Platform/Emscripten.cmake \
   -DCMAKE_CROSSCOMPILING_EMULATOR="$(command -v node)"
 if [ $wasm_only = 1 ]; then
-  cmake --build build/wasm --target attn_wasm attn_mt_web attn_mt_node -j "$JOBS"
+  cmake --build build/wasm --target attn_modules -j "$JOBS"
 else
   configure build/native
   cmake --build build/native -j "$JOBS"
@@ -26,14 +28,25 @@ else
 fi
 
 # dist/: the emcc output plus the hand-written JS entry points and types.
-rm -rf dist && mkdir -p dist
-cp build/wasm/attn.mjs build/wasm/attn.wasm dist/
-cp build/wasm/attn-mt.mjs build/wasm/attn-mt.wasm build/wasm/attn-mt.worker.js dist/
-# Node's threaded build is CommonJS: its own folder, marked so, inside a "type": "module" package.
-mkdir -p dist/node-mt
-cp build/wasm/attn-mt-node.cjs build/wasm/attn-mt-node.wasm build/wasm/attn-mt-node.worker.js dist/node-mt/
+rm -rf dist && mkdir -p dist/node-mt
+for name in attn attn-relaxed; do
+  cp "build/wasm/$name.mjs" "build/wasm/$name.wasm" dist/
+done
+# Threaded builds: ES6 glue for browsers, CommonJS glue for Node (its own folder, marked so inside
+# a "type": "module" package). Both glues were linked from the same objects; the package ships
+# their .wasm once, so check that it really is one file.
+for name in attn-mt attn-relaxed-mt; do
+  if ! cmp -s "build/wasm/$name.wasm" "build/wasm/$name-node.wasm"; then
+    echo "[build] $name.wasm and $name-node.wasm differ; the package cannot ship one for both" >&2
+    exit 1
+  fi
+  cp "build/wasm/$name.mjs" "build/wasm/$name.wasm" dist/
+  node scripts/worker-import.mjs "build/wasm/$name.worker.js" "dist/$name.worker.js"
+  cp "build/wasm/$name-node.cjs" "build/wasm/$name-node.worker.js" dist/node-mt/
+done
 echo '{ "type": "commonjs" }' > dist/node-mt/package.json
 cp src/js/*.mjs src/js/*.cjs dist/
 cp src/js/index.d.ts dist/index.d.ts
 cp src/js/index.d.ts dist/index.d.cts
+node --experimental-wasm-relaxed-simd scripts/fingerprints.mjs dist
 echo "[build] dist/ ready: $(cd dist && ls | tr '\n' ' ')"

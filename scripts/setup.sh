@@ -7,9 +7,11 @@ cd "$(dirname "$0")/.."
 say() { printf '[setup] %s\n' "$*"; }
 
 # Debian packages: the toolchain (emscripten 3.1.6 with clang-14; clang's sanitizer and libFuzzer
-# runtimes), the header-only libraries (xsimd 8.1, Catch2 2.x), and Chromium with Latin and
-# Chinese fonts for the page tests.
-APT_PACKAGES=(emscripten libxsimd-dev catch2 libclang-rt-14-dev chromium fonts-liberation fonts-wqy-microhei)
+# runtimes; clang-19, lld-19 and llvm-19, which emcc runs for the relaxed-SIMD builds), the
+# header-only libraries (xsimd 8.1, Catch2 2.x), and Chromium with Latin and Chinese fonts for
+# the page tests.
+APT_PACKAGES=(emscripten libxsimd-dev catch2 libclang-rt-14-dev clang-19 lld-19 llvm-19 chromium fonts-liberation
+  fonts-wqy-microhei)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -24,7 +26,8 @@ else
   say "Debian packages present: ${APT_PACKAGES[*]}"
 fi
 
-# Node dev dependencies (test tools, TypeScript). Re-run npm ci when the lock file changed.
+# Node dev dependencies (test tools, TypeScript, binaryen's wasm-opt for the relaxed builds).
+# Re-run npm ci when the lock file changed.
 if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   say "installing npm dev dependencies (npm ci)"
   npm ci --no-audit --no-fund --loglevel=error

@@ -302,7 +302,15 @@ std::string version() { return ATTN_VERSION; }
 double heap_in_use() { return static_cast<double>(mallinfo().uordblks); }
 // Bytes of the last allocation inside the C++ core that failed (for out-of-memory messages).
 double last_failed_allocation() { return static_cast<double>(attn::g_last_failed_allocation.load()); }
-std::string simd_name() { return attn::simd_name(); }
+// The module's SIMD level for lib.info.simd: the kernel reports its instruction set, and a
+// relaxed-SIMD build (f32x4.relaxed_madd in simd::madd) says so on top of it.
+std::string simd_name() {
+#if defined(__wasm_relaxed_simd__)
+  return "relaxed-simd";
+#else
+  return attn::simd_name();
+#endif
+}
 
 }  // namespace
 

@@ -18,10 +18,11 @@ const LINEAR_OPTIONS = ['inFeatures', 'outFeatures', 'rows', 'bias', 'out'];
 const WEIGHTS_OPTIONS = ['batch', 'heads', 'kvHeads', 'seqQ', 'seqK', 'headDim', 'layout', 'scale', 'causal',
   'mask', ...VARIANT_OPTIONS, 'out'];
 
-// `threadsReason` says why this many threads; `onDispose` runs once when dispose() is called.
-export function createLibrary(M, { threadsReason = 'requested 1 thread', onDispose = () => {} } = {}) {
+// `threadsReason` / `simdReason` say why this build and this many threads; `onDispose` runs once
+// when dispose() is called.
+export function createLibrary(M, { threadsReason = 'requested 1 thread', simdReason = '', onDispose = () => {} } = {}) {
   const arena = new HeapArena(M);
-  const info = Object.freeze({ version: M.version(), simd: M.simdName(), threads: M.numThreads(), threadsReason });
+  const info = Object.freeze({ version: M.version(), simd: M.simdName(), simdReason, threads: M.numThreads(), threadsReason });
   let disposed = false;
 
   // Stages the tensors, runs `kernel` (M.attention or M.attentionBackward; with `cacheCore`, over

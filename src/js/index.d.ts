@@ -1,27 +1,54 @@
 // Types for attention-wasm. Hand-written (Emscripten 3.1.6 cannot emit them) and type-checked
 // in the tests with `tsc --noEmit --strict` from ESM and CommonJS consumers.
 
-/** Options of {@link loadAttention}. */
+declare global {
+  // WebAssembly's types come with TypeScript's DOM library; this empty declaration merges with
+  // them there and keeps Node projects without "dom" compiling.
+  namespace WebAssembly {
+    interface Module {}
+  }
+}
+
+/**
+ * Options of {@link loadAttention}. The package has four builds — SIMD128 or relaxed SIMD
+ * (fused multiply-add), single-threaded or threaded: `attn.wasm`, `attn-relaxed.wasm`,
+ * `attn-mt.wasm`, `attn-relaxed-mt.wasm` — and picks one from `simd` and `threads`.
+ */
 export interface LoadOptions {
   /**
-   * Where to load `attn.wasm` from (a CDN, an app's asset pipeline). Default: the file next to
-   * the package's JavaScript (`new URL('attn.wasm', import.meta.url)`). In Node a `file:` URL,
-   * a path or an `http(s):` URL.
+   * The `.wasm` of one build, loaded from elsewhere (a CDN, an app's asset folder): a string or
+   * `URL`; in Node also a path or `file:` URL. The loader recognises which build the file is and
+   * uses it; options that contradict it (`threads: 1` with a threaded file, `simd: 'simd128'`
+   * with a relaxed one), or an engine or page that cannot run it, are an error. Not with
+   * `wasmBinary` or `baseUrl`.
    */
   wasmUrl?: string | URL | null;
-  /** The bytes of `attn.wasm`, if the app already has them. Takes precedence over `wasmUrl`. */
-  wasmBinary?: ArrayBuffer | ArrayBufferView | null;
+  /** The same as `wasmUrl`, as bytes or an already compiled module. */
+  wasmBinary?: ArrayBuffer | ArrayBufferView | WebAssembly.Module | null;
+  /**
+   * A folder that holds a copy of the package's `dist/` files (all builds): the build is chosen
+   * as usual and its `.wasm` — in browsers, for a threaded build, also its worker script and the
+   * glue the workers import — is taken from there. A worker script from another origin is started
+   * through a `blob:` URL (a CSP then needs `worker-src blob:`). Not with `wasmUrl`/`wasmBinary`.
+   */
+  baseUrl?: string | URL | null;
+  /**
+   * `'auto'` (default): relaxed SIMD where the engine runs it (Chromium-based browsers; Node with
+   * `--experimental-wasm-relaxed-simd`), else SIMD128. `'relaxed'` asks for it (where it cannot
+   * run: one warning that says how to enable it, and SIMD128; or an Error with `strict`);
+   * `'simd128'` forces the baseline. Relaxed results differ from SIMD128 ones in the last bits.
+   */
+  simd?: 'auto' | 'relaxed' | 'simd128' | null;
   /**
    * Threads for the kernel. `'auto'` (default): as many as cores (up to `maxThreads`) where
    * threads can run — Node, and browser pages that are cross-origin isolated — else 1. A number
    * asks for exactly that many (where they cannot run: a warning, once, and 1 thread, or an
-   * Error with `strict`). `1` forces the single-threaded build. With `wasmUrl`/`wasmBinary` and
-   * `'auto'`, the single-threaded module they name is used.
+   * Error with `strict`). `1` forces a single-threaded build.
    */
   threads?: 'auto' | number | null;
   /** Cap for `threads: 'auto'`. Default 8. */
   maxThreads?: number | null;
-  /** Reject instead of warning when the requested threads cannot run. Default false. */
+  /** Reject instead of warning when the requested threads or relaxed SIMD cannot run. Default false. */
   strict?: boolean | null;
 }
 
@@ -29,8 +56,10 @@ export interface LoadOptions {
 export interface LibraryInfo {
   /** The package version, e.g. `'0.1.0'`. */
   readonly version: string;
-  /** The instruction set the kernel was compiled for: always `'simd128'` for the shipped build. */
-  readonly simd: string;
+  /** The build's SIMD level: `'relaxed-simd'` (fused multiply-add) or `'simd128'`. */
+  readonly simd: 'relaxed-simd' | 'simd128';
+  /** Why that level, e.g. `'auto: relaxed SIMD runs here'` or `'auto: this engine has no relaxed SIMD'`. */
+  readonly simdReason: string;
   /** Threads the kernel uses (the calling thread included). */
   readonly threads: number;
   /** Why that many, e.g. `'auto: 2 of 2 cores'` or `'not cross-origin isolated (no SharedArrayBuffer)'`. */
@@ -560,8 +589,10 @@ export interface MultiHeadAttentionConstructor {
 
 /**
  * Loads the WebAssembly module once. Idempotent: every call returns the same promise and
- * instance (options of later calls are ignored); after a failed load the next call tries again.
- * Rejects with an Error where WebAssembly SIMD is missing or the `.wasm` cannot be loaded.
+ * instance (a later call with other options gets it too, with one console warning that points to
+ * {@link createAttention}); after a failed load the next call tries again. Rejects with an Error
+ * where WebAssembly SIMD is missing or the `.wasm` cannot be loaded (the message names the file
+ * expected and what was found instead); bad or contradicting options are a TypeError/RangeError.
  */
 export function loadAttention(options?: LoadOptions): Promise<AttentionLibrary>;
 

@@ -1,19 +1,20 @@
-// Entry point for browsers and bundlers. The Emscripten loaders find their files with
-// new URL('attn.wasm' / 'attn-mt.worker.js', import.meta.url), which bundlers (Vite, webpack,
-// Rollup) understand. The threaded module is used only in cross-origin-isolated pages.
-import createAttnModule from './attn.mjs';
+// Entry point for browsers and bundlers. Every build's files are named with
+// new URL('…', import.meta.url) and import('…') literals, which bundlers (Vite, webpack, Rollup)
+// follow: each .wasm becomes an asset, each Emscripten glue a chunk loaded only when chosen. A
+// threaded build's workers import their own copy of its glue, by URL (see browser.mjs).
+// The threaded builds are used only in cross-origin-isolated pages.
+import { browserPlatform } from './browser.mjs';
 import { makeLoaders } from './loader.mjs';
 
-export const { loadAttention, createAttention } = makeLoaders({
-  env: () => ({
-    isNode: false,
-    isolated: globalThis.crossOriginIsolated === true && typeof SharedArrayBuffer === 'function',
-    cores: globalThis.navigator?.hardwareConcurrency ?? 1,
-  }),
-  async startModule(threads, { wasmUrl, wasmBinary }, moduleOptions) {
-    if (threads > 1) return (await import('./attn-mt.mjs')).default(moduleOptions);
-    if (wasmBinary) moduleOptions.wasmBinary = wasmBinary;
-    else if (wasmUrl) moduleOptions.locateFile = (file) => (file.endsWith('.wasm') ? String(wasmUrl) : file);
-    return createAttnModule(moduleOptions);
+export const { loadAttention, createAttention } = makeLoaders(browserPlatform({
+  'attn.wasm': { url: () => new URL('./attn.wasm', import.meta.url), glue: () => import('./attn.mjs') },
+  'attn-relaxed.wasm': { url: () => new URL('./attn-relaxed.wasm', import.meta.url), glue: () => import('./attn-relaxed.mjs') },
+  'attn-mt.wasm': {
+    url: () => new URL('./attn-mt.wasm', import.meta.url), glue: () => import('./attn-mt.mjs'),
+    workerGlue: () => new URL('./attn-mt.mjs', import.meta.url),
   },
-});
+  'attn-relaxed-mt.wasm': {
+    url: () => new URL('./attn-relaxed-mt.wasm', import.meta.url), glue: () => import('./attn-relaxed-mt.mjs'),
+    workerGlue: () => new URL('./attn-relaxed-mt.mjs', import.meta.url),
+  },
+}, 'attention-wasm'));

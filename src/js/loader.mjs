@@ -1,57 +1,141 @@
 // loadAttention(): one idempotent, guarded initialisation shared by every entry point. The entry
-// points differ only in how they find and start a module (see index.mjs and node.mjs).
+// points differ only in how they find files and start Emscripten's JS glue (index.mjs, node.mjs).
+//
+// The loader picks a build (builds.mjs: SIMD level × threads), compiles its .wasm itself, checks
+// that it is that build (a wrong or stale file is named in the error, not left to surface as an
+// Emscripten LinkError), and hands the compiled module to the glue (Module.instantiateWasm). The
+// glue starts at once, so a threaded build's workers boot while the .wasm compiles.
 import { createLibrary } from './api.mjs';
+import { BUILDS, buildFor, chooseSimd, hasRelaxedSimd, hasWasmSimd, identify, RELAXED_HINT } from './builds.mjs';
+import BUILT from './fingerprints.mjs';
 import { describe } from './shapes.mjs';
-import { chooseThreads } from './threads.mjs';
+import { chooseThreads, ISOLATION_HINT } from './threads.mjs';
+import { warmUp } from './warmup.mjs';
 
-// The smallest module that uses a SIMD128 instruction (v128.const + i8x16.splat); engines
-// without SIMD reject it, so we can say so before loading the real module.
-const SIMD_PROBE = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10, 10, 1, 8,
-  0, 65, 0, 253, 15, 253, 98, 11]);
-
-function hasWasmSimd() {
-  try {
-    return typeof WebAssembly === 'object' && WebAssembly.validate(SIMD_PROBE);
-  } catch {
-    return false;
-  }
-}
+const OPTIONS = ['wasmUrl', 'wasmBinary', 'baseUrl', 'simd', 'threads', 'maxThreads', 'strict'];
+const isUrl = (v) => typeof v === 'string' || v instanceof URL;
 
 function checkLoadOptions(options) {
-  if (options === undefined || options === null) return {};
+  if (options === undefined || options === null) options = {};
   if (typeof options !== 'object') throw new TypeError(`loadAttention: options must be an object, got ${describe(options)}`);
-  const known = ['wasmUrl', 'wasmBinary', 'threads', 'maxThreads', 'strict'];
   for (const name of Object.keys(options)) {
-    if (!known.includes(name)) throw new TypeError(`loadAttention: unknown option '${name}' (known options: ${known.join(', ')})`);
+    if (!OPTIONS.includes(name)) throw new TypeError(`loadAttention: unknown option '${name}' (known options: ${OPTIONS.join(', ')})`);
   }
-  const { wasmUrl, wasmBinary } = options;
-  if (wasmUrl != null && typeof wasmUrl !== 'string' && !(wasmUrl instanceof URL)) {
-    throw new TypeError(`loadAttention: options.wasmUrl must be a string or a URL, got ${describe(wasmUrl)}`);
+  const o = Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined && v !== null));
+  for (const name of ['wasmUrl', 'baseUrl']) {
+    if (o[name] !== undefined && !isUrl(o[name])) {
+      throw new TypeError(`loadAttention: options.${name} must be a string or a URL, got ${describe(o[name])}`);
+    }
   }
-  if (wasmBinary != null && !(wasmBinary instanceof ArrayBuffer) && !ArrayBuffer.isView(wasmBinary)) {
-    throw new TypeError(`loadAttention: options.wasmBinary must be an ArrayBuffer or a typed array, got ${describe(wasmBinary)}`);
+  const bytes = o.wasmBinary;
+  if (bytes !== undefined && !(bytes instanceof ArrayBuffer) && !ArrayBuffer.isView(bytes) && !(bytes instanceof WebAssembly.Module)) {
+    throw new TypeError(`loadAttention: options.wasmBinary must be an ArrayBuffer, a typed array or a WebAssembly.Module, got ${describe(bytes)}`);
   }
-  const { threads = 'auto', maxThreads = 8, strict = false } = options;
-  if (threads !== null && threads !== 'auto' && !(Number.isInteger(threads) && threads >= 1 && threads <= 64)) {
+  const given = ['wasmUrl', 'wasmBinary', 'baseUrl'].filter((name) => o[name] !== undefined);
+  if (given.length > 1) {
+    throw new TypeError(`loadAttention: options.${given[0]} and options.${given[1]} cannot be combined ` +
+      '(wasmUrl and wasmBinary name one build\'s .wasm; baseUrl a folder with all of them)');
+  }
+  const { simd = 'auto', threads = 'auto', maxThreads = 8, strict = false } = o;
+  if (!['auto', 'relaxed', 'simd128'].includes(simd)) {
+    throw new RangeError(`loadAttention: options.simd must be 'auto', 'relaxed' or 'simd128', got ${describe(simd)}`);
+  }
+  if (threads !== 'auto' && !(Number.isInteger(threads) && threads >= 1 && threads <= 64)) {
     throw new RangeError(`loadAttention: options.threads must be 'auto' or an integer from 1 to 64, got ${describe(threads)}`);
   }
-  if (maxThreads !== null && !(Number.isInteger(maxThreads) && maxThreads >= 1 && maxThreads <= 64)) {
+  if (!(Number.isInteger(maxThreads) && maxThreads >= 1 && maxThreads <= 64)) {
     throw new RangeError(`loadAttention: options.maxThreads must be an integer from 1 to 64, got ${describe(maxThreads)}`);
   }
-  if (strict !== null && typeof strict !== 'boolean') {
-    throw new TypeError(`loadAttention: options.strict must be a boolean, got ${describe(strict)}`);
-  }
-  return {
-    wasmUrl: wasmUrl ?? undefined, wasmBinary: wasmBinary ?? undefined,
-    threads: threads ?? 'auto', maxThreads: maxThreads ?? 8, strict: strict ?? false,
-  };
+  if (typeof strict !== 'boolean') throw new TypeError(`loadAttention: options.strict must be a boolean, got ${describe(strict)}`);
+  return { ...o, simd, threads, maxThreads, strict };
 }
 
-// platform.env() → { isNode, isolated, cores }; platform.startModule(threads, opts, moduleOptions)
-// → the Emscripten module: the single-threaded build for 1 thread (honouring wasmUrl and
-// wasmBinary), else the threaded one with a pool of threads − 1 workers. Returns
-// { loadAttention, createAttention }: the first shares one instance, the second makes a new one
-// each call.
+const loadError = (message, cause) => new Error(`attention-wasm: ${message}`, cause === undefined ? undefined : { cause });
+// 'CompileError: …' for the engine's errors, the bare message for plain Errors.
+const reason = (error) => (error instanceof Error && error.name !== 'Error' ? `${error.name}: ${error.message}` : error?.message ?? String(error));
+
+// wasmUrl or wasmBinary name one build: which one the module is decides, and options that
+// contradict it, or an engine that cannot run it, are errors (nothing else could be loaded).
+async function planPinned(opts, env, platform) {
+  const source = opts.wasmBinary ? 'options.wasmBinary' : `options.wasmUrl (${opts.wasmUrl})`;
+  let module;
+  try {
+    const bytes = opts.wasmBinary ?? await platform.read(opts.wasmUrl);
+    module = bytes instanceof WebAssembly.Module ? bytes : await WebAssembly.compile(bytes);
+  } catch (error) {
+    // V8: "simd opcode not available, enable with --experimental-relaxed-simd".
+    const opcode = error instanceof WebAssembly.CompileError && /opcode/i.test(error.message) && !hasRelaxedSimd();
+    const hint = opcode ? ` (if it is a relaxed-SIMD build: this engine does not run relaxed SIMD; ${RELAXED_HINT})` : '';
+    throw loadError(`could not load ${source}: ${reason(error)}${hint}`, error);
+  }
+  const build = identify(module);
+  if (!build) {
+    throw loadError(`${source} is not one of the builds of attention-wasm ${BUILT.version} ` +
+      `(${BUILDS.map((b) => b.wasm).join(', ')}); is it from another version of the package?`);
+  }
+  const is = `${source} is ${build.wasm}, the ${build.what}`;
+  if (!offered(platform).includes(build.wasm)) {
+    throw new TypeError(`loadAttention: ${is}, which ${platform.entry} does not include (it has ${offered(platform).join(', ')})`);
+  }
+  if (opts.simd !== 'auto' && (opts.simd === 'relaxed') !== (build.simd === 'relaxed-simd')) {
+    throw new TypeError(`loadAttention: ${is}, but options.simd is '${opts.simd}'`);
+  }
+  if (opts.threads !== 'auto' && (opts.threads > 1) !== build.threaded) {
+    const other = buildFor(build.simd, !build.threaded).wasm;
+    throw new TypeError(`loadAttention: ${is}, but options.threads is ${opts.threads} (that needs ${other})`);
+  }
+  if (build.threaded && !env.isNode && !env.isolated) {
+    throw loadError(`${is}, which needs a cross-origin-isolated page (SharedArrayBuffer). ${ISOLATION_HINT}.`);
+  }
+  const { threads, reason: threadsReason } = build.threaded ? chooseThreads(opts, env)
+    : { threads: 1, reason: `${opts.wasmBinary ? 'wasmBinary' : 'wasmUrl'} is the single-threaded build` };
+  return { build, threads, threadsReason, simdReason: `${source} is ${build.wasm}`, module: Promise.resolve(module) };
+}
+
+const offered = (platform) => platform.builds ?? BUILDS.map((b) => b.wasm);
+
+// No file given: choose the build, and compile it from the package (or baseUrl). An entry point
+// with fewer builds (attention-wasm/simd128) narrows the choice.
+function planChoice(opts, env, platform) {
+  const has = (simd, threaded) => offered(platform).includes(buildFor(simd, threaded).wasm);
+  const only = `${platform.entry} has only ${offered(platform).join(', ')}`;
+  if (opts.simd === 'relaxed' && !has('relaxed-simd', false)) {
+    throw new TypeError(`loadAttention: options.simd is 'relaxed', but ${only}; import 'attention-wasm' for relaxed SIMD`);
+  }
+  if (opts.threads !== 'auto' && opts.threads > 1 && !has('simd128', true)) {
+    throw new TypeError(`loadAttention: options.threads is ${opts.threads}, but ${only}; import 'attention-wasm' for threads`);
+  }
+  const single = !has('simd128', true);
+  const { simd, reason: simdReason } = has('relaxed-simd', false) ? chooseSimd(opts, hasRelaxedSimd())
+    : { simd: 'simd128', reason: `${platform.entry} has only simd128` };
+  const { threads, reason: threadsReason } = single ? { threads: 1, reason: `${platform.entry} is single-threaded` }
+    : chooseThreads(opts, env);
+  const build = buildFor(simd, threads > 1);
+  const where = platform.locate(build.wasm, opts.baseUrl);
+  const module = (async () => {
+    let compiled;
+    try {
+      compiled = await platform.compile(where);
+    } catch (error) {
+      throw loadError(`could not load ${build.wasm} (the ${build.what}) from ${where}: ${reason(error)}`, error);
+    }
+    const found = identify(compiled);
+    if (found !== build) {
+      throw loadError(`${where} should be ${build.wasm} (the ${build.what}) of attention-wasm ${BUILT.version}, but ` +
+        `${found ? `it is ${found.wasm}, the ${found.what}` : 'it is none of that version\'s builds (a stale or foreign file?)'}`);
+    }
+    return compiled;
+  })();
+  module.catch(() => {});  // awaited below; this only keeps an early failure from being "unhandled"
+  return { build, threads, threadsReason, simdReason, module };
+}
+
+// platform: entry (its package path, for messages); builds (the .wasm files it offers, default
+// all); env() → { isNode, isolated, cores }; locate(file, baseUrl) → where that .wasm is;
+// compile(where) → WebAssembly.Module; read(url) → bytes (options.wasmUrl); start(build,
+// moduleOptions, opts) → Emscripten's module promise; afterThreadsStarted(module) (optional).
+// Returns { loadAttention, createAttention }: the first shares one instance, the second makes a
+// new one each call.
 export function makeLoaders(platform) {
   async function createAttention(options) {
     const opts = checkLoadOptions(options);
@@ -59,37 +143,77 @@ export function makeLoaders(platform) {
       throw new Error('attention-wasm needs WebAssembly SIMD (simd128), which this JavaScript engine does not support ' +
         '(it is in Chrome/Edge 91+, Firefox 89+, Safari 16.4+ and Node.js 16.4+)');
     }
-    const { threads, reason } = chooseThreads(opts, platform.env());
+    const env = platform.env();
+    const plan = opts.wasmUrl || opts.wasmBinary ? await planPinned(opts, env, platform) : planChoice(opts, env, platform);
+    const { build, threads } = plan;
+
+    let fail;
+    const failed = new Promise((_, reject) => { fail = reject; });
+    // Emscripten would print load failures to the console; they reach the caller instead.
+    const moduleOptions = {
+      print: () => {}, printErr: () => {},
+      instantiateWasm(imports, receiveInstance) {
+        plan.module.then((module) => WebAssembly.instantiate(module, imports).then((instance) => receiveInstance(instance, module)))
+          .catch(fail);
+        return {};
+      },
+    };
+    if (build.threaded) moduleOptions.attnPoolSize = threads - 1;
     let module;
     try {
-      // Emscripten would print load failures to the console; they reach the caller as the
-      // rejection instead.
-      const moduleOptions = { print: () => {}, printErr: () => {} };
-      if (threads > 1) moduleOptions.attnPoolSize = threads - 1;
-      module = await platform.startModule(threads, opts, moduleOptions);
+      const started = Promise.resolve().then(() => platform.start(build, moduleOptions, opts)).catch((error) => {
+        throw loadError(`could not start the ${build.what}: ${reason(error)}`, error);
+      });
+      module = await Promise.race([started, failed]);
     } catch (error) {
-      const from = opts.wasmUrl && threads === 1 ? ` from ${opts.wasmUrl}` : '';
-      throw new Error(`attention-wasm: could not load the WebAssembly module${from}: ${error?.message ?? error}`, { cause: error });
+      moduleOptions.PThread?.terminateAllThreads();
+      throw error.message?.startsWith('attention-wasm') ? error : loadError(`could not instantiate ${build.wasm}: ${reason(error)}`, error);
     }
-    if (threads > 1) {
+    if (build.threaded) {
       module.setNumThreads(threads);
       platform.afterThreadsStarted?.(module);
     }
-    const lib = createLibrary(module, { threadsReason: reason, onDispose: () => forget(lib) });
+    const lib = createLibrary(module, {
+      threadsReason: plan.threadsReason, simdReason: plan.simdReason, onDispose: () => forget(lib),
+    });
+    warmUp(lib);
     return lib;
   }
 
   let loading = null;
   let loaded = null;
+  let firstOptions;
+  let warnedOptions = false;
   function forget(lib) {  // after dispose(), loadAttention() starts afresh
     if (lib === loaded) loading = loaded = null;
   }
   function loadAttention(options) {
-    if (loading) return loading;
+    if (loading) {
+      const changed = differences(firstOptions, options);
+      if (changed && !warnedOptions) {
+        warnedOptions = true;
+        console.warn(`attention-wasm: loadAttention() was called again with other options than the first call (${changed}); ` +
+          'it returns the instance the first call loaded. createAttention(options) makes a new instance with these options.');
+      }
+      return loading;
+    }
+    firstOptions = options;
     loading = createAttention(options);
     loading.then((lib) => { loaded = lib; }, () => { loading = null; });  // a failed load may be retried
     return loading;
   }
 
   return { loadAttention, createAttention };
+}
+
+// 'threads: 1 (first call: not given)' for the options that differ, or '' when none do.
+function differences(first, later) {
+  const a = first ?? {};
+  const b = later ?? {};
+  const same = (x, y) => Object.is(x, y) || (isUrl(x) && isUrl(y) && String(x) === String(y)) || (x == null && y == null);
+  const show = (v) => (v == null ? 'not given' : isUrl(v) ? String(v) : typeof v === 'object' ? describe(v) : JSON.stringify(v));
+  return [...new Set([...Object.keys(a), ...Object.keys(b)])]
+    .filter((k) => !same(a[k], b[k]))
+    .map((k) => `${k}: ${show(b[k])} (first call: ${show(a[k])})`)
+    .join(', ');
 }

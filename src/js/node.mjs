@@ -1,35 +1,51 @@
 // Entry point for Node.js (ESM). Node's fetch() cannot read file paths, so the .wasm bytes are
-// read from disk here. Threads use the CommonJS build in node-mt/ (Node's worker_threads need
-// Emscripten's node branch); its workers are unref'd so they never keep the process alive.
+// read from disk here (or fetched, for an http(s) URL). Threads use the CommonJS glue in
+// node-mt/ (Node's worker_threads need Emscripten's node branch) with the same .wasm as the
+// browsers' threaded build; its workers are unref'd so they never keep the process alive.
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { availableParallelism } from 'node:os';
-import { fileURLToPath } from 'node:url';
-import createAttnModule from './attn.mjs';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { makeLoaders } from './loader.mjs';
 
-async function readWasm(where) {
+const require = createRequire(import.meta.url);
+const GLUE = {
+  'attn.wasm': async () => (await import('./attn.mjs')).default,
+  'attn-relaxed.wasm': async () => (await import('./attn-relaxed.mjs')).default,
+  'attn-mt.wasm': async () => require('./node-mt/attn-mt-node.cjs'),
+  'attn-relaxed-mt.wasm': async () => require('./node-mt/attn-relaxed-mt-node.cjs'),
+};
+
+// A URL, a file: URL or a path (string or URL object) → bytes.
+async function read(where) {
   const url = String(where);
   if (/^https?:/.test(url)) {
     const response = await fetch(url);
-    if (!response.ok) throw new Error(`attention-wasm: could not fetch ${url}: HTTP ${response.status}`);
+    if (!response.ok) throw new Error(`HTTP ${response.status} ${response.statusText}`);
     return new Uint8Array(await response.arrayBuffer());
   }
   return readFile(url.startsWith('file:') ? fileURLToPath(url) : url);
 }
 
-export const { loadAttention, createAttention } = makeLoaders({
+// baseUrl: a folder as a path, a file: URL or an http(s) URL.
+function locate(file, baseUrl) {
+  if (baseUrl === undefined) return new URL(`./${file}`, import.meta.url).href;
+  const base = String(baseUrl);
+  const folder = /^(https?|file):/.test(base) ? base : pathToFileURL(base).href;
+  return new URL(file, folder.endsWith('/') ? folder : `${folder}/`).href;
+}
+
+// Shared with node-simd128.mjs, which offers one build.
+export const nodePlatform = {
+  entry: 'attention-wasm',
   env: () => ({ isNode: true, isolated: true, cores: availableParallelism() }),
-  async startModule(threads, { wasmUrl, wasmBinary }, moduleOptions) {
-    if (threads > 1) {
-      const factory = createRequire(import.meta.url)('./node-mt/attn-mt-node.cjs');
-      moduleOptions.wasmBinary = await readWasm(new URL('./node-mt/attn-mt-node.wasm', import.meta.url));
-      return factory(moduleOptions);
-    }
-    moduleOptions.wasmBinary = wasmBinary ?? await readWasm(wasmUrl ?? new URL('./attn.wasm', import.meta.url));
-    return createAttnModule(moduleOptions);
-  },
+  locate,
+  read,
+  compile: async (where) => WebAssembly.compile(await read(where)),
+  start: async (build, moduleOptions) => (await GLUE[build.wasm]())(moduleOptions),
   afterThreadsStarted(module) {
     for (const worker of [...module.PThread.runningWorkers, ...module.PThread.unusedWorkers]) worker.unref();
   },
-});
+};
+
+export const { loadAttention, createAttention } = makeLoaders(nodePlatform);

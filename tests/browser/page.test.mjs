@@ -54,7 +54,7 @@ test('the walk-through shows the library\'s numbers, equal to a JS reference, re
   const { page, problems } = await openDemo(demo.browser, demo.server.url);
   const { info, walk: s } = await demoState(page);
   assert.ok(info.threads > 1, `an isolated page gets threads (${info.threadsReason})`);
-  assert.match(await page.textContent('#status'), new RegExp(`^Computed by attention-wasm \\d+\\.\\d+\\.\\d+ \\(simd128, ${info.threads} threads\\)\\.$`));
+  assert.match(await page.textContent('#status'), new RegExp(`^Computed by attention-wasm \\d+\\.\\d+\\.\\d+ \\(relaxed-simd, ${info.threads} threads\\)\\.$`));
   checkWalkthrough(s);
   await checkShown(page, s);
   assert.equal(s.options.scale, 0.5);
@@ -235,7 +235,7 @@ test('without cross-origin isolation: one thread, the reason shown, the same num
   const { page, problems } = await openDemo(demo.browser, demo.plainServer.url);
   const s = await demoState(page);
   assert.deepEqual([s.info.threads, s.info.threadsReason], [1, 'not cross-origin isolated (no SharedArrayBuffer)']);
-  assert.match(await page.textContent('#status'), /\(simd128, 1 thread: not cross-origin isolated \(no SharedArrayBuffer\)\)\.$/);
+  assert.match(await page.textContent('#status'), /\(relaxed-simd, 1 thread: not cross-origin isolated \(no SharedArrayBuffer\)\)\.$/);
   checkWalkthrough(s.walk);
   assert.deepEqual(problems, []);
 });

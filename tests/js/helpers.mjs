@@ -1,7 +1,14 @@
 // Shared test helpers: the built library, seeded random tensors, and tolerant comparison.
 import assert from 'node:assert/strict';
+import { createAttention as create, loadAttention as load } from '../../dist/node.mjs';
 
-export { loadAttention } from '../../dist/node.mjs';
+// ATTN_TEST_SIMD=relaxed pins every suite to the relaxed-SIMD builds (scripts/test.sh runs
+// tests/js a second time so, under node --experimental-wasm-relaxed-simd); `strict` makes a
+// missing flag fail the run instead of falling back to SIMD128. Unset: the default choice.
+const pinned = process.env.ATTN_TEST_SIMD ? { simd: process.env.ATTN_TEST_SIMD, strict: true } : {};
+export const EXPECTED_SIMD = process.env.ATTN_TEST_SIMD === 'relaxed' ? 'relaxed-simd' : 'simd128';
+export const loadAttention = (options) => load({ ...pinned, ...options });
+export const createAttention = (options) => create({ ...pinned, ...options });
 
 // mulberry32: a small seeded PRNG so every run sees the same tensors.
 export function rng(seed) {

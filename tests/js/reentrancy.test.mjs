@@ -2,8 +2,7 @@
 // process, all give correct results.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { createAttention, loadAttention } from '../../dist/node.mjs';
-import { makeInputs } from './helpers.mjs';
+import { createAttention, loadAttention, makeInputs } from './helpers.mjs';
 
 const SHAPES = [
   { heads: 2, seqQ: 7, seqK: 11, headDim: 8 },

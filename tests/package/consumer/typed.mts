@@ -1,6 +1,7 @@
 // Type-checked with tsc --strict: correct calls compile, wrong ones must not (@ts-expect-error
 // fails the check if the types ever stop catching them).
 import { createAttention, loadAttention, type AttentionLibrary, type AttentionOptions, type RotaryOptions } from 'attention-wasm';
+import { loadAttention as loadBaseline } from 'attention-wasm/simd128';
 
 const lib: AttentionLibrary = await loadAttention({ wasmUrl: new URL('https://cdn.example/attn.wasm') });
 const q = new Float32Array(8);
@@ -60,3 +61,14 @@ mha.forward(q, null, null, { keyPaddingMask: new Float32Array(1) });
 cache.length = 3;
 // @ts-expect-error the state needs its moments
 mha.setOptimizerState({ step: 1 });
+
+// Builds: SIMD level, relocation, the single-build entry point.
+const relaxed = await loadAttention({ simd: 'relaxed', strict: true, baseUrl: '/assets/attention-wasm/', maxThreads: 4 });
+const level: 'relaxed-simd' | 'simd128' = relaxed.info.simd;
+const why: string = relaxed.info.simdReason;
+const baseline: AttentionLibrary = await loadBaseline({ simd: 'simd128' });
+console.log(level, why, baseline.info.threads);
+// @ts-expect-error no such SIMD level
+await loadAttention({ simd: 'avx' });
+// @ts-expect-error baseUrl is a string or URL
+await loadAttention({ baseUrl: 1 });

@@ -1,4 +1,4 @@
-// A web app bundled by Vite that imports the package by name.
+// A web app that imports the package by name, bundled by Vite and by webpack.
 import { loadAttention } from 'attention-wasm';
 
 loadAttention().then((lib) => {

@@ -1,0 +1,58 @@
+// The package's four builds (SIMD128 or relaxed SIMD, single-threaded or threaded), which one
+// to load, and which one a given module is. Relaxed SIMD (f32x4.relaxed_madd, fused multiply-add
+// on most CPUs) is in Chromium-based browsers without flags; Node 20 needs
+// --experimental-wasm-relaxed-simd, which only the application can set.
+import BUILT from './fingerprints.mjs';
+import { fingerprint } from './fingerprint.mjs';
+
+export const BUILDS = [
+  { wasm: 'attn.wasm', simd: 'simd128', threaded: false },
+  { wasm: 'attn-mt.wasm', simd: 'simd128', threaded: true },
+  { wasm: 'attn-relaxed.wasm', simd: 'relaxed-simd', threaded: false },
+  { wasm: 'attn-relaxed-mt.wasm', simd: 'relaxed-simd', threaded: true },
+].map((b) => Object.freeze({ ...b, what: `${b.threaded ? 'threaded' : 'single-threaded'} ${b.simd} build` }));
+
+export const buildFor = (simd, threaded) => BUILDS.find((b) => b.simd === simd && b.threaded === threaded);
+
+// The smallest modules that use a SIMD128 instruction (v128.const + i8x16.splat) and the final
+// relaxed_madd opcode (fd 85 02); engines without the feature reject them.
+const SIMD_PROBE = [0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10, 10, 1, 8, 0, 65, 0, 253, 15,
+  253, 98, 11];
+const RELAXED_PROBE = [0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10, 19, 1, 17, 0, 65, 0, 253,
+  15, 65, 0, 253, 15, 65, 0, 253, 15, 253, 133, 2, 11];
+
+function validates(bytes) {
+  try {
+    return typeof WebAssembly === 'object' && WebAssembly.validate(new Uint8Array(bytes));
+  } catch {
+    return false;
+  }
+}
+export const hasWasmSimd = () => validates(SIMD_PROBE);
+export const hasRelaxedSimd = () => validates(RELAXED_PROBE);
+
+export const RELAXED_HINT = 'Chromium-based browsers (Chrome, Edge 114+) run relaxed SIMD without flags; ' +
+  'Node.js 20 needs `node --experimental-wasm-relaxed-simd` (attention-wasm never sets V8 flags itself)';
+
+let warned = false;
+
+// simd: 'auto' | 'relaxed' | 'simd128'. Returns { simd: 'relaxed-simd' | 'simd128', reason }, or
+// throws when `strict` and relaxed SIMD was asked for but cannot run.
+export function chooseSimd({ simd = 'auto', strict = false }, relaxedRuns) {
+  if (simd === 'simd128') return { simd: 'simd128', reason: 'requested simd128' };
+  if (relaxedRuns) return { simd: 'relaxed-simd', reason: simd === 'auto' ? 'auto: relaxed SIMD runs here' : 'requested relaxed' };
+  if (simd === 'auto') return { simd: 'simd128', reason: 'auto: this engine has no relaxed SIMD' };
+  const problem = 'attention-wasm: relaxed SIMD was requested, but this JavaScript engine does not run it';
+  if (strict) throw new Error(`${problem}. ${RELAXED_HINT}.`);
+  if (!warned) {
+    warned = true;
+    console.warn(`${problem}; using simd128. ${RELAXED_HINT}.`);
+  }
+  return { simd: 'simd128', reason: 'requested relaxed, which this engine does not run' };
+}
+
+// Which of this version's builds `module` is, or undefined.
+export function identify(module) {
+  const print = fingerprint(module);
+  return BUILDS.find((b) => BUILT.files[b.wasm] === print);
+}

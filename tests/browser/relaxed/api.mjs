@@ -1,0 +1,90 @@
+// The JS API in Chromium on every build it picks: the default (relaxed SIMD here) with 1 and 2
+// threads and the forced SIMD128 baseline, each against the double-precision JS reference, and
+// the two thread counts of one build bit for bit. Leaves a summary in window.__result for
+// tests/browser/relaxed.test.mjs.
+import { createAttention } from '/dist/index.mjs';
+import { referenceAttention, referenceAttentionBackward, referenceLinear, referenceMha } from '/tests/js/reference.mjs';
+
+function random(seed) {  // mulberry32, as tests/js/helpers.mjs
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = Math.imul(a ^ (a >>> 15), a | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+const tensor = (n, r, scale = 1) => Float32Array.from({ length: n }, () => (r() * 2 - 1) * scale);
+
+// Largest |got − want| / (atol + rtol·|want|): at most 1 means within tolerance.
+function worst(got, want, atol, rtol) {
+  let w = got.length === want.length ? 0 : Infinity;
+  for (let i = 0; i < got.length; i++) w = Math.max(w, Math.abs(got[i] - want[i]) / (atol + rtol * Math.abs(want[i])));
+  return Number.isNaN(w) ? Infinity : w;
+}
+
+const SHAPES = [
+  { heads: 8, seqQ: 64, headDim: 64 },
+  { batch: 2, heads: 4, kvHeads: 2, seqQ: 33, seqK: 70, headDim: 40, causal: true },
+  { heads: 2, seqQ: 9, seqK: 17, headDim: 8, valueDim: 5, layout: 'bshd', mask: Uint8Array.from({ length: 9 * 17 }, (_, i) => (i % 5 ? 1 : 0)) },
+];
+
+// Every output of one library for the fixed inputs, and its worst error against the reference.
+function run(lib) {
+  const outputs = [];
+  const errors = {};
+  const note = (name, value) => { errors[name] = Math.max(errors[name] ?? 0, value); };
+  for (const [n, shape] of SHAPES.entries()) {
+    const r = random(n + 1);
+    const kv = shape.kvHeads ?? shape.heads;
+    const seqK = shape.seqK ?? shape.seqQ;
+    const b = shape.batch ?? 1;
+    const query = tensor(b * shape.heads * shape.seqQ * shape.headDim, r);
+    const key = tensor(b * kv * seqK * shape.headDim, r);
+    const value = tensor(b * kv * seqK * (shape.valueDim ?? shape.headDim), r);
+    const weightsOut = new Float32Array(b * shape.heads * shape.seqQ * seqK);
+    const out = lib.attention(query, key, value, { ...shape, weightsOut });
+    const want = referenceAttention(query, key, value, shape);
+    note('attention', worst(out, want.out, 2e-5, 1e-4));
+    note('weights', worst(weightsOut, want.weights, 2e-5, 1e-4));
+    const dOut = tensor(out.length, r);
+    const grads = lib.attentionBackward(query, key, value, dOut, shape);
+    const wantGrads = referenceAttentionBackward(query, key, value, dOut, shape);
+    for (const g of ['dQuery', 'dKey', 'dValue']) note('attentionBackward', worst(grads[g], wantGrads[g], 1e-5, 1e-4));
+    outputs.push(out, weightsOut, grads.dQuery, grads.dKey, grads.dValue);
+  }
+  const r = random(7);
+  const x = tensor(20 * 48, r), w = tensor(24 * 48, r), bias = tensor(24, r);
+  const y = lib.linear(x, w, { inFeatures: 48, outFeatures: 24, bias });
+  note('linear', worst(y, referenceLinear(x, 20, 48, w, bias, 24), 1e-5, 1e-4));
+  const config = { embedDim: 32, numHeads: 4, numKvHeads: 2 };
+  const weights = { wq: tensor(32 * 32, r, 0.2), wk: tensor(16 * 32, r, 0.2), wv: tensor(16 * 32, r, 0.2), wo: tensor(32 * 32, r, 0.2),
+    bq: tensor(32, r), bk: tensor(16, r), bv: tensor(16, r), bo: tensor(32, r) };
+  const mha = new lib.MultiHeadAttention(config);
+  mha.setWeights(weights);
+  const input = tensor(2 * 11 * 32, r);
+  const layer = mha.forward(input, null, null, { batch: 2, causal: true });
+  mha.dispose();
+  note('MultiHeadAttention', worst(layer, referenceMha(config, weights, input, input, input, { batch: 2, causal: true }).out, 1e-5, 1e-4));
+  outputs.push(y, layer);
+  return { outputs, errors };
+}
+
+const same = (a, b) => a.length === b.length && a.every((x, i) => x.length === b[i].length && x.every((v, j) => Object.is(v, b[i][j])));
+
+try {
+  const result = { builds: [] };
+  const runs = [];
+  for (const options of [{ threads: 1 }, { threads: 2 }, { simd: 'simd128', threads: 1 }, { simd: 'simd128', threads: 2 }]) {
+    const lib = await createAttention(options);
+    const { outputs, errors } = run(lib);
+    runs.push(outputs);
+    result.builds.push({ options, info: { ...lib.info }, errors });
+    lib.dispose();
+  }
+  result.identicalAcrossThreads = { relaxed: same(runs[0], runs[1]), simd128: same(runs[2], runs[3]) };
+  result.identicalAcrossLevels = same(runs[0], runs[2]);
+  window.__result = result;
+} catch (error) {
+  window.__result = { error: `${error.name}: ${error.message}` };
+}

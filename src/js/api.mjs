@@ -18,11 +18,13 @@ const LINEAR_OPTIONS = ['inFeatures', 'outFeatures', 'rows', 'bias', 'out'];
 const WEIGHTS_OPTIONS = ['batch', 'heads', 'kvHeads', 'seqQ', 'seqK', 'headDim', 'layout', 'scale', 'causal',
   'mask', ...VARIANT_OPTIONS, 'out'];
 
-// `threadsReason` / `simdReason` say why this build and this many threads; `onDispose` runs once
-// when dispose() is called.
-export function createLibrary(M, { threadsReason = 'requested 1 thread', simdReason = '', onDispose = () => {} } = {}) {
+// `threads` is the thread count the loader starts (default: the module's now); `threadsReason` /
+// `simdReason` say why this build and this many threads; `onDispose` runs once when dispose()
+// is called.
+export function createLibrary(M, { threads = M.numThreads(), threadsReason = 'requested 1 thread', simdReason = '',
+  onDispose = () => {} } = {}) {
   const arena = new HeapArena(M);
-  const info = Object.freeze({ version: M.version(), simd: M.simdName(), simdReason, threads: M.numThreads(), threadsReason });
+  const info = Object.freeze({ version: M.version(), simd: M.simdName(), simdReason, threads, threadsReason });
   let disposed = false;
 
   // Stages the tensors, runs `kernel` (M.attention or M.attentionBackward; with `cacheCore`, over

@@ -12,7 +12,7 @@ import { describe } from './shapes.mjs';
 import { chooseThreads, ISOLATION_HINT } from './threads.mjs';
 import { warmUp } from './warmup.mjs';
 
-const OPTIONS = ['wasmUrl', 'wasmBinary', 'baseUrl', 'simd', 'threads', 'maxThreads', 'strict'];
+const OPTIONS = ['wasmUrl', 'wasmBinary', 'baseUrl', 'simd', 'threads', 'maxThreads', 'strict', 'warmUp'];
 const isUrl = (v) => typeof v === 'string' || v instanceof URL;
 
 function checkLoadOptions(options) {
@@ -36,7 +36,7 @@ function checkLoadOptions(options) {
     throw new TypeError(`loadAttention: options.${given[0]} and options.${given[1]} cannot be combined ` +
       '(wasmUrl and wasmBinary name one build\'s .wasm; baseUrl a folder with all of them)');
   }
-  const { simd = 'auto', threads = 'auto', maxThreads = 8, strict = false } = o;
+  const { simd = 'auto', threads = 'auto', maxThreads = 8, strict = false, warmUp = true } = o;
   if (!['auto', 'relaxed', 'simd128'].includes(simd)) {
     throw new RangeError(`loadAttention: options.simd must be 'auto', 'relaxed' or 'simd128', got ${describe(simd)}`);
   }
@@ -46,8 +46,10 @@ function checkLoadOptions(options) {
   if (!(Number.isInteger(maxThreads) && maxThreads >= 1 && maxThreads <= 64)) {
     throw new RangeError(`loadAttention: options.maxThreads must be an integer from 1 to 64, got ${describe(maxThreads)}`);
   }
-  if (typeof strict !== 'boolean') throw new TypeError(`loadAttention: options.strict must be a boolean, got ${describe(strict)}`);
-  return { ...o, simd, threads, maxThreads, strict };
+  for (const [name, value] of [['strict', strict], ['warmUp', warmUp]]) {
+    if (typeof value !== 'boolean') throw new TypeError(`loadAttention: options.${name} must be a boolean, got ${describe(value)}`);
+  }
+  return { ...o, simd, threads, maxThreads, strict, warmUp };
 }
 
 const loadError = (message, cause) => new Error(`attention-wasm: ${message}`, cause === undefined ? undefined : { cause });
@@ -130,6 +132,19 @@ function planChoice(opts, env, platform) {
   return { build, threads, threadsReason, simdReason, module };
 }
 
+// Resolves once every worker of the threaded module's pool has loaded the module (Emscripten
+// sets worker.loaded on its 'loaded' message), or rejects after WORKER_TIMEOUT_MS.
+const WORKER_TIMEOUT_MS = 30000;
+async function workersLoaded(module, build) {
+  const start = performance.now();
+  while (!module.PThread.unusedWorkers.every((worker) => worker.loaded)) {
+    if (performance.now() - start > WORKER_TIMEOUT_MS) {
+      throw loadError(`the ${build.what}'s worker threads did not start within ${WORKER_TIMEOUT_MS / 1000} s`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 2));
+  }
+}
+
 // platform: entry (its package path, for messages); builds (the .wasm files it offers, default
 // all); env() → { isNode, isolated, cores }; locate(file, baseUrl) → where that .wasm is;
 // compile(where) → WebAssembly.Module; read(url) → bytes (options.wasmUrl); start(build,
@@ -169,14 +184,22 @@ export function makeLoaders(platform) {
       moduleOptions.PThread?.terminateAllThreads();
       throw error.message?.startsWith('attention-wasm') ? error : loadError(`could not instantiate ${build.wasm}: ${reason(error)}`, error);
     }
-    if (build.threaded) {
-      module.setNumThreads(threads);
-      platform.afterThreadsStarted?.(module);
-    }
+    // The pool's workers boot while the kernel warms up (single-threaded); the threads start
+    // once every worker has the module, so no call ever waits on a worker that is still booting.
     const lib = createLibrary(module, {
-      threadsReason: plan.threadsReason, simdReason: plan.simdReason, onDispose: () => forget(lib),
+      threads, threadsReason: plan.threadsReason, simdReason: plan.simdReason, onDispose: () => forget(lib),
     });
-    warmUp(lib);
+    try {
+      if (opts.warmUp) await warmUp(lib);
+      if (build.threaded) {
+        await workersLoaded(module, build);
+        module.setNumThreads(threads);
+        platform.afterThreadsStarted?.(module);
+      }
+    } catch (error) {
+      lib.dispose();
+      throw error;
+    }
     return lib;
   }
 

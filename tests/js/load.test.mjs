@@ -52,7 +52,8 @@ test('bad options are a TypeError or RangeError before anything loads', async ()
   await assert.rejects(loadAttention({ wasmUrl: 42 }), /^TypeError: loadAttention: options\.wasmUrl must be a string or a URL, got number 42$/);
   await assert.rejects(loadAttention({ baseUrl: {} }), /^TypeError: loadAttention: options\.baseUrl must be a string or a URL, got Object$/);
   await assert.rejects(loadAttention({ wasmBinary: 'attn.wasm' }), /^TypeError: loadAttention: options\.wasmBinary must be an ArrayBuffer, a typed array or a WebAssembly\.Module/);
-  await assert.rejects(loadAttention({ wasmPath: 'x' }), /^TypeError: loadAttention: unknown option 'wasmPath' \(known options: wasmUrl, wasmBinary, baseUrl, simd, threads, maxThreads, strict\)$/);
+  await assert.rejects(loadAttention({ wasmPath: 'x' }), /^TypeError: loadAttention: unknown option 'wasmPath' \(known options: wasmUrl, wasmBinary, baseUrl, simd, threads, maxThreads, strict, warmUp\)$/);
+  await assert.rejects(loadAttention({ warmUp: 'no' }), /^TypeError: loadAttention: options\.warmUp must be a boolean, got string "no"$/);
   await assert.rejects(loadAttention({ simd: 'fma' }), /^RangeError: loadAttention: options\.simd must be 'auto', 'relaxed' or 'simd128', got string "fma"$/);
   await assert.rejects(raw.loadAttention(7), /^TypeError: loadAttention: options must be an object, got number 7$/);
   await assert.rejects(loadAttention({ wasmUrl: 'a.wasm', wasmBinary: new Uint8Array(8) }),
@@ -149,6 +150,18 @@ test('info tells the version, the SIMD level and the threads chosen, and why', a
   });
   assert.ok(Object.isFrozen(lib.info) && Object.isFrozen(lib));
   lib.dispose();
+});
+
+test('warmUp: the loader warms the kernel up with small calls unless told not to', async () => {
+  const cold = await createAttention({ warmUp: false });
+  const warm = await createAttention();
+  try {
+    assert.equal(cold.memoryUsage().arena, 0, 'no call before the first one');
+    assert.ok(warm.memoryUsage().arena > 0, 'the warm-up ran calls');
+  } finally {
+    cold.dispose();
+    warm.dispose();
+  }
 });
 
 test("'attention-wasm/simd128' has one build: single-threaded SIMD128", async () => {

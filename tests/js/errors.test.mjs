@@ -128,6 +128,8 @@ describe('attentionWeights() argument errors', () => {
       /^attentionWeights: unknown option 'valueDim'/);
     throwsFrom(() => lib.attentionWeights(inputs.query, inputs.key, { ...wopts, weightsOut: new Float32Array(32) }), TypeError,
       /^attentionWeights: unknown option 'weightsOut'/);
+    throwsFrom(() => lib.attentionWeights(inputs.query, inputs.key, { ...wopts, lseOut: new Float32Array(16) }), TypeError,
+      /^attentionWeights: unknown option 'lseOut'/);
     throwsFrom(() => lib.attentionWeights(inputs.query, inputs.key, { ...wopts, out: new Float32Array(31) }), RangeError,
       /^attentionWeights: options\.out has length 31, expected 32 \(batch 1 × heads 8 × seqQ 2 × seqK 2\)$/);
     throwsFrom(() => lib.attentionWeights(inputs.query, 'key', wopts), TypeError, /^attentionWeights: key must be a Float32Array, got string "key"$/);

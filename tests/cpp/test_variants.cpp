@@ -171,7 +171,7 @@ TEST_CASE("ALiBi slopes per head and per batch entry", "[variants]") {
   check_both_paths(c);
 }
 
-TEST_CASE("sinks join the denominator; masked rows give zeros and lse = sink", "[variants]") {
+TEST_CASE("sinks join the denominator: masked rows give zeros and lse = sink", "[variants]") {
   const Mask mask = GENERATE(Mask::none, Mask::boolean, Mask::additive);
   Case c;
   c.batch = 2;

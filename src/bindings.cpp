@@ -107,6 +107,12 @@ std::string run_attention_backward(const JsAttentionCall& c) {
 struct JsMhaConfig {
   int embedDim = 0, numHeads = 0, numKvHeads = 0, kdim = 0, vdim = 0;
   bool bias = true;
+  int rotaryDim = 0;  // rotary embeddings (0: none), window sides (−1: no limit), softcap, sinks
+  double rotaryBase = 10000.0;
+  bool rotaryInterleaved = false;
+  int windowLeft = -1, windowRight = -1;
+  float softcap = 0.0f;
+  bool sinks = false;
 };
 
 // Mirrors the object built by MultiHeadAttention.forward() in src/js/mha.mjs.
@@ -114,6 +120,9 @@ struct JsMhaCall {
   std::uintptr_t query = 0, key = 0, value = 0, out = 0, weights = 0, mask = 0, keyPadding = 0;
   int maskType = 0, maskBroadcast = 0, batch = 1, seqQ = 1, seqK = 1;
   bool causal = false;
+  int align = 0;  // attn::Align
+  std::uintptr_t positions = 0;  // rotary positions, int32 [seqQ] or [batch, seqQ]
+  int positionsBatchStride = 0;
 };
 
 attn::MhaForward to_forward(const JsMhaCall& c) {
@@ -131,11 +140,38 @@ attn::MhaForward to_forward(const JsMhaCall& c) {
   f.seq_q = c.seqQ;
   f.seq_k = c.seqK;
   f.causal = c.causal;
+  f.align = static_cast<attn::Align>(c.align);
+  f.positions = ptr<const std::int32_t>(c.positions);
+  f.positions_batch_stride = c.positionsBatchStride;
   return f;
 }
 
 std::string mha_configure(attn::MultiHeadAttention& m, const JsMhaConfig& c) {
-  return message(m.configure({c.embedDim, c.numHeads, c.numKvHeads, c.kdim, c.vdim, c.bias}));
+  attn::MhaConfig config{c.embedDim, c.numHeads, c.numKvHeads, c.kdim, c.vdim, c.bias};
+  config.rotary_dim = c.rotaryDim;
+  config.rotary_base = c.rotaryBase;
+  config.rotary_interleaved = c.rotaryInterleaved;
+  config.window_left = c.windowLeft;
+  config.window_right = c.windowRight;
+  config.softcap = c.softcap;
+  config.sinks = c.sinks;
+  return message(m.configure(config));
+}
+
+std::string mha_set_rotary_tables(attn::MultiHeadAttention& m, std::uintptr_t cos, std::uintptr_t sin, int positions) {
+  return message(m.set_rotary_tables(ptr<const float>(cos), ptr<const float>(sin), positions));
+}
+
+std::string mha_set_alibi(attn::MultiHeadAttention& m, std::uintptr_t slopes) {
+  return message(m.set_alibi(ptr<const float>(slopes)));
+}
+
+std::string mha_get_sinks(const attn::MultiHeadAttention& m, std::uintptr_t out) {
+  return message(m.get_sinks(ptr<float>(out)));
+}
+
+std::string mha_get_adam_sinks(const attn::MultiHeadAttention& m, std::uintptr_t m1, std::uintptr_t m2) {
+  return message(m.get_adam_sinks(ptr<float>(m1), ptr<float>(m2)));
 }
 
 std::string mha_set_weight(attn::MultiHeadAttention& m, int which, std::uintptr_t w,
@@ -159,7 +195,7 @@ std::string mha_forward_cached(const attn::MultiHeadAttention& m, const JsMhaCal
 // Mirrors the gradient buffers passed by MultiHeadAttention.backward() / *Step() in mha.mjs.
 struct JsMhaGrads {
   std::uintptr_t dOut = 0, dQuery = 0, dKey = 0, dValue = 0;
-  std::uintptr_t dWq = 0, dWk = 0, dWv = 0, dWo = 0, dBq = 0, dBk = 0, dBv = 0, dBo = 0;
+  std::uintptr_t dWq = 0, dWk = 0, dWv = 0, dWo = 0, dBq = 0, dBk = 0, dBv = 0, dBo = 0, dSinks = 0;
 };
 
 attn::MhaGrads to_grads(const JsMhaGrads& c) {
@@ -172,6 +208,7 @@ attn::MhaGrads to_grads(const JsMhaGrads& c) {
     g.d_w[i] = ptr<float>(w[i]);
     g.d_b[i] = ptr<float>(b[i]);
   }
+  g.d_sinks = ptr<float>(c.dSinks);
   return g;
 }
 
@@ -193,6 +230,7 @@ attn::ProjectionArrays to_arrays(const JsMhaGrads& c) {
     a.w[i] = g.d_w[i];
     a.b[i] = g.d_b[i];
   }
+  a.sinks = g.d_sinks;
   return a;
 }
 
@@ -376,7 +414,14 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .field("numKvHeads", &JsMhaConfig::numKvHeads)
       .field("kdim", &JsMhaConfig::kdim)
       .field("vdim", &JsMhaConfig::vdim)
-      .field("bias", &JsMhaConfig::bias);
+      .field("bias", &JsMhaConfig::bias)
+      .field("rotaryDim", &JsMhaConfig::rotaryDim)
+      .field("rotaryBase", &JsMhaConfig::rotaryBase)
+      .field("rotaryInterleaved", &JsMhaConfig::rotaryInterleaved)
+      .field("windowLeft", &JsMhaConfig::windowLeft)
+      .field("windowRight", &JsMhaConfig::windowRight)
+      .field("softcap", &JsMhaConfig::softcap)
+      .field("sinks", &JsMhaConfig::sinks);
   value_object<JsMhaCall>("MhaCall")
       .field("query", &JsMhaCall::query)
       .field("key", &JsMhaCall::key)
@@ -390,7 +435,10 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .field("batch", &JsMhaCall::batch)
       .field("seqQ", &JsMhaCall::seqQ)
       .field("seqK", &JsMhaCall::seqK)
-      .field("causal", &JsMhaCall::causal);
+      .field("causal", &JsMhaCall::causal)
+      .field("align", &JsMhaCall::align)
+      .field("positions", &JsMhaCall::positions)
+      .field("positionsBatchStride", &JsMhaCall::positionsBatchStride);
   value_object<JsMhaGrads>("MhaGrads")
       .field("dOut", &JsMhaGrads::dOut)
       .field("dQuery", &JsMhaGrads::dQuery)
@@ -403,10 +451,15 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .field("dBq", &JsMhaGrads::dBq)
       .field("dBk", &JsMhaGrads::dBk)
       .field("dBv", &JsMhaGrads::dBv)
-      .field("dBo", &JsMhaGrads::dBo);
+      .field("dBo", &JsMhaGrads::dBo)
+      .field("dSinks", &JsMhaGrads::dSinks);
   class_<attn::MultiHeadAttention>("MultiHeadAttentionCore")
       .constructor<>()
       .function("configure", &mha_configure)
+      .function("setRotaryTables", &mha_set_rotary_tables)
+      .function("setAlibi", &mha_set_alibi)
+      .function("getSinks", &mha_get_sinks)
+      .function("getAdamSinks", &mha_get_adam_sinks)
       .function("setWeight", &mha_set_weight)
       .function("setWeights", &mha_set_weights)
       .function("getWeight", &mha_get_weight)

@@ -1,7 +1,9 @@
 // A multi-head attention layer with learned projections, as torch.nn.MultiheadAttention computes
 // it (batch-first): Q = xq·Wqᵀ + bq, K = xk·Wkᵀ + bk, V = xv·Wvᵀ + bv, attention per head
-// (grouped K/V heads allowed), then y = concat(heads)·Woᵀ + bo. A KvCache keeps projected K and
-// V of earlier positions in place for incremental decoding.
+// (grouped K/V heads allowed), then y = concat(heads)·Woᵀ + bo; with the options of current
+// models: rotary embeddings on the projected Q and K (Llama), a sliding window (Mistral), logit
+// softcapping (Gemma 2), ALiBi (BLOOM) and learned sinks (gpt-oss). A KvCache keeps projected
+// (and rotated) K and V of earlier positions in place for incremental decoding.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +22,16 @@ struct MhaConfig {
   int kdim = 0;          // features of the key input
   int vdim = 0;          // features of the value input
   bool bias = true;
+  // Rotary embeddings on Q and K after projection (rotary.h): 0 = none, else the rotated dims
+  // (even, <= head_dim), angles from rotary_base or from set_rotary_tables().
+  int rotary_dim = 0;
+  double rotary_base = 10000.0;
+  bool rotary_interleaved = false;
+  // Score variants as in AttentionParams: a local window, softcap (0 = off), and a learned
+  // sink logit per head (a parameter like the weights: set_weights(a.sinks), gradients, steps).
+  int window_left = kNoLimit, window_right = kNoLimit;
+  float softcap = 0.0f;
+  bool sinks = false;
 };
 
 // Returns nullptr if the config is usable, else a static message.
@@ -28,6 +40,11 @@ const char* validate(const MhaConfig& c);
 class MultiHeadAttention;
 
 enum class Projection : int { q = 0, k = 1, v = 2, o = 3 };
+// 0…3 for a valid projection, else −1.
+inline int projection_index(Projection which) {
+  const int i = static_cast<int>(which);
+  return i >= 0 && i < 4 ? i : -1;
+}
 
 // What a training forward keeps for backward(): copies of the inputs and masks, and the
 // projected Q, K, V and attention output. Owned by the caller; refilled by each training forward
@@ -40,7 +57,10 @@ class MhaTape {
  private:
   friend class MultiHeadAttention;
   bool filled_ = false, key_given_ = false, value_given_ = false, causal_ = false;
+  Align align_ = Align::lower_right;
   int batch_ = 0, seq_q_ = 0, seq_k_ = 0;
+  std::ptrdiff_t positions_batch_stride_ = 0;
+  HeapBuffer<std::int32_t> positions_;  // the forward's rotary positions, if it was given some
   MaskType mask_type_ = MaskType::none;
   MaskShape mask_shape_ = MaskShape::plane;
   FloatBuffer xq_, xk_, xv_, q_, k_, v_, a_, lse_;
@@ -54,6 +74,7 @@ class MhaTape {
 struct ProjectionArrays {
   const float* w[4] = {nullptr, nullptr, nullptr, nullptr};
   const float* b[4] = {nullptr, nullptr, nullptr, nullptr};
+  const float* sinks = nullptr;  // [num_heads], iff the layer has sinks
 };
 
 // Gradients from backward(): of the inputs that were given (d_key and d_value null when the
@@ -65,6 +86,7 @@ struct MhaGrads {
   float* d_value = nullptr;
   float* d_w[4] = {nullptr, nullptr, nullptr, nullptr};  // q, k, v, o: [out × in]
   float* d_b[4] = {nullptr, nullptr, nullptr, nullptr};
+  float* d_sinks = nullptr;  // [num_heads], iff the layer has sinks
 };
 
 struct MhaForward {
@@ -80,6 +102,12 @@ struct MhaForward {
   MaskShape mask_shape = MaskShape::plane;
   const std::uint8_t* key_padding = nullptr;  // [batch, seq_k_total], nonzero = ignore that key
   bool causal = false;                        // always on with a cache
+  Align align = Align::lower_right;           // of causal, window and ALiBi (upper_left: not with a cache)
+  // Rotary positions of the new rows, [seq_q] or [batch, seq_q] (positions_batch_stride 0 or
+  // seq_q), used for the queries and (self-attention, or a cache) the keys alike. Default: with
+  // a cache, its length + t; else keys at t and queries at t + off (off as for causal).
+  const std::int32_t* positions = nullptr;
+  std::ptrdiff_t positions_batch_stride = 0;
   // Append seq_q positions projected from the query and attend to everything cached; the
   // cache's kv_heads, head_dim and value_dim must be the layer's and its batch f.batch.
   KvCache* cache = nullptr;
@@ -95,7 +123,14 @@ class MultiHeadAttention {
   const char* set_weight(Projection which, const float* w, const float* b);
   // All four at once, all-or-nothing: on failure no projection changed.
   const char* set_weights(const ProjectionArrays& a);
-  bool ready() const;  // configured and all four weights set
+  bool ready() const;  // configured and all four weights (and the sinks) set
+  // Rotary tables [positions, rotary_dim / 2] used in place of rotary_base (Llama 3 scaling, YaRN),
+  // copied; cos == nullptr goes back to rotary_base. All-or-nothing.
+  const char* set_rotary_tables(const float* cos, const float* sin, int positions);
+  // ALiBi slopes [num_heads], copied; nullptr removes them. All-or-nothing.
+  const char* set_alibi(const float* slopes);
+  // The sink logits [num_heads] (layers with sinks).
+  const char* get_sinks(float* out) const;
   // The weights of `which` in set_weight layout (b only when the layer has biases).
   const char* get_weight(Projection which, float* w, float* b) const;
   // Counts changes of the weights (set_weight(s), sgd_step, adam_step, set_adam_state): a tape
@@ -120,10 +155,11 @@ class MultiHeadAttention {
 
   // Adam's moments (first m, second v) in set_weight layout; there are none before the first
   // adam_step. get_adam_state copies those of `which` (biases only with biases). set_adam_state
-  // replaces all of them at once (all-or-nothing); m.w[0] == nullptr clears them (a fresh
-  // optimizer). Sizes are the weights' sizes.
+  // replaces all of them at once, the sinks' too (all-or-nothing); m.w[0] == nullptr clears
+  // them (a fresh optimizer). Sizes are the weights' sizes.
   bool has_adam_state() const { return adam_m_[0].get() != nullptr; }
   const char* get_adam_state(Projection which, float* m_w, float* m_b, float* v_w, float* v_b) const;
+  const char* get_adam_sinks(float* m, float* v) const;  // the sinks' moments (layers with sinks)
   const char* set_adam_state(const ProjectionArrays& m, const ProjectionArrays& v);
 
   const MhaConfig& config() const { return config_; }
@@ -148,10 +184,18 @@ class MultiHeadAttention {
   const char* record(MhaTape& t, const MhaForward& f, const float* q, const float* k,
                      const float* v, const float* a) const;
 
-  std::size_t weight_floats(int i) const;  // of projection i: weights then bias
+  std::size_t weight_floats(int i) const;  // of projection i (i = 4: the sinks): weights then bias
+  // Rotates rows [batch, seq, heads, head_dim] (bshd) in place by their positions (inverse: back).
+  const char* rotate(float* x, int batch, int seq, int heads, const std::int32_t* positions,
+                     std::ptrdiff_t positions_batch_stride, std::int64_t offset, bool inverse) const;
+  // The attention params every forward and backward shares: sizes, scale and the variants.
+  void attention_variants(AttentionParams& p, bool causal, Align align) const;
 
   PackedLinear proj_[4];  // q, k, v, o
-  FloatBuffer adam_m_[4], adam_v_[4];  // Adam moments per projection: weights then bias
+  FloatBuffer sinks_;     // [num_heads] when config_.sinks
+  FloatBuffer rotary_cos_, rotary_sin_, alibi_;
+  int rotary_positions_ = 0;
+  FloatBuffer adam_m_[5], adam_v_[5];  // Adam moments per projection (weights then bias), then the sinks
   std::uint64_t weights_version_ = 0;
 };
 

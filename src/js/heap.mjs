@@ -93,7 +93,7 @@ export class HeapArena {
     }
   }
 
-  // Places `inputs` (name → Float32Array/Uint8Array, or undefined) and `outputs` (name → float
+  // Places `inputs` (name → Float32Array/Int32Array/Uint8Array, or undefined) and `outputs` (name → float
   // count) in the arena, after checking that they plus `extraBytes` (what the C++ side will
   // allocate) fit in wasm memory; copies the inputs in. Returns address(name) (0 when absent)
   // and copyOut(name, target).
@@ -113,7 +113,9 @@ export class HeapArena {
     for (const [name, array] of Object.entries(inputs)) {
       if (!array) continue;
       const at = base + offsets[name];
-      if (kindOf(array) === 'Uint8Array') M.HEAPU8.set(array, at);
+      const kind = kindOf(array);
+      if (kind === 'Uint8Array') M.HEAPU8.set(array, at);
+      else if (kind === 'Int32Array') M.HEAP32.set(array, at >> 2);
       else M.HEAPF32.set(array, at >> 2);
     }
     return {

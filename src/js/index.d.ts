@@ -365,6 +365,41 @@ export interface MultiHeadAttentionConfig {
   vdim?: number | null;
   /** Whether the four projections have biases. Default true. */
   bias?: boolean | null;
+  /**
+   * Rotary embeddings on the projected Q and K, before attention and before caching (Llama,
+   * Qwen, Mistral: `{}` or `{ base: 500000 }`; GPT-J: `interleaved: true`; GPT-NeoX/Phi: a
+   * partial `rotaryDim`), as {@link AttentionLibrary.rotary}. Positions: keys at 0…, queries at
+   * `off + t`; with a cache they continue from its length; or `forward`'s `positions`. The
+   * backward rotates the gradients back.
+   */
+  rotary?: MultiHeadAttentionRotary | null;
+  /** A sliding window as in `attention()` (Mistral: `[4095, 0]` with causal). */
+  window?: [number, number] | null;
+  /** Logit soft-capping as in `attention()` (Gemma 2: 50). */
+  softcap?: number | null;
+  /**
+   * ALiBi: `true` for BLOOM's slopes (transformers' `build_alibi_tensor`: `2^(−8(h+1)/H)` for a
+   * power-of-two H), or your own `Float32Array [numHeads]`.
+   */
+  alibi?: boolean | Float32Array | null;
+  /**
+   * A learned sink logit per head (gpt-oss): a parameter like the weights — `sinks` in
+   * setWeights/getWeights, in the gradients and the optimizer steps and state.
+   */
+  sinks?: boolean | null;
+}
+
+/** Rotary options of a {@link MultiHeadAttentionConfig}: as {@link RotaryOptions}. */
+export interface MultiHeadAttentionRotary {
+  /** Rotated dimensions: even, ≤ headDim. Default headDim. */
+  rotaryDim?: number | null;
+  /** θ_c = base^(−2c/rotaryDim). Default 10000; excludes cos/sin. */
+  base?: number | null;
+  /** GPT-J pairing (2c with 2c+1) instead of rotate_half (c with c + rotaryDim/2). Default false. */
+  interleaved?: boolean | null;
+  /** Tables `[maxPosition, rotaryDim/2]` used in place of base (Llama 3 scaling, YaRN); give both. */
+  cos?: Float32Array | null;
+  sin?: Float32Array | null;
 }
 
 /**
@@ -377,6 +412,8 @@ export interface MultiHeadAttentionConfig {
 export interface MultiHeadAttentionWeights {
   wq: Float32Array; wk: Float32Array; wv: Float32Array; wo: Float32Array;
   bq?: Float32Array | null; bk?: Float32Array | null; bv?: Float32Array | null; bo?: Float32Array | null;
+  /** The sink logits `[numHeads]`: required with `sinks: true`, rejected otherwise. */
+  sinks?: Float32Array | null;
 }
 
 /** Options of {@link MultiHeadAttention.forward}. */
@@ -398,8 +435,16 @@ export interface MultiHeadAttentionForwardOptions {
    * polarity, the opposite of a `Uint8Array` `mask` (where 1 = may attend).
    */
   keyPaddingMask?: Uint8Array | null;
-  /** Bottom-right aligned causal masking. Always on with a cache (false is rejected there). */
-  causal?: boolean | null;
+  /**
+   * Causal masking as in `attention()`: `true`/`'lower-right'` or `'upper-left'`. Always on
+   * (lower-right) with a cache: false and 'upper-left' are rejected there.
+   */
+  causal?: boolean | 'lower-right' | 'upper-left' | null;
+  /**
+   * Rotary positions of the new rows, `Int32Array [seqQ]` or `[batch, seqQ]`, for the queries and
+   * the keys alike (self-attention, or a cache); only for a layer with `rotary`.
+   */
+  positions?: Int32Array | null;
   /** Caller-owned per-head softmax weights `[batch, numHeads, seqQ, seqK]`. */
   weightsOut?: Float32Array | null;
   /** Caller-owned output `[batch, seqQ, embedDim]`, filled and returned. */
@@ -421,6 +466,8 @@ export interface MultiHeadAttentionForwardOptions {
 export interface MultiHeadAttentionArrays {
   wq: Float32Array; wk: Float32Array; wv: Float32Array; wo: Float32Array;
   bq?: Float32Array; bk?: Float32Array; bv?: Float32Array; bo?: Float32Array;
+  /** Only with `sinks: true`. */
+  sinks?: Float32Array;
 }
 
 /** Weight gradients, in the layout of {@link MultiHeadAttentionWeights} (biases only with bias). */
@@ -523,7 +570,15 @@ export interface KVCache {
  * use after dispose throws. Caches it created stay valid to dispose.
  */
 export interface MultiHeadAttention {
-  readonly config: Readonly<Required<{ [K in keyof MultiHeadAttentionConfig]: NonNullable<MultiHeadAttentionConfig[K]> }> & { headDim: number }>;
+  /**
+   * The resolved config: sizes, `bias`, `headDim`, `softcap` (0 = none), `sinks`, and `rotary`
+   * (with `maxPosition` of its tables, 0 without), `window` and `alibi` (the slopes) or null.
+   */
+  readonly config: Readonly<{
+    embedDim: number; numHeads: number; numKvHeads: number; kdim: number; vdim: number; bias: boolean; headDim: number;
+    rotary: Readonly<{ rotaryDim: number; base: number; interleaved: boolean; cos?: Float32Array; sin?: Float32Array; maxPosition: number }> | null;
+    window: readonly [number, number] | null; softcap: number; alibi: Float32Array | null; sinks: boolean;
+  }>;
   readonly disposed: boolean;
   /**
    * Copies and packs the weights (checking every shape first). All or nothing: if it throws

@@ -3,33 +3,17 @@
 // library's shared heap arena. Its KV caches are the library's KVCache (kvcache.mjs).
 import { coreError, kernelWorkspaceBytes } from './heap.mjs';
 import { resolveStorage } from './kvcache.mjs';
+import { configureCore, resolveConfig } from './mha-config.mjs';
 import {
   bool, checkFloat32, checkKnownKeys, checkMask, describe, dim, given, kindOf,
 } from './shapes.mjs';
+import { resolveCausal } from './variants.mjs';
 
-const CONFIG_KEYS = ['embedDim', 'numHeads', 'numKvHeads', 'kdim', 'vdim', 'bias'];
-const FORWARD_OPTIONS = ['batch', 'seqQ', 'seqK', 'mask', 'keyPaddingMask', 'causal', 'weightsOut', 'out', 'cache', 'train'];
+const FORWARD_OPTIONS = ['batch', 'seqQ', 'seqK', 'mask', 'keyPaddingMask', 'causal', 'positions', 'weightsOut', 'out', 'cache', 'train'];
 const CACHE_OPTIONS = ['batch', 'maxSeq', 'dtype', 'window'];
 const PROJECTIONS = [['wq', 'bq'], ['wk', 'bk'], ['wv', 'bv'], ['wo', 'bo']];
 const STATE_KEYS = ['step', 'm', 'v'];
 const MAX_STEP = 2 ** 31 - 1;  // a C++ int
-
-function resolveConfig(config) {
-  checkKnownKeys('MultiHeadAttention', config, CONFIG_KEYS, 'config', ' with at least embedDim and numHeads');
-  const embedDim = dim(config, 'embedDim', undefined, 'config');
-  const numHeads = dim(config, 'numHeads', undefined, 'config');
-  const numKvHeads = dim(config, 'numKvHeads', numHeads, 'config');
-  const kdim = dim(config, 'kdim', embedDim, 'config');
-  const vdim = dim(config, 'vdim', embedDim, 'config');
-  const bias = bool(config, 'bias', true, 'config');
-  if (embedDim % numHeads !== 0) {
-    throw new RangeError(`config.embedDim (${embedDim}) must be a multiple of config.numHeads (${numHeads})`);
-  }
-  if (numHeads % numKvHeads !== 0) {
-    throw new RangeError(`config.numHeads (${numHeads}) must be a multiple of config.numKvHeads (${numKvHeads})`);
-  }
-  return Object.freeze({ embedDim, numHeads, numKvHeads, kdim, vdim, bias, headDim: embedDim / numHeads });
-}
 
 // Length of an activation [batch, seq, features]: returns seq, inferred from the length when
 // `seq` is not given.
@@ -53,10 +37,11 @@ function learningRate(lr) {
   return lr;
 }
 
-// The addresses of four staged projections' arrays (names `${prefix}wq` … `${prefix}bo`, plus
-// `extra`) for the C++ MhaGrads, which also carries weights and Adam moments.
+// The addresses of four staged projections' arrays and the sinks (names `${prefix}wq` …
+// `${prefix}bo`, `${prefix}sinks`, plus `extra`) for the C++ MhaGrads, which also carries
+// weights and Adam moments.
 function gradAddresses(call, extra = {}, prefix = 'g_') {
-  const all = { dOut: 0, dQuery: 0, dKey: 0, dValue: 0 };
+  const all = { dOut: 0, dQuery: 0, dKey: 0, dValue: 0, dSinks: call.address(`${prefix}sinks`) };
   for (const [w, b] of PROJECTIONS) {
     all[`dW${w[1]}`] = call.address(prefix + w);
     all[`dB${w[1]}`] = call.address(prefix + b);
@@ -90,10 +75,11 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
       Object.defineProperty(this, 'config', { value: c, enumerable: true });
       this.#core = new M.MultiHeadAttentionCore();
       registry.register(this, this.#core, this);
-      const error = this.#core.configure(c);
-      if (error) {
+      try {
+        configureCore(M, arena, this.#core, c);
+      } catch (error) {
         this.dispose();
-        throw coreError(M, error);
+        throw error;
       }
     }
 
@@ -105,7 +91,7 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
       const core = this.#live('setWeights');
       const { embedDim: e, kdim, vdim, numKvHeads, headDim, bias } = this.config;
       const kv = numKvHeads * headDim;
-      checkKnownKeys('setWeights', weights, PROJECTIONS.flat(), 'weights', ' with wq, wk, wv and wo');
+      checkKnownKeys('setWeights', weights, [...PROJECTIONS.flat(), 'sinks'], 'weights', ' with wq, wk, wv and wo');
       const shapes = {
         wq: [e, e, 'embedDim', 'embedDim'], wk: [kv, kdim, 'numKvHeads·headDim', 'kdim'],
         wv: [kv, vdim, 'numKvHeads·headDim', 'vdim'], wo: [e, e, 'embedDim', 'embedDim'],
@@ -121,8 +107,17 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
           throw new TypeError(`weights.${b} was given, but the layer was created with bias: false`);
         }
       }
-      // All four at once (C++ packs them into new buffers): on failure the old weights stay.
-      const inputs = Object.fromEntries(PROJECTIONS.flat().map((name) => [`w_${name}`, given(weights[name]) ? weights[name] : undefined]));
+      const { sinks: hasSinks, numHeads } = this.config;
+      if (hasSinks) {
+        if (!given(weights.sinks)) throw new TypeError(`weights.sinks is required (a Float32Array [numHeads ${numHeads}]), since the layer has sinks: true`);
+        checkFloat32('weights.sinks', weights.sinks, numHeads, `numHeads ${numHeads}`, 'setWeights');
+        const bad = weights.sinks.findIndex((x) => !(Number.isFinite(x) || x === -Infinity));
+        if (bad >= 0) throw new RangeError(`setWeights: weights.sinks[${bad}] is ${weights.sinks[bad]}; sinks must be finite or -Infinity`);
+      } else if (given(weights.sinks)) {
+        throw new TypeError('weights.sinks was given, but the layer was created without sinks: true');
+      }
+      // All at once (C++ packs them into new buffers): on failure the old weights stay.
+      const inputs = Object.fromEntries([...PROJECTIONS.flat(), 'sinks'].map((name) => [`w_${name}`, given(weights[name]) ? weights[name] : undefined]));
       const bytes = Object.values(inputs).reduce((n, a) => n + (a ? a.byteLength : 0), 0);
       arena.call('setWeights', inputs, {}, bytes + 4 * 16 * 4 * e, (call) => {
         const error = core.setWeights(gradAddresses(call, {}, 'w_'));
@@ -145,6 +140,10 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
           const error = core.getWeight(which, call.address(w), call.address(b));
           if (error) throw coreError(M, error);
         });
+        if (sizes.sinks) {
+          const error = core.getSinks(call.address('sinks'));
+          if (error) throw coreError(M, error);
+        }
         return Object.fromEntries(Object.entries(sizes).map(([name, n]) => [name, call.copyOut(name, new Float32Array(n))]));
       });
     }
@@ -167,6 +166,10 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
           const error = core.getAdamState(which, call.address(`m_${w}`), call.address(`m_${b}`), call.address(`v_${w}`), call.address(`v_${b}`));
           if (error) throw coreError(M, error);
         });
+        if (sizes.sinks) {
+          const error = core.getAdamSinks(call.address('m_sinks'), call.address('v_sinks'));
+          if (error) throw coreError(M, error);
+        }
         const copy = (prefix) => moments((name, n) => call.copyOut(`${prefix}${name}`, new Float32Array(n)));
         return { step: this.#adamSteps, m: copy('m_'), v: copy('v_') };
       });
@@ -273,7 +276,11 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
           throw new RangeError(`options.keyPaddingMask has length ${keyPadding.length}, expected ${batch * seqTotal} (batch ${batch} × seqK ${seqTotal})`);
         }
       }
-      const causal = bool(opts, 'causal');
+      const { causal, align } = resolveCausal('forward', opts.causal);
+      if (cache && align === 1) {
+        throw new RangeError("forward: options.causal 'upper-left' does not apply to options.cache (the new queries are its last positions: 'lower-right')");
+      }
+      const positions = this.#positions(opts.positions, batch, seqQ, seqK, cache);
       const train = bool(opts, 'train');
       if (train && cache) throw new TypeError('forward: options.train does not work with options.cache (a cache has no gradients)');
       const outCount = batch * seqQ * e;
@@ -296,19 +303,43 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
       if (weightsOut) outputs.weights = weightsCount;
       const inputs = {
         query, key: cache ? undefined : key ?? undefined, value: cache ? undefined : value ?? undefined,
-        mask: mask?.array, keyPadding,
+        mask: mask?.array, keyPadding, positions,
       };
       return arena.call('forward', inputs, outputs, workspace, (call) => this.#runForward(call, core, cacheCore, {
-        batch, seqQ, seqK, seqTotal, mask, causal, train, key, value, out, outCount, weightsOut,
+        batch, seqQ, seqK, seqTotal, mask, causal, align, positions, train, key, value, out, outCount, weightsOut,
       }));
     }
 
-    #runForward(call, core, cacheCore, { batch, seqQ, seqK, seqTotal, mask, causal, train, key, value, out, outCount, weightsOut }) {
+    // options.positions: an Int32Array [seqQ] or [batch, seqQ] of rotary positions, for the
+    // queries and (self-attention or a cache) the keys alike; only for a layer with rotary.
+    #positions(positions, batch, seqQ, seqK, cache) {
+      if (!given(positions)) return undefined;
+      const { rotary } = this.config;
+      if (!rotary) throw new TypeError('forward: options.positions are rotary positions, but this layer has no config.rotary');
+      if (kindOf(positions) !== 'Int32Array') {
+        throw new TypeError(`forward: options.positions must be an Int32Array ([seqQ] or [batch, seqQ]), got ${describe(positions)}`);
+      }
+      if (positions.length !== seqQ && positions.length !== batch * seqQ) {
+        throw new RangeError(`forward: options.positions has length ${positions.length}, expected ${seqQ} ([seqQ ${seqQ}])` +
+          (batch > 1 ? ` or ${batch * seqQ} ([batch ${batch}, seqQ ${seqQ}])` : ''));
+      }
+      if (!cache && seqK !== seqQ) {
+        throw new RangeError(`forward: options.positions are used for queries and keys alike, so seqK (${seqK}) must equal seqQ (${seqQ})`);
+      }
+      if (rotary.maxPosition) {
+        const bad = positions.findIndex((p) => p < 0 || p >= rotary.maxPosition);
+        if (bad >= 0) throw new RangeError(`forward: options.positions[${bad}] is ${positions[bad]}, outside the rotary tables [0, ${rotary.maxPosition})`);
+      }
+      return positions;
+    }
+
+    #runForward(call, core, cacheCore, { batch, seqQ, seqK, seqTotal, mask, causal, align, positions, train, key, value, out, outCount, weightsOut }) {
       const args = {
         query: call.address('query'), key: call.address('key'), value: call.address('value'),
         out: call.address('out'), weights: call.address('weights'), mask: call.address('mask'),
         keyPadding: call.address('keyPadding'), maskType: mask ? mask.type : 0,
-        maskBroadcast: mask ? mask.broadcast : 0, batch, seqQ, seqK: seqTotal, causal,
+        maskBroadcast: mask ? mask.broadcast : 0, batch, seqQ, seqK: seqTotal, causal, align,
+        positions: call.address('positions'), positionsBatchStride: positions && positions.length !== seqQ ? seqQ : 0,
       };
       let error;
       if (train) {
@@ -396,6 +427,7 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
       const kv = numKvHeads * headDim;
       const sizes = { wq: e * e, wk: kv * kdim, wv: kv * vdim, wo: e * e };
       if (bias) Object.assign(sizes, { bq: e, bk: kv, bv: kv, bo: e });
+      if (this.config.sinks) sizes.sinks = this.config.numHeads;
       return sizes;
     }
 

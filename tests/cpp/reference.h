@@ -91,6 +91,27 @@ inline std::vector<double> attention(const attn::AttentionParams& p,
                    weights, lse);
 }
 
+// Rotary embeddings, in place, on rows [batch, seq, heads, head_dim] ("bshd") of doubles, from
+// the definition: pair (c, c + rotary_dim/2) (rotate_half) or (2c, 2c + 1) (interleaved) of the
+// row at position pos(b, t) turns by pos · base^(−2c/rotary_dim) (or −that, inverse).
+template <class Position>
+void rotary_bshd(std::vector<double>& x, int batch, int seq, int heads, int head_dim, int rotary_dim,
+                 bool interleaved, double base, Position pos, bool inverse = false) {
+  const int half = rotary_dim / 2;
+  for (int b = 0; b < batch; ++b)
+    for (int t = 0; t < seq; ++t)
+      for (int h = 0; h < heads; ++h) {
+        double* row = x.data() + ((static_cast<std::size_t>(b) * seq + t) * heads + h) * head_dim;
+        for (int c = 0; c < half; ++c) {
+          const double angle = (inverse ? -1.0 : 1.0) * double(pos(b, t)) * std::pow(base, -2.0 * c / rotary_dim);
+          const int i1 = interleaved ? 2 * c : c, i2 = interleaved ? 2 * c + 1 : c + half;
+          const double x1 = row[i1], x2 = row[i2];
+          row[i1] = x1 * std::cos(angle) - x2 * std::sin(angle);
+          row[i2] = x1 * std::sin(angle) + x2 * std::cos(angle);
+        }
+      }
+}
+
 // y[rows × out] = x[rows × in] · Wᵀ + b with W [out × in] (nn.Linear); b may be null.
 template <class T>
 std::vector<double> linear(const T* x, int rows, int in, const float* w, const float* b, int out) {

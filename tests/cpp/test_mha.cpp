@@ -19,20 +19,35 @@ struct Layer {
   attn::MhaConfig config;
   attn::MultiHeadAttention mha;
   std::vector<float> w[4], b[4];  // q, k, v, o
+  std::vector<float> sinks, alibi;  // when the config has sinks / ALiBi
 
-  Layer(int embed, int heads, int kv_heads, int kdim, int vdim, bool bias, std::uint32_t seed) {
-    config = {embed, heads, kv_heads, kdim, vdim, bias};
+  Layer(int embed, int heads, int kv_heads, int kdim, int vdim, bool bias, std::uint32_t seed)
+      : Layer(attn::MhaConfig{embed, heads, kv_heads, kdim, vdim, bias}, false, seed) {}
+
+  // Any config (rotary, window, softcap, sinks), with ALiBi slopes when `with_alibi`.
+  Layer(const attn::MhaConfig& c, bool with_alibi, std::uint32_t seed) : config(c) {
     REQUIRE(mha.configure(config) == nullptr);
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
-    const int kv = kv_heads * (embed / heads);
-    const int outs[4] = {embed, kv, kv, embed}, ins[4] = {embed, kdim, vdim, embed};
+    const int kv = c.num_kv_heads * (c.embed_dim / c.num_heads);
+    const int outs[4] = {c.embed_dim, kv, kv, c.embed_dim}, ins[4] = {c.embed_dim, c.kdim, c.vdim, c.embed_dim};
+    attn::ProjectionArrays a;
     for (int i = 0; i < 4; ++i) {
       w[i].resize(static_cast<std::size_t>(outs[i]) * ins[i]);
       for (auto& e : w[i]) e = uni(rng) / std::sqrt(float(ins[i]));
       b[i].resize(outs[i]);
       for (auto& e : b[i]) e = uni(rng) * 0.5f;
-      REQUIRE(mha.set_weight(static_cast<attn::Projection>(i), w[i].data(), bias ? b[i].data() : nullptr) == nullptr);
+      a.w[i] = w[i].data();
+      a.b[i] = c.bias ? b[i].data() : nullptr;
+    }
+    if (c.sinks) {
+      for (int h = 0; h < c.num_heads; ++h) sinks.push_back(uni(rng));
+      a.sinks = sinks.data();
+    }
+    REQUIRE(mha.set_weights(a) == nullptr);
+    if (with_alibi) {
+      for (int h = 0; h < c.num_heads; ++h) alibi.push_back(std::pow(2.0f, -8.0f * float(h + 1) / float(c.num_heads)));
+      REQUIRE(mha.set_alibi(alibi.data()) == nullptr);
     }
     REQUIRE(mha.ready());
   }
@@ -54,9 +69,17 @@ std::vector<double> reference(const Layer& L, const attn::MhaForward& f, int seq
   const int hd = c.embed_dim / c.num_heads, kv = c.num_kv_heads * hd;
   const float* key = f.key ? f.key : f.query;
   const float* value = f.value ? f.value : key;
-  const auto q = ref::linear(f.query, f.batch * f.seq_q, c.embed_dim, L.w[0].data(), L.bias(0), c.embed_dim);
-  const auto k = ref::linear(key, f.batch * seq_k, c.kdim, L.w[1].data(), L.bias(1), kv);
+  auto q = ref::linear(f.query, f.batch * f.seq_q, c.embed_dim, L.w[0].data(), L.bias(0), c.embed_dim);
+  auto k = ref::linear(key, f.batch * seq_k, c.kdim, L.w[1].data(), L.bias(1), kv);
   const auto v = ref::linear(value, f.batch * seq_k, c.vdim, L.w[2].data(), L.bias(2), kv);
+  if (c.rotary_dim) {  // keys at 0… and queries at t + off, or both at f.positions
+    const int off = f.align == attn::Align::upper_left ? 0 : seq_k - f.seq_q;
+    auto at = [&](int shift) {
+      return [&f, shift](int b, int t) { return f.positions ? f.positions[b * f.positions_batch_stride + t] : t + shift; };
+    };
+    ref::rotary_bshd(q, f.batch, f.seq_q, c.num_heads, hd, c.rotary_dim, c.rotary_interleaved, c.rotary_base, at(off));
+    ref::rotary_bshd(k, f.batch, seq_k, c.num_kv_heads, hd, c.rotary_dim, c.rotary_interleaved, c.rotary_base, at(0));
+  }
   attn::AttentionParams p;
   p.batch = f.batch;
   p.heads = c.num_heads;
@@ -73,6 +96,12 @@ std::vector<double> reference(const Layer& L, const attn::MhaForward& f, int seq
   p.key_padding_batch_stride = seq_k;
   p.scale = 1.0f / std::sqrt(float(hd));
   p.causal = f.causal;
+  p.align = f.align;
+  p.window_left = c.window_left;
+  p.window_right = c.window_right;
+  p.softcap = c.softcap;
+  p.alibi_slopes = L.alibi.empty() ? nullptr : L.alibi.data();
+  p.sinks = c.sinks ? L.sinks.data() : nullptr;
   const auto a = ref::attention(p, q.data(), k.data(), v.data(), weights);  // [b, h, i, d]
   std::vector<double> concat(static_cast<std::size_t>(f.batch) * f.seq_q * c.embed_dim);
   for (int b = 0; b < f.batch; ++b)
@@ -337,12 +366,28 @@ namespace {
 struct BackwardCase {
   int embed = 4, heads = 2, kv_heads = 1, kdim = 4, vdim = 4, batch = 2, seq_q = 3, seq_k = 3;
   bool bias = true, cross = false, causal = false, mask = false, padding = false;
+  // Variants: rotary dims (0 = none), interleaved, window, softcap, sinks, ALiBi, alignment, positions.
+  int rotary_dim = 0;
+  bool interleaved = false;
+  int window_left = attn::kNoLimit, window_right = attn::kNoLimit;
+  float softcap = 0.0f;
+  bool sinks = false, alibi = false, upper_left = false, positions = false;
 };
 
 void check_layer_gradients(const BackwardCase& c) {
   INFO("E " << c.embed << " H " << c.heads << "/" << c.kv_heads << " cross " << c.cross << " causal "
-            << c.causal << " mask " << c.mask << " padding " << c.padding << " bias " << c.bias);
-  Layer L(c.embed, c.heads, c.kv_heads, c.kdim, c.vdim, c.bias, 77);
+            << c.causal << " mask " << c.mask << " padding " << c.padding << " bias " << c.bias << " rotary "
+            << c.rotary_dim << (c.interleaved ? " interleaved" : "") << " window [" << c.window_left << ", "
+            << c.window_right << "] softcap " << c.softcap << " sinks " << c.sinks << " alibi " << c.alibi
+            << " upper-left " << c.upper_left << " positions " << c.positions);
+  attn::MhaConfig config{c.embed, c.heads, c.kv_heads, c.kdim, c.vdim, c.bias};
+  config.rotary_dim = c.rotary_dim;
+  config.rotary_interleaved = c.interleaved;
+  config.window_left = c.window_left;
+  config.window_right = c.window_right;
+  config.softcap = c.softcap;
+  config.sinks = c.sinks;
+  Layer L(config, c.alibi, 77);
   const int seq_k = c.cross ? c.seq_k : c.seq_q;
   std::vector<float> xq = random_vec(std::size_t(c.batch) * c.seq_q * c.embed, 1);
   std::vector<float> xk = random_vec(std::size_t(c.batch) * seq_k * c.kdim, 2);
@@ -359,6 +404,14 @@ void check_layer_gradients(const BackwardCase& c) {
   f.seq_q = c.seq_q;
   f.seq_k = seq_k;
   f.causal = c.causal;
+  f.align = c.upper_left ? attn::Align::upper_left : attn::Align::lower_right;
+  std::vector<std::int32_t> positions;
+  if (c.positions) {  // [batch, seq]: each batch entry somewhere else
+    for (int b = 0; b < c.batch; ++b)
+      for (int t = 0; t < c.seq_q; ++t) positions.push_back(7 * b + 3 * t + 2);
+    f.positions = positions.data();
+    f.positions_batch_stride = c.seq_q;
+  }
   if (c.mask) {
     mask.resize(std::size_t(c.seq_q) * seq_k);
     for (std::size_t e = 0; e < mask.size(); ++e) mask[e] = e % 4 != 1;
@@ -410,6 +463,8 @@ void check_layer_gradients(const BackwardCase& c) {
     g.d_w[i] = dw[i].data();
     g.d_b[i] = db[i].data();
   }
+  std::vector<float> dsinks(L.sinks.size(), NAN);
+  if (c.sinks) g.d_sinks = dsinks.data();
   REQUIRE(L.mha.backward(tape, gy.data(), g) == nullptr);
 
   auto compare = [](const std::vector<float>& got, const std::vector<double>& want, const char* what) {
@@ -429,6 +484,7 @@ void check_layer_gradients(const BackwardCase& c) {
     compare(dw[i], numeric(L.w[i]), names[i]);
     if (c.bias) compare(db[i], numeric(L.b[i]), "d_b");
   }
+  if (c.sinks) compare(dsinks, numeric(L.sinks), "d_sinks");
 }
 
 }  // namespace
@@ -447,6 +503,49 @@ TEST_CASE("layer backward matches finite differences", "[mha][backward]") {
   c.seq_k = 4;
   c.bias = false;
   check_layer_gradients(c);
+}
+
+TEST_CASE("layer backward of every variant matches finite differences", "[mha][backward][variants]") {
+  BackwardCase c;
+  c.embed = 8;
+  c.heads = 2;
+  c.kdim = c.vdim = 8;
+  c.seq_q = c.seq_k = 4;
+  SECTION("rotary (rotate_half), causal") {
+    c.rotary_dim = 4;
+    c.causal = true;
+    check_layer_gradients(c);
+  }
+  SECTION("partial interleaved rotary at given positions [batch, seq]") {
+    c.rotary_dim = 2;
+    c.interleaved = true;
+    c.positions = true;
+    check_layer_gradients(c);
+  }
+  SECTION("window and upper-left causal") {
+    c.window_left = 1;
+    c.window_right = 1;
+    c.causal = true;
+    c.upper_left = true;
+    check_layer_gradients(c);
+  }
+  SECTION("softcap, ALiBi and learned sinks") {
+    c.softcap = 1.0f;
+    c.alibi = true;
+    c.sinks = true;
+    c.causal = true;
+    c.mask = true;
+    check_layer_gradients(c);
+  }
+  SECTION("cross-attention with rotary and sinks") {
+    c.cross = true;
+    c.kdim = 3;
+    c.vdim = 5;
+    c.seq_k = 6;
+    c.rotary_dim = 4;
+    c.sinks = true;
+    check_layer_gradients(c);
+  }
 }
 
 TEST_CASE("optimizer steps move the packed weights", "[mha][backward]") {
@@ -493,4 +592,141 @@ TEST_CASE("optimizer steps move the packed weights", "[mha][backward]") {
     const float w = bias ? L.b[i][j] : L.w[i][j];
     return w - 0.01f * (grad > 0 ? 1.0f : -1.0f);
   });
+}
+
+namespace {
+
+// A layer's outputs for queries x [seq, E] fed all at once (causal) and fed through a cache in
+// chunks: the same to float rounding.
+std::vector<float> forward_full(Layer& L, const std::vector<float>& x, int seq) {
+  std::vector<float> out(x.size());
+  attn::MhaForward f;
+  f.query = x.data();
+  f.out = out.data();
+  f.seq_q = f.seq_k = seq;
+  f.causal = true;
+  REQUIRE(L.mha.forward(f) == nullptr);
+  return out;
+}
+
+std::vector<float> forward_cached(Layer& L, const std::vector<float>& x, int seq, const std::vector<int>& chunks,
+                                  attn::KvType dtype = attn::KvType::f32, int window = 0, int max_seq = 0) {
+  const int e = L.config.embed_dim;
+  attn::KvCache cache;
+  REQUIRE(cache.allocate(L.mha.cache_config(1, max_seq ? max_seq : seq, dtype, window)) == nullptr);
+  std::vector<float> out(x.size());
+  int at = 0;
+  for (int n : chunks) {
+    attn::MhaForward f;
+    f.query = x.data() + static_cast<std::size_t>(at) * e;
+    f.out = out.data() + static_cast<std::size_t>(at) * e;
+    f.seq_q = n;
+    f.cache = &cache;
+    const char* err = L.mha.forward(f);
+    INFO((err ? err : ""));
+    REQUIRE(err == nullptr);
+    at += n;
+  }
+  REQUIRE(at == seq);
+  return out;
+}
+
+void expect_near(const std::vector<float>& got, const std::vector<float>& want, double tol, const char* what) {
+  int bad = 0;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (!(std::abs(got[i] - want[i]) <= tol * (1 + std::abs(want[i])))) ++bad;
+  INFO(what << ": " << bad << " of " << got.size() << " off");
+  CHECK(bad == 0);
+}
+
+}  // namespace
+
+TEST_CASE("a layer with every variant against the reference", "[mha][variants]") {
+  const bool interleaved = GENERATE(false, true);
+  const bool upper_left = GENERATE(false, true);
+  attn::MhaConfig c{32, 4, 2, 32, 32, true};
+  c.rotary_dim = interleaved ? 4 : 8;  // partial rotary (head_dim 8) and full
+  c.rotary_interleaved = interleaved;
+  c.rotary_base = 500000.0;
+  c.window_left = 3;
+  c.window_right = 1;
+  c.softcap = 5.0f;
+  c.sinks = true;
+  Layer L(c, true, 21);
+  const int batch = 2, seq = 9;
+  const auto x = random_vec(static_cast<std::size_t>(batch) * seq * 32, 22);
+  std::vector<float> out(x.size()), w(static_cast<std::size_t>(batch) * 4 * seq * seq);
+  attn::MhaForward f;
+  f.query = x.data();
+  f.out = out.data();
+  f.weights = w.data();
+  f.batch = batch;
+  f.seq_q = f.seq_k = seq;
+  f.causal = true;
+  f.align = upper_left ? attn::Align::upper_left : attn::Align::lower_right;
+  REQUIRE(L.mha.forward(f) == nullptr);
+  std::vector<double> want_w;
+  expect_close(out, reference(L, f, seq, &want_w), "out");
+  std::vector<std::int32_t> positions = {5, 1, 9, 2, 2, 8, 0, 3, 4, 100, 101, 102, 103, 104, 105, 106, 107, 108};
+  f.positions = positions.data();
+  f.positions_batch_stride = seq;
+  REQUIRE(L.mha.forward(f) == nullptr);
+  expect_close(out, reference(L, f, seq), "out at given positions");
+}
+
+TEST_CASE("a Llama-style layer (rotary, GQA, no bias): prefill then decode equals one causal forward", "[mha][variants][cache]") {
+  const auto dtype = GENERATE(attn::KvType::f32, attn::KvType::f16);
+  attn::MhaConfig c{64, 8, 2, 64, 64, false};
+  c.rotary_dim = 8;
+  c.rotary_base = 500000.0;
+  Layer L(c, false, 31);
+  const int seq = 12;
+  const auto x = random_vec(static_cast<std::size_t>(seq) * 64, 32);
+  const auto full = forward_full(L, x, seq);
+  expect_near(forward_cached(L, x, seq, {7, 1, 1, 1, 2}, dtype), full, dtype == attn::KvType::f32 ? 2e-5 : 2e-3,
+              "cached decoding");
+}
+
+TEST_CASE("a Mistral-style window layer: a ring cache decodes as the full windowed forward", "[mha][variants][cache]") {
+  const int window = 4;
+  attn::MhaConfig c{32, 4, 1, 32, 32, true};
+  c.rotary_dim = 8;
+  c.window_left = window - 1;
+  c.window_right = 0;
+  Layer L(c, false, 41);
+  const int seq = 20;
+  const auto x = random_vec(static_cast<std::size_t>(seq) * 32, 42);
+  const auto full = forward_full(L, x, seq);
+  std::vector<int> chunks = {3};
+  for (int t = 3; t < seq; ++t) chunks.push_back(1);
+  expect_near(forward_cached(L, x, seq, chunks, attn::KvType::f32, window, window + 2), full, 2e-5, "ring decoding");
+}
+
+TEST_CASE("layer variant errors", "[mha][variants]") {
+  attn::MultiHeadAttention m;
+  attn::MhaConfig c{16, 2, 2, 16, 16, true};
+  c.rotary_dim = 3;
+  CHECK(m.configure(c) != nullptr);
+  c.rotary_dim = 10;  // > head_dim 8
+  CHECK(m.configure(c) != nullptr);
+  c.rotary_dim = 8;
+  c.softcap = -1.0f;
+  CHECK(m.configure(c) != nullptr);
+  c.softcap = 0.0f;
+  c.sinks = true;
+  REQUIRE(m.configure(c) == nullptr);
+  std::vector<float> w(16 * 16), b(16);
+  attn::ProjectionArrays a;
+  for (int i = 0; i < 4; ++i) {
+    a.w[i] = w.data();
+    a.b[i] = b.data();
+  }
+  CHECK(std::string(m.set_weights(a)) == "multi-head attention: this layer needs sinks");
+  CHECK_FALSE(m.ready());
+  std::vector<float> s(2, 0.5f), got(2);
+  a.sinks = s.data();
+  REQUIRE(m.set_weights(a) == nullptr);
+  REQUIRE(m.get_sinks(got.data()) == nullptr);
+  CHECK(got == s);
+  CHECK(m.ready());
 }

@@ -220,12 +220,12 @@ describe('errors', () => {
 
   test('config', () => {
     throwsFrom(() => new lib.MultiHeadAttention(), TypeError, /^MultiHeadAttention: config must be an object with at least embedDim and numHeads, got undefined$/);
-    throwsFrom(() => new lib.MultiHeadAttention({ embedDim: 8 }), TypeError, /^config\.numHeads is required \(a positive integer\)$/);
-    throwsFrom(() => new lib.MultiHeadAttention({ embedDim: 10, numHeads: 3 }), RangeError, /^config\.embedDim \(10\) must be a multiple of config\.numHeads \(3\)$/);
-    throwsFrom(() => new lib.MultiHeadAttention({ embedDim: 12, numHeads: 4, numKvHeads: 3 }), RangeError, /^config\.numHeads \(4\) must be a multiple of config\.numKvHeads \(3\)$/);
-    throwsFrom(() => new lib.MultiHeadAttention({ embedDim: 8, numHeads: 2, bias: 1 }), TypeError, /^config\.bias must be a boolean, got number 1$/);
+    throwsFrom(() => new lib.MultiHeadAttention({ embedDim: 8 }), TypeError, /^MultiHeadAttention: config\.numHeads is required \(a positive integer\)$/);
+    throwsFrom(() => new lib.MultiHeadAttention({ embedDim: 10, numHeads: 3 }), RangeError, /^MultiHeadAttention: config\.embedDim \(10\) must be a multiple of config\.numHeads \(3\)$/);
+    throwsFrom(() => new lib.MultiHeadAttention({ embedDim: 12, numHeads: 4, numKvHeads: 3 }), RangeError, /^MultiHeadAttention: config\.numHeads \(4\) must be a multiple of config\.numKvHeads \(3\)$/);
+    throwsFrom(() => new lib.MultiHeadAttention({ embedDim: 8, numHeads: 2, bias: 1 }), TypeError, /^MultiHeadAttention: config\.bias must be a boolean, got number 1$/);
     throwsFrom(() => new lib.MultiHeadAttention({ embedDim: 8, numHeads: 2, kDim: 4 }), TypeError, /^MultiHeadAttention: unknown config key 'kDim' \(known keys: embedDim, numHeads/);
-    throwsFrom(() => new lib.MultiHeadAttention({ embedDim: 8, numHeads: 0 }), RangeError, /^config\.numHeads must be a positive integer, got 0$/);
+    throwsFrom(() => new lib.MultiHeadAttention({ embedDim: 8, numHeads: 0 }), RangeError, /^MultiHeadAttention: config\.numHeads must be a positive integer, got 0$/);
   });
 
   test('setWeights: each weight, its shape, and the bias rule', () => {

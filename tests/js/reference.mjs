@@ -120,7 +120,8 @@ export function referenceLinear(x, rows, inF, w, b, outF) {
 }
 
 // torch.nn.MultiheadAttention (batch_first) with separate q/k/v weights and optional grouped
-// K/V heads. `weights` holds wq, wk, wv, wo and (optionally) bq, bk, bv, bo. Masks follow the
+// K/V heads, plus the layer's variants (config.rotary, window, softcap, alibi as slopes, and
+// weights.sinks). `weights` holds wq, wk, wv, wo and (optionally) bq, bk, bv, bo, sinks. Masks follow the
 // library's conventions (keyPaddingMask: 1 = ignore). Returns { out, weights }.
 export function referenceMha(config, weights, query, key, value, opts = {}) {
   const { embedDim: e, numHeads: h } = config;
@@ -134,9 +135,20 @@ export function referenceMha(config, weights, query, key, value, opts = {}) {
   const k = key ?? query;
   const v = value ?? k;
   const seqK = k.length / (batch * (key ? kdim : e));
-  const q = referenceLinear(query, batch * seqQ, e, weights.wq, weights.bq, e);
-  const kp = referenceLinear(k, batch * seqK, key ? kdim : e, weights.wk, weights.bk, kv);
+  let q = referenceLinear(query, batch * seqQ, e, weights.wq, weights.bq, e);
+  let kp = referenceLinear(k, batch * seqK, key ? kdim : e, weights.wk, weights.bk, kv);
   const vp = referenceLinear(v, batch * seqK, value ? vdim : key ? kdim : e, weights.wv, weights.bv, kv);
+  // config.rotary: Q and K rotated after projection; keys at positions 0… (or opts.keyOffset, a
+  // cache's length), queries at off + t (off as for causal), or both at opts.positions.
+  if (config.rotary) {
+    const r = { rotaryDim: config.rotary.rotaryDim ?? hd, base: config.rotary.base, interleaved: config.rotary.interleaved,
+      cos: config.rotary.cos, sin: config.rotary.sin, batch, headDim: hd, layout: 'bshd' };
+    const keyOffset = opts.keyOffset ?? 0;
+    const queryOffset = opts.keyOffset !== undefined ? keyOffset : opts.causal === 'upper-left' ? 0 : seqK - seqQ;
+    const at = (offset) => (opts.positions ? { positions: opts.positions } : { positionOffset: offset });
+    q = referenceRotary(q, { ...r, heads: h, seq: seqQ, ...at(queryOffset) });
+    kp = referenceRotary(kp, { ...r, heads: numKvHeads, seq: seqK, ...at(keyOffset) });
+  }
   // One additive mask [batch, heads, seqQ, seqK] holding the user's mask and the key padding.
   let mask;
   if (opts.mask || opts.keyPaddingMask) {
@@ -160,6 +172,7 @@ export function referenceMha(config, weights, query, key, value, opts = {}) {
   }
   const a = referenceAttention(q, kp, vp, {
     batch, heads: h, kvHeads: numKvHeads, seqQ, seqK, headDim: hd, layout: 'bshd', causal: opts.causal, mask,
+    window: config.window, softcap: config.softcap, alibiSlopes: config.alibi, sinks: weights.sinks,
   });
   return { out: referenceLinear(a.out, batch * seqQ, e, weights.wo, weights.bo, e), weights: a.weights };
 }

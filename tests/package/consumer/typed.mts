@@ -72,3 +72,20 @@ console.log(level, why, baseline.info.threads);
 await loadAttention({ simd: 'avx' });
 // @ts-expect-error baseUrl is a string or URL
 await loadAttention({ baseUrl: 1 });
+// The score variants, the standalone KV cache and the layer's variants.
+const local = lib.attention(q, q, q, { heads: 2, seqQ: 1, headDim: 4, causal: 'upper-left', window: [3, 0], softcap: 30,
+  alibiSlopes: new Float32Array(2), sinks: new Float32Array(2) });
+const kv = lib.createKVCache({ kvHeads: 2, headDim: 4, maxSeq: 8, dtype: 'int8', window: 4 });
+kv.append(q, q, { seq: 1 });
+const overCache: Float32Array = lib.attention(q, kv, null, { heads: 2, seqQ: 1 });
+const bytes: number = kv.bytes;
+kv.truncate(0);
+kv.dispose();
+const llama = new lib.MultiHeadAttention({ embedDim: 8, numHeads: 2, rotary: { base: 500000 }, window: [4095, 0], softcap: 50, alibi: true, sinks: true });
+const slopes: Float32Array | null = llama.config.alibi;
+console.log(local, overCache, bytes, slopes, llama.config.rotary?.rotaryDim);
+llama.dispose();
+// @ts-expect-error dtype is one of three
+lib.createKVCache({ kvHeads: 1, headDim: 4, maxSeq: 4, dtype: 'bfloat16' });
+// @ts-expect-error causal takes two alignment names
+lib.attention(q, q, q, { heads: 2, seqQ: 1, headDim: 4, causal: 'top-left' });

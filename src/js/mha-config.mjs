@@ -1,0 +1,121 @@
+// A MultiHeadAttention's config: sizes, biases, and the options of current models — rotary
+// embeddings (Llama: rotate_half; GPT-J: interleaved; partial dims; Llama 3 / YaRN tables), a
+// sliding window (Mistral), softcap (Gemma 2), ALiBi (BLOOM's slopes or your own) and learned
+// sinks (gpt-oss). Checked here; the C++ layer gets the sizes and flags, then the tables and
+// slopes (configureCore).
+import { coreError } from './heap.mjs';
+import { bool, checkKnownKeys, describe, dim, given, kindOf } from './shapes.mjs';
+import { resolveSoftcap, resolveWindow } from './variants.mjs';
+
+const FN = 'MultiHeadAttention';
+const CONFIG_KEYS = ['embedDim', 'numHeads', 'numKvHeads', 'kdim', 'vdim', 'bias', 'rotary', 'window', 'softcap', 'alibi', 'sinks'];
+const ROTARY_KEYS = ['rotaryDim', 'base', 'interleaved', 'cos', 'sin'];
+
+// BLOOM's ALiBi slopes (transformers' build_alibi_tensor): 2^(−8(h+1)/H) for a power-of-two H;
+// otherwise those of the closest power of two below H, then every other slope of twice as many.
+export function bloomAlibiSlopes(heads) {
+  const closest = 2 ** Math.floor(Math.log2(heads));
+  const slopes = [];
+  for (let h = 1; h <= closest; h++) slopes.push(2 ** (-8 * h / closest));
+  for (let h = 1; slopes.length < heads; h += 2) slopes.push(2 ** (-4 * h / closest));
+  return Float32Array.from(slopes);
+}
+
+function resolveRotary(value, headDim) {
+  if (!given(value)) return undefined;
+  checkKnownKeys(FN, value, ROTARY_KEYS, 'config.rotary', ' such as { rotaryDim, base }');
+  const rotaryDim = dim(value, 'rotaryDim', headDim, 'config.rotary', FN);
+  if (rotaryDim % 2 !== 0 || rotaryDim > headDim) {
+    throw new RangeError(`${FN}: config.rotary.rotaryDim ${rotaryDim} must be even and ≤ headDim ${headDim}`);
+  }
+  const interleaved = bool(value, 'interleaved', false, 'config.rotary', FN);
+  const tables = given(value.cos) || given(value.sin);
+  let base = 10000;
+  if (given(value.base)) {
+    if (tables) throw new TypeError(`${FN}: config.rotary.base and config.rotary.cos/sin exclude each other (the tables replace base)`);
+    if (typeof value.base !== 'number' || !(value.base > 0) || value.base === Infinity) {
+      throw new RangeError(`${FN}: config.rotary.base must be a finite number > 0, got ${describe(value.base)}`);
+    }
+    base = value.base;
+  }
+  let cos, sin, maxPosition = 0;
+  if (tables) {
+    if (!given(value.cos) || !given(value.sin)) throw new TypeError(`${FN}: config.rotary.cos and config.rotary.sin go together (tables [maxPosition, rotaryDim/2])`);
+    for (const name of ['cos', 'sin']) {
+      if (kindOf(value[name]) !== 'Float32Array') {
+        throw new TypeError(`${FN}: config.rotary.${name} must be a Float32Array [maxPosition, rotaryDim/2], got ${describe(value[name])}`);
+      }
+    }
+    maxPosition = value.cos.length / (rotaryDim / 2);
+    if (!Number.isInteger(maxPosition) || maxPosition < 1 || value.sin.length !== value.cos.length) {
+      throw new RangeError(`${FN}: config.rotary.cos and sin must both have a positive multiple of rotaryDim/2 (${rotaryDim / 2}) values, got ${value.cos.length} and ${value.sin.length}`);
+    }
+    cos = value.cos;
+    sin = value.sin;
+  }
+  return Object.freeze({ rotaryDim, base, interleaved, cos, sin, maxPosition });
+}
+
+function resolveAlibi(value, numHeads) {
+  if (!given(value) || value === false) return undefined;
+  if (value === true) return bloomAlibiSlopes(numHeads);
+  if (kindOf(value) !== 'Float32Array') {
+    throw new TypeError(`${FN}: config.alibi must be true (BLOOM's slopes), false or a Float32Array [numHeads], got ${describe(value)}`);
+  }
+  if (value.length !== numHeads) throw new RangeError(`${FN}: config.alibi has length ${value.length}, expected numHeads ${numHeads}`);
+  const bad = value.findIndex((x) => !Number.isFinite(x));
+  if (bad >= 0) throw new RangeError(`${FN}: config.alibi[${bad}] is ${value[bad]}; slopes must be finite`);
+  return Float32Array.from(value);
+}
+
+export function resolveConfig(config) {
+  checkKnownKeys(FN, config, CONFIG_KEYS, 'config', ' with at least embedDim and numHeads');
+  const size = (name, fallback) => dim(config, name, fallback, 'config', FN);
+  const embedDim = size('embedDim');
+  const numHeads = size('numHeads');
+  const numKvHeads = size('numKvHeads', numHeads);
+  const kdim = size('kdim', embedDim);
+  const vdim = size('vdim', embedDim);
+  const bias = bool(config, 'bias', true, 'config', FN);
+  if (embedDim % numHeads !== 0) {
+    throw new RangeError(`${FN}: config.embedDim (${embedDim}) must be a multiple of config.numHeads (${numHeads})`);
+  }
+  if (numHeads % numKvHeads !== 0) {
+    throw new RangeError(`${FN}: config.numHeads (${numHeads}) must be a multiple of config.numKvHeads (${numKvHeads})`);
+  }
+  const headDim = embedDim / numHeads;
+  const rotary = resolveRotary(config.rotary, headDim);
+  const window = given(config.window) ? resolveWindow(FN, config.window, 'config.window') : undefined;
+  const softcap = resolveSoftcap(FN, config.softcap, 'config.softcap');
+  const alibi = resolveAlibi(config.alibi, numHeads);
+  const sinks = bool(config, 'sinks', false, 'config', FN);
+  return Object.freeze({
+    embedDim, numHeads, numKvHeads, kdim, vdim, bias, headDim,
+    rotary: rotary ?? null, window: window ? Object.freeze([...config.window]) : null, softcap,
+    alibi: alibi ?? null, sinks,
+  });
+}
+
+// Configures a new C++ core from a resolved config (the tables and slopes are staged through the
+// arena). Throws the core's error.
+export function configureCore(M, arena, core, c) {
+  const [windowLeft, windowRight] = c.window ? resolveWindow(FN, c.window, 'config.window') : [-1, -1];
+  const error = core.configure({
+    embedDim: c.embedDim, numHeads: c.numHeads, numKvHeads: c.numKvHeads, kdim: c.kdim, vdim: c.vdim, bias: c.bias,
+    rotaryDim: c.rotary?.rotaryDim ?? 0, rotaryBase: c.rotary?.base ?? 10000, rotaryInterleaved: c.rotary?.interleaved ?? false,
+    windowLeft, windowRight, softcap: c.softcap, sinks: c.sinks,
+  });
+  if (error) throw coreError(M, error);
+  if (c.rotary?.cos) {
+    arena.call(FN, { cos: c.rotary.cos, sin: c.rotary.sin }, {}, 2 * c.rotary.cos.byteLength, (call) => {
+      const e = core.setRotaryTables(call.address('cos'), call.address('sin'), c.rotary.maxPosition);
+      if (e) throw coreError(M, e);
+    });
+  }
+  if (c.alibi) {
+    arena.call(FN, { alibi: c.alibi }, {}, c.alibi.byteLength, (call) => {
+      const e = core.setAlibi(call.address('alibi'));
+      if (e) throw coreError(M, e);
+    });
+  }
+}

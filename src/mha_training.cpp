@@ -1,0 +1,317 @@
+// The layer's training half: the tape a training forward fills (record), the backward pass
+// through the output projection, attention and the input projections, and the optimizer steps
+// (SGD, Adam with its moments) on the packed weights in place.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "mha.h"
+#include "parallel.h"
+
+namespace attn {
+
+namespace {
+
+bool copy_into(FloatBuffer& dst, const float* src, std::size_t n) {
+  if (!dst.allocate(n)) return false;
+  std::memcpy(dst.get(), src, n * sizeof(float));
+  return true;
+}
+
+bool copy_bytes(ByteBuffer& dst, const void* src, std::size_t n) {
+  if (!dst.allocate(n)) return false;
+  std::memcpy(dst.get(), src, n);
+  return true;
+}
+
+// dw[o] = Σ_r dy[r][o] · x[r] and db[o] = Σ_r dy[r][o] (db may be null); one output row per item.
+void weight_gradients(const float* dy, const float* x, int rows, int out, int in, float* dw, float* db) {
+  parallel_for(out, [&](int o) {
+    float* w = dw + static_cast<std::size_t>(o) * in;
+    std::fill(w, w + in, 0.0f);
+    float bias = 0.0f;
+    for (int r = 0; r < rows; ++r) {
+      const float g = dy[static_cast<std::size_t>(r) * out + o];
+      bias += g;
+      if (g != 0.0f)
+        for (int k = 0; k < in; ++k) w[k] += g * x[static_cast<std::size_t>(r) * in + k];
+    }
+    if (db) db[o] = bias;
+  });
+}
+
+// dx[r] += Σ_o dy[r][o] · w[o]; one input row per item.
+void add_input_gradients(const float* dy, const float* w, int rows, int out, int in, float* dx) {
+  parallel_for(rows, [&](int r) {
+    float* d = dx + static_cast<std::size_t>(r) * in;
+    for (int o = 0; o < out; ++o) {
+      const float g = dy[static_cast<std::size_t>(r) * out + o];
+      if (g != 0.0f)
+        for (int k = 0; k < in; ++k) d[k] += g * w[static_cast<std::size_t>(o) * in + k];
+    }
+  });
+}
+
+}  // namespace
+
+const char* MultiHeadAttention::record(MhaTape& t, const MhaForward& f, const float* q,
+                                       const float* k, const float* v, const float* a) const {
+  const std::size_t e = config_.embed_dim, kv = kv_features();
+  const std::size_t rows_q = static_cast<std::size_t>(f.batch) * f.seq_q;
+  const std::size_t rows_k = static_cast<std::size_t>(f.batch) * f.seq_k;
+  t.filled_ = false;
+  t.layer_ = this;
+  t.weights_version_ = weights_version_;
+  t.key_given_ = f.key != nullptr;
+  t.value_given_ = f.value != nullptr;
+  t.causal_ = f.causal;
+  t.align_ = f.align;
+  t.batch_ = f.batch;
+  t.seq_q_ = f.seq_q;
+  t.seq_k_ = f.seq_k;
+  t.mask_type_ = f.mask_type;
+  t.mask_shape_ = f.mask_shape;
+  bool ok = copy_into(t.xq_, f.query, rows_q * e) && copy_into(t.q_, q, rows_q * e) &&
+            copy_into(t.k_, k, rows_k * kv) && copy_into(t.v_, v, rows_k * kv) &&
+            copy_into(t.a_, a, rows_q * e);
+  if (ok && t.key_given_) ok = copy_into(t.xk_, f.key, rows_k * config_.kdim);
+  if (ok && t.value_given_) ok = copy_into(t.xv_, f.value, rows_k * config_.vdim);
+  if (ok && f.mask) {
+    const std::size_t slices = f.mask_shape == MaskShape::plane       ? 1
+                               : f.mask_shape == MaskShape::per_batch ? f.batch
+                                                                      : std::size_t(f.batch) * config_.num_heads;
+    const std::size_t bytes = slices * f.seq_q * f.seq_k * (f.mask_type == MaskType::additive ? sizeof(float) : 1);
+    ok = copy_bytes(t.mask_, f.mask, bytes);
+  } else {
+    t.mask_.data.reset();
+  }
+  if (ok && f.key_padding) ok = copy_bytes(t.key_padding_, f.key_padding, rows_k);
+  else if (!f.key_padding) t.key_padding_.data.reset();
+  t.positions_batch_stride_ = f.positions_batch_stride;
+  if (ok && f.positions) {
+    const std::size_t n = f.positions_batch_stride ? static_cast<std::size_t>(f.batch) * f.seq_q : f.seq_q;
+    ok = t.positions_.allocate(n);
+    if (ok) std::memcpy(t.positions_.get(), f.positions, n * sizeof(std::int32_t));
+  } else if (!f.positions) {
+    t.positions_.data.reset();
+  }
+  if (!ok) return "multi-head attention: out of memory for the training tape";
+  t.filled_ = true;
+  return nullptr;
+}
+
+const char* MultiHeadAttention::backward(const MhaTape& t, const float* d_out, const MhaGrads& g) const {
+  if (!ready()) return "multi-head attention: weights are not set";
+  if (!t.filled_) return "multi-head attention: backward needs a training forward first";
+  if (t.layer_ != this) return "multi-head attention: the tape was filled by another layer";
+  if (t.weights_version_ != weights_version_)
+    return "multi-head attention: the weights changed since the training forward that filled the tape; "
+           "run it again (gradients of the old tape would match neither the old nor the new weights)";
+  if (!d_out || !g.d_query || (t.key_given_ && !g.d_key) || (t.value_given_ && !g.d_value) ||
+      (config_.sinks && !g.d_sinks))
+    return "multi-head attention: missing gradient buffers";
+  for (int i = 0; i < 4; ++i)
+    if (!g.d_w[i] || (config_.bias && !g.d_b[i])) return "multi-head attention: missing gradient buffers";
+  const int e = config_.embed_dim, kv = kv_features(), hd = head_dim();
+  const int rows_q = t.batch_ * t.seq_q_, rows_k = t.batch_ * t.seq_k_;
+  const int in[4] = {e, config_.kdim, config_.vdim, e};
+  const int out[4] = {e, kv, kv, e};
+  std::size_t w_n = 0;
+  for (int i = 0; i < 4; ++i) w_n += static_cast<std::size_t>(out[i]) * in[i];
+  FloatBuffer work;  // unpacked weights, then dA, dQ, dK, dV
+  const std::size_t da_n = static_cast<std::size_t>(rows_q) * e, dk_n = static_cast<std::size_t>(rows_k) * kv;
+  if (!work.allocate(w_n + 2 * da_n + 2 * dk_n)) return "multi-head attention: out of memory";
+  float* w[4];
+  w[0] = work.get();
+  for (int i = 1; i < 4; ++i) w[i] = w[i - 1] + static_cast<std::size_t>(out[i - 1]) * in[i - 1];
+  for (int i = 0; i < 4; ++i) proj_[i].unpack(w[i], nullptr);
+  float* da = w[3] + static_cast<std::size_t>(e) * e;
+  float* dq = da + da_n;
+  float* dk = dq + da_n;
+  float* dv = dk + dk_n;
+
+  // y = a·Woᵀ + bo
+  weight_gradients(d_out, t.a_.get(), rows_q, e, e, g.d_w[3], config_.bias ? g.d_b[3] : nullptr);
+  std::fill(da, da + da_n, 0.0f);
+  add_input_gradients(d_out, w[3], rows_q, e, e, da);
+
+  // a = attention(q, k, v), laid out [batch, seq, heads, head_dim]
+  AttentionParams p;
+  p.query = t.q_.get();
+  p.key = t.k_.get();
+  p.value = t.v_.get();
+  p.out = da;  // only checked for presence
+  p.batch = t.batch_;
+  p.seq_q = t.seq_q_;
+  p.seq_k = t.seq_k_;
+  p.q = p.o = dense_bshd(config_.num_heads, t.seq_q_, hd);
+  p.k = p.v = dense_bshd(config_.num_kv_heads, t.seq_k_, hd);
+  p.mask = t.mask_.get();
+  p.mask_type = t.mask_.get() ? t.mask_type_ : MaskType::none;
+  p.m = mask_strides(t.mask_shape_, config_.num_heads, t.seq_q_, t.seq_k_);
+  p.key_padding = t.key_padding_.get();
+  p.key_padding_batch_stride = t.seq_k_;
+  attention_variants(p, t.causal_, t.align_);
+  p.l = dense_bhsd(config_.num_heads, t.seq_q_, 1);
+  AttentionGrads ag;
+  ag.lse = t.lse_.get();
+  ag.out = t.a_.get();
+  ag.d_out = da;
+  ag.d_query = dq;
+  ag.d_key = dk;
+  ag.d_value = dv;
+  ag.d_o = ag.d_q = p.q;
+  ag.d_k = ag.d_v = p.k;
+  ag.d_sinks = config_.sinks ? g.d_sinks : nullptr;
+  if (const char* err = attention_backward(p, ag)) return err;
+  // The rotation's gradient is the inverse rotation (of the positions the forward used).
+  const std::int32_t* positions = t.positions_.get();
+  const std::int64_t query_offset = t.align_ == Align::upper_left ? 0 : t.seq_k_ - t.seq_q_;
+  if (const char* err = rotate(dq, t.batch_, t.seq_q_, config_.num_heads, positions, t.positions_batch_stride_,
+                               positions ? 0 : query_offset, true))
+    return err;
+  if (const char* err = rotate(dk, t.batch_, t.seq_k_, config_.num_kv_heads, positions, t.positions_batch_stride_, 0, true))
+    return err;
+
+  // q, k, v = x·Wᵀ + b; a defaulted key is the query, a defaulted value the key input.
+  const float* xk = t.key_given_ ? t.xk_.get() : t.xq_.get();
+  const float* xv = t.value_given_ ? t.xv_.get() : xk;
+  float* dxk = t.key_given_ ? g.d_key : g.d_query;
+  float* dxv = t.value_given_ ? g.d_value : dxk;
+  std::fill(g.d_query, g.d_query + da_n, 0.0f);
+  if (t.key_given_) std::fill(g.d_key, g.d_key + static_cast<std::size_t>(rows_k) * config_.kdim, 0.0f);
+  if (t.value_given_) std::fill(g.d_value, g.d_value + static_cast<std::size_t>(rows_k) * config_.vdim, 0.0f);
+  const float* xs[3] = {t.xq_.get(), xk, xv};
+  const float* dys[3] = {dq, dk, dv};
+  float* dxs[3] = {g.d_query, dxk, dxv};
+  const int rows[3] = {rows_q, rows_k, rows_k};
+  for (int i = 0; i < 3; ++i) {
+    weight_gradients(dys[i], xs[i], rows[i], out[i], in[i], g.d_w[i], config_.bias ? g.d_b[i] : nullptr);
+    add_input_gradients(dys[i], w[i], rows[i], out[i], in[i], dxs[i]);
+  }
+  return nullptr;
+}
+
+void MultiHeadAttention::sgd_step(const MhaGrads& g, float lr) {
+  for (int i = 0; i < 4; ++i) proj_[i].add_scaled(g.d_w[i], config_.bias ? g.d_b[i] : nullptr, -lr);
+  if (config_.sinks && g.d_sinks)
+    for (int h = 0; h < config_.num_heads; ++h) sinks_.get()[h] -= lr * g.d_sinks[h];
+  ++weights_version_;
+}
+
+std::size_t MultiHeadAttention::weight_floats(int i) const {
+  if (i == 4) return config_.sinks ? config_.num_heads : 0;
+  return static_cast<std::size_t>(proj_[i].out_features()) * proj_[i].in_features() +
+         (config_.bias ? proj_[i].out_features() : 0);
+}
+
+const char* MultiHeadAttention::adam_step(const MhaGrads& g, float lr, float beta1, float beta2,
+                                          float eps, int step) {
+  if (!ready()) return "multi-head attention: weights are not set";
+  if (config_.sinks && !g.d_sinks) return "multi-head attention: missing gradient buffers";
+  // Parameter groups: the four projections (weights then bias), then the sinks (i = 4, empty
+  // without sinks). Everything this step needs is allocated before anything changes (issue 16:
+  // a moment allocated without its twin, or projections 0…i−1 stepped before i ran out of memory).
+  const int groups = config_.sinks ? 5 : 4;
+  FloatBuffer new_m[5], new_v[5], update;
+  std::size_t most = 0;
+  for (int i = 0; i < groups; ++i) {
+    const std::size_t n = weight_floats(i);
+    most = std::max(most, n);
+    if (adam_m_[i].size == n && adam_v_[i].size == n) continue;
+    if (!new_m[i].allocate(n) || !new_v[i].allocate(n))
+      return "multi-head attention: out of memory for the optimizer state";
+    std::fill(new_m[i].get(), new_m[i].get() + n, 0.0f);
+    std::fill(new_v[i].get(), new_v[i].get() + n, 0.0f);
+  }
+  if (!update.allocate(most)) return "multi-head attention: out of memory for the optimizer step";
+  for (int i = 0; i < groups; ++i) {
+    if (!new_m[i].get()) continue;
+    adam_m_[i] = std::move(new_m[i]);
+    adam_v_[i] = std::move(new_v[i]);
+  }
+
+  const float c1 = 1.0f - std::pow(beta1, static_cast<float>(step));
+  const float c2 = 1.0f - std::pow(beta2, static_cast<float>(step));
+  for (int i = 0; i < groups; ++i) {
+    const std::size_t nb = i < 4 && config_.bias ? proj_[i].out_features() : 0;
+    const std::size_t nw = weight_floats(i) - nb;
+    const float* gw = i < 4 ? g.d_w[i] : g.d_sinks;
+    float* m = adam_m_[i].get();
+    float* v = adam_v_[i].get();
+    float* u = update.get();
+    for (std::size_t j = 0; j < nw + nb; ++j) {
+      const float grad = j < nw ? gw[j] : g.d_b[i][j - nw];
+      m[j] = beta1 * m[j] + (1.0f - beta1) * grad;
+      v[j] = beta2 * v[j] + (1.0f - beta2) * grad * grad;
+      u[j] = -lr * (m[j] / c1) / (std::sqrt(v[j] / c2) + eps);
+    }
+    if (i < 4) proj_[i].add_scaled(u, nb ? u + nw : nullptr, 1.0f);
+    else
+      for (std::size_t j = 0; j < nw; ++j) sinks_.get()[j] += u[j];
+  }
+  ++weights_version_;
+  return nullptr;
+}
+
+const char* MultiHeadAttention::get_adam_sinks(float* m, float* v) const {
+  if (!config_.sinks) return "multi-head attention: this layer has no sinks";
+  if (!has_adam_state()) return "multi-head attention: no optimizer state yet (no adam_step)";
+  if (!m || !v) return "multi-head attention: missing output buffers";
+  std::memcpy(m, adam_m_[4].get(), config_.num_heads * sizeof(float));
+  std::memcpy(v, adam_v_[4].get(), config_.num_heads * sizeof(float));
+  return nullptr;
+}
+
+const char* MultiHeadAttention::get_adam_state(Projection which, float* m_w, float* m_b, float* v_w,
+                                               float* v_b) const {
+  const int i = projection_index(which);
+  if (i < 0) return "multi-head attention: unknown projection";
+  if (!has_adam_state()) return "multi-head attention: no optimizer state yet (no adam_step)";
+  if (!m_w || !v_w || (config_.bias && (!m_b || !v_b))) return "multi-head attention: missing output buffers";
+  const std::size_t nb = config_.bias ? proj_[i].out_features() : 0, nw = weight_floats(i) - nb;
+  std::memcpy(m_w, adam_m_[i].get(), nw * sizeof(float));
+  std::memcpy(v_w, adam_v_[i].get(), nw * sizeof(float));
+  if (nb) {
+    std::memcpy(m_b, adam_m_[i].get() + nw, nb * sizeof(float));
+    std::memcpy(v_b, adam_v_[i].get() + nw, nb * sizeof(float));
+  }
+  return nullptr;
+}
+
+const char* MultiHeadAttention::set_adam_state(const ProjectionArrays& m, const ProjectionArrays& v) {
+  if (!ready()) return "multi-head attention: weights are not set";
+  if (!m.w[0]) {  // a fresh optimizer
+    for (int i = 0; i < 5; ++i) {
+      adam_m_[i] = FloatBuffer();
+      adam_v_[i] = FloatBuffer();
+    }
+    ++weights_version_;
+    return nullptr;
+  }
+  for (int i = 0; i < 4; ++i)
+    if (!m.w[i] || !v.w[i] || (config_.bias && (!m.b[i] || !v.b[i])))
+      return "multi-head attention: missing optimizer state arrays";
+  if (config_.sinks && (!m.sinks || !v.sinks)) return "multi-head attention: missing optimizer state arrays";
+  const int groups = config_.sinks ? 5 : 4;
+  FloatBuffer new_m[5], new_v[5];
+  for (int i = 0; i < groups; ++i) {
+    const std::size_t nb = i < 4 && config_.bias ? proj_[i].out_features() : 0, nw = weight_floats(i) - nb;
+    if (!new_m[i].allocate(nw + nb) || !new_v[i].allocate(nw + nb))
+      return "multi-head attention: out of memory for the optimizer state";
+    std::memcpy(new_m[i].get(), i < 4 ? m.w[i] : m.sinks, nw * sizeof(float));
+    std::memcpy(new_v[i].get(), i < 4 ? v.w[i] : v.sinks, nw * sizeof(float));
+    if (nb) {
+      std::memcpy(new_m[i].get() + nw, m.b[i], nb * sizeof(float));
+      std::memcpy(new_v[i].get() + nw, v.b[i], nb * sizeof(float));
+    }
+  }
+  for (int i = 0; i < groups; ++i) {
+    adam_m_[i] = std::move(new_m[i]);
+    adam_v_[i] = std::move(new_v[i]);
+  }
+  ++weights_version_;
+  return nullptr;
+}
+
+}  // namespace attn

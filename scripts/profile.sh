@@ -4,9 +4,10 @@
 #   wasm SIMD128 and wasm relaxed SIMD (FMA; needs clang-19): V8's sampling profiler through the
 #     library's JS API (scripts/bench/profile-wasm.mjs), after a warm-up;
 #   native SSE (g++): callgrind instruction counts (exact and repeatable on a noisy machine).
-# The wasm builds are the shipped code plus function names (--profiling-funcs): what the compiler
-# inlined counts in its caller. The native build keeps more apart (g++ inlines only small
-# functions); the report prints its instruction count beside the benchmark's fully inlined one.
+# The profiled builds keep the kernel's phases apart as functions: in wasm, the shipped flags plus
+# function names (--profiling-funcs) and a forced-include prelude that marks the kernel's blocks
+# noinline (scripts/bench/profile-prelude.h); natively, g++ inlining only small functions. They
+# run a little slower than the shipped builds; the report prints both (time, or instructions).
 # Nothing here changes src/.
 #   bash scripts/profile.sh [B,H,Sq,Sk,D[,1]]     (default 1,12,512,512,64) → artifacts/profile/
 set -euo pipefail
@@ -22,7 +23,7 @@ wasm_build() {  # dir, extra compile flags, link flags
   local dir=$1 cflags=$2 lflags=$3
   cmake -S . -B "$dir" -G Ninja -DCMAKE_TOOLCHAIN_FILE="$EMSDK_CMAKE" \
     -DCMAKE_CROSSCOMPILING_EMULATOR="$(command -v node)" -DCMAKE_BUILD_TYPE=Profile \
-    -DCMAKE_CXX_FLAGS="-O3 -DNDEBUG $cflags" -DCMAKE_EXE_LINKER_FLAGS="$lflags" >/dev/null
+    -DCMAKE_CXX_FLAGS="-O3 -DNDEBUG -include $PWD/scripts/bench/profile-prelude.h $cflags" -DCMAKE_EXE_LINKER_FLAGS="$lflags" >/dev/null
   cmake --build "$dir" --target attn_wasm >&2
 }
 

@@ -1,13 +1,13 @@
 // The phases of one attention call, recognised from the kernel's function names (src/attention_*,
-// src/microkernel.h, src/score_rule.h) in profiles of the builds of scripts/profile.sh. What the
-// compiler inlined counts in its caller. First match wins; update the patterns when the kernel's
+// src/microkernel.h, src/score_rule.h) in profiles of the builds of scripts/profile.sh; what the
+// compiler still inlined counts in its caller. First match wins; update the patterns when the kernel's
 // functions are renamed (an unknown kernel function shows up as 'other kernel code').
 const gemm = (init) => new RegExp(`(gemm_rows|micro_tile|tile_rows)<[^>]*\\(attn::kernel::Init\\)${init}`);
 export const PHASES = [
   ['Q·Kᵀ (micro-kernel)', gemm(0)],
   ['P·V (micro-kernel)', gemm(1)],
   ['max, exp2, sum, rescale (softmax_update)', /softmax_update|rebase_row|exp2/],
-  ['score rule: masks, softcap, ALiBi (score::apply)', /score::apply|mask_scores/],
+  ['score rule: masks, softcap, ALiBi (score::apply)', /score::|mask_scores/],
   ['|Q|, |K| maxima (overflow-safe scaling)', /query_abs_max|key_abs_max/],
   ['pack K (transpose into panels)', /ensure_packed|transpose_block|pack_key_block|pack_transposed|pack_keys/],
   ['pack V (panels)', /panel_block|pack_values/],
@@ -15,7 +15,7 @@ export const PHASES = [
   ['pack Q (scale)', /pack_queries/],
   ['normalise and write rows (finish_rows, sinks)', /finish_rows|fold_sinks|start_rows/],
   ['direct path (few rows)', /attend_direct|direct_scores|direct_values|axpy|\bdot\b/],
-  ['block driver (and what is inlined into it)', /attend_block|fill_row_block|attention|parallel_for|Workspace|\brun\b/],
+  ['block driver (and what is inlined into it)', /attend_block|fill_row_block|attention|parallel_for|Workspace|block_of|round_up|first_block|end_block|\brun\b/],
   ['memcpy / memset', /memcpy|memset|memmove/],
   ['malloc / free', /malloc|free|sbrk/],
   ['other kernel code', /attn::/],

@@ -36,7 +36,7 @@ const shortName = (fn) => fn.replace(/\s*\[clone[^\]]*\]$/, '').replace(/\([^()]
 const summary = { shape, load: read('load.json'), builds: {} };
 const wasm = [['wasm SIMD128', 'wasm-simd128.json'], ['wasm relaxed SIMD', 'wasm-relaxed.json']];
 const shipped = read('wasm-shipped.json');
-console.log(`Where one (${shape}) call spends its time (1 thread); what the compiler inlined counts in its caller.`);
+console.log(`Where one (${shape}) call spends its time (1 thread), in builds that keep the kernel's phases apart.`);
 if (summary.load) console.log(`load average (1/5/15 min): ${summary.load.before.join(' ')} before, ${summary.load.after.join(' ')} after`);
 for (const [title, file] of wasm) {
   const r = read(file);

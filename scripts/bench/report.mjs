@@ -158,10 +158,13 @@ export function readmeBlock(run) {
   const ortConfig = Object.entries(run.engines).find(([n]) => isOrt(n))?.[1]?.config;
   const header = `Measured ${run.date.slice(0, 10)} by \`${run.command}\` in ${run.where} on ${run.machine.cpu} (${run.machine.cores} cores, shared), ` +
     `load average ${run.loadavg.start[0]} at start and ${run.loadavg.end[0]} at end; medians of ${run.timing.rounds} rounds of ${run.timing.turnMs} ms turns. ` +
+    `attention-wasm's default build here: ${run.engines['attention-wasm 1T']?.config?.simd ?? '?'}. ` +
     `SIMD128 mul+add peak ${run.peak.simd128?.toFixed(0)} GFLOP/s per core` +
     `${run.peak.relaxed ? `, FMA ${run.peak.relaxed.toFixed(0)}` : ''}. ORT = onnxruntime-web ${ortConfig?.version ?? ''}, the faster of its two graphs, ` +
     `\`env.wasm.numThreads\` = its thread count in its own ${run.where.startsWith('Node') ? 'process' : 'page'}, ` +
-    `graphOptimizationLevel 'all', proxy off.`;
+    `graphOptimizationLevel 'all', proxy off.` +
+    (Math.max(run.loadavg.start[0], run.loadavg.end[0]) > run.machine.cores
+      ? ' The load average was above the core count: other work held the cores, so the 2-thread columns show contention more than scaling.' : '');
   const extras = [];
   const { coldStart: c, wasmSizes, backward: bw, memory: m } = run.extras ?? {};
   if (c) extras.push(`- Load and first call (a fresh Node process): import ${c.importMs.toFixed(0)} ms + \`createAttention({ threads: 1 })\` ${c.createMs.toFixed(0)} ms; the first (1, 8, 128, 128, 64) call ${c.firstCallMs.toFixed(1)} ms (V8 compiling what it needs), the next ones ${c.laterCallMs.toFixed(2)} ms.`);

@@ -1,0 +1,17 @@
+// Included first in every translation unit of scripts/profile.sh's wasm builds (-include): the
+// kernel's blocks (micro-kernel, score rule, attention blocks) become noinline, so each phase
+// stays a function V8's profiler can name, while what is included before the pragma (xsimd, the
+// SIMD primitives, the per-element K/V readers) still inlines. Nothing in src/ changes; if the
+// kernel's headers are renamed, update the lists.
+#pragma once
+#if defined(__clang__)
+#include "attention.h"
+#include "buffer.h"
+#include "kv_storage.h"
+#include "simd.h"
+#pragma clang attribute push(__attribute__((noinline)), apply_to = function)
+#include "microkernel.h"
+#include "score_rule.h"
+#include "attention_blocks.h"
+#pragma clang attribute pop
+#endif

@@ -34,18 +34,18 @@ const shortName = (fn) => fn.replace(/\s*\[clone[^\]]*\]$/, '').replace(/\([^()]
   .replace(/^(\w+::|\(anonymous namespace\)::)+/, '');
 
 const summary = { shape, load: read('load.json'), builds: {} };
-const wasm = [['wasm SIMD128', 'wasm-simd128.json'], ['wasm relaxed SIMD', 'wasm-relaxed.json']];
-const shipped = read('wasm-shipped.json');
+const wasm = [['wasm SIMD128', 'wasm-simd128.json', 'wasm-shipped.json'], ['wasm relaxed SIMD', 'wasm-relaxed.json', 'wasm-relaxed-shipped.json']];
 console.log(`Where one (${shape}) call spends its time (1 thread), in builds that keep the kernel's phases apart.`);
 if (summary.load) console.log(`load average (1/5/15 min): ${summary.load.before.join(' ')} before, ${summary.load.after.join(' ')} after`);
-for (const [title, file] of wasm) {
+for (const [title, file, shippedFile] of wasm) {
   const r = read(file);
+  const shipped = read(shippedFile);
   if (!r) continue;
   console.log(`\n${title}: profiled build ${r.medianMs.toFixed(2)} ms/call (median of ${r.calls})` +
-    `${title.includes('SIMD128') && shipped ? `, shipped build ${shipped.medianMs.toFixed(2)} ms/call` : ''}; share of V8's samples (every 100 µs) × the median call`);
+    `${shipped ? `, shipped build ${shipped.medianMs.toFixed(2)} ms/call` : ''}; share of V8's samples (every 100 µs) × the median call`);
   for (const [phase, { share, msPerCall }] of Object.entries(r.phases)) console.log(`  ${pct(share)} ${msPerCall.toFixed(2).padStart(7)} ms  ${phase}`);
   console.log(`  top functions: ${r.top.slice(0, 6).map((t) => `${shortName(t.fn)} ${pct(t.share).trim()}`).join('; ')}`);
-  summary.builds[title] = { ...r, shippedMs: title.includes('SIMD128') ? shipped?.medianMs : undefined };
+  summary.builds[title] = { ...r, shippedMs: shipped?.medianMs };
 }
 if (existsSync(join(dir, 'callgrind.txt'))) {
   const { phases, kernel } = callgrindPhases(readFileSync(join(dir, 'callgrind.txt'), 'utf8'));

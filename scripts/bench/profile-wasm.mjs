@@ -3,13 +3,13 @@
 // time-based warm-up (so everything hot is in TurboFan), attributes samples to wasm functions by
 // name (the build must be linked with --profiling-funcs, as scripts/profile.sh does), and the
 // phases are summed from those names (phases.mjs).
-//   node [--experimental-wasm-relaxed-simd] scripts/bench/profile-wasm.mjs BUILD_DIR [B,H,Sq,Sk,D[,1]] [--seconds 6]
-// BUILD_DIR holds attn.mjs + attn.wasm (a single-threaded module). Prints JSON.
+//   node [--experimental-wasm-relaxed-simd] scripts/bench/profile-wasm.mjs DIR [B,H,Sq,Sk,D[,1]] [--seconds 6] [--build attn]
+// DIR holds BUILD.mjs + BUILD.wasm (a single-threaded module: attn, attn-relaxed). Prints JSON.
 import { readFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { makeLoaders } from '../../src/js/loader.mjs';
+import { createLibrary } from '../../src/js/api.mjs';
 import { randomArray } from '../../web/random-arrays.mjs';
 import { phaseOf } from './phases.mjs';
 import { parseShape } from './shapes.mjs';
@@ -19,14 +19,13 @@ const dir = resolve(args[0]);
 const shapeArg = args.find((a) => /^\d+,/.test(a));
 const shape = shapeArg ? parseShape(shapeArg) : parseShape('1,12,512,512,64');
 const seconds = args.includes('--seconds') ? Number(args[args.indexOf('--seconds') + 1]) : 6;
+const build = args.includes('--build') ? args[args.indexOf('--build') + 1] : 'attn';
 
-const { default: createAttnModule } = await import(pathToFileURL(join(dir, 'attn.mjs')).href);
-const wasmBinary = readFileSync(join(dir, 'attn.wasm'));
-const { createAttention } = makeLoaders({
-  env: () => ({ isNode: true, isolated: false, cores: 1 }),
-  startModule: (threads, opts, moduleOptions) => createAttnModule({ ...moduleOptions, wasmBinary }),
-});
-const lib = await createAttention({ threads: 1 });
+// The module straight from its factory, wrapped by the library's JS API (the loader would check
+// the .wasm against the shipped builds' fingerprints, which a profiling build does not match).
+const { default: createAttnModule } = await import(pathToFileURL(join(dir, `${build}.mjs`)).href);
+const wasmBinary = readFileSync(join(dir, `${build}.wasm`));
+const lib = createLibrary(await createAttnModule({ print: () => {}, printErr: () => {}, wasmBinary }));
 const { batch, heads, seqQ, seqK, headDim, causal } = shape;
 const [q, k, v] = [1, 2, 3].map((seed, i) => randomArray(batch * heads * (i ? seqK : seqQ) * headDim, seed));
 const out = new Float32Array(q.length);

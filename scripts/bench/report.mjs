@@ -134,17 +134,20 @@ export function summaryRows(run) {
 // The README's table for one run (markdown), with the line that says when, where and how.
 export function readmeBlock(run) {
   const first = run.results[0]?.engines ?? {};
-  const extra = Object.keys(first).filter((n) => /^attention-wasm \dT .+/.test(n));  // e.g. the simd128 build beside 'auto'
-  const cols = [
-    ['attention-wasm 1 thread', (r) => r.engines['attention-wasm 1T']],
-    ...extra.map((n) => [n.replace(/^attention-wasm (\d)T (.+)$/, 'attention-wasm $1 thread(s), $2'), (r) => r.engines[n]]),
-    ['ORT 1 thread', (r) => bestOrt(r.engines, 1)],
-    ['attention-wasm 2 threads', (r) => r.engines['attention-wasm 2T']],
-    ['ORT 2 threads', (r) => bestOrt(r.engines, 2)],
+  // Per thread count: our default build, any other build of ours beside it (e.g. simd128), ORT.
+  const cols = [1, 2].flatMap((t) => {
+    const unit = t === 1 ? '1 thread' : `${t} threads`;
+    const others = Object.keys(first).filter((n) => n.startsWith(`attention-wasm ${t}T `));
+    return [
+      [`attention-wasm ${unit}`, (r) => r.engines[`attention-wasm ${t}T`]],
+      ...others.map((n) => [`attention-wasm ${unit}, ${n.slice(`attention-wasm ${t}T `.length)}`, (r) => r.engines[n]]),
+      [`ORT ${unit}`, (r) => bestOrt(r.engines, t)],
+    ];
+  });
+  cols.push(
     ['tfjs-wasm', (r) => r.engines[Object.keys(r.engines).find((n) => n.startsWith('tfjs') && threadsOf(n) === 1)]],
     ['plain JS', (r) => r.engines['plain JS']],
-    ...(run.results.some((r) => r.engines[NATIVE]) ? [['native SSE, 1 thread', (r) => r.engines[NATIVE]]] : []),
-  ];
+    ...(run.results.some((r) => r.engines[NATIVE]) ? [['native SSE, 1 thread', (r) => r.engines[NATIVE]]] : []));
   const rows = summaryRows(run);
   const lines = [
     `| shape (B, H, Sq, Sk, D) | ${cols.map(([c]) => c).join(' | ')} | ORT ÷ ours, 1 thread | ORT ÷ ours, 2 threads |`,

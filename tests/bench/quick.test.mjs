@@ -51,7 +51,9 @@ const ENGINES = ['attention-wasm 1T', 'attention-wasm 2T', 'onnxruntime-web ops 
 
 test('the quick benchmark in Node: every engine in its own process, timed, results agreeing', async () => {
   const result = await quickRun();
-  checkRun(result, ENGINES);
+  checkRun(result, [...ENGINES, 'attention-wasm 1T relaxed']);
+  assert.equal(result.run.engines['attention-wasm 1T'].config.simd, 'simd128', 'Node without the flag: SIMD128');
+  assert.equal(result.run.engines['attention-wasm 1T relaxed'].config.simd, 'relaxed-simd', 'its own process, with the flag');
   const { extras } = result.run;
   assert.ok(extras.backward.backwardMs > 0 && extras.backward.forwardMs > 0, 'the backward pass was timed');
   assert.ok(extras.coldStart.firstCallMs > 0 && extras.coldStart.createMs > 0, 'load and first call were timed');
@@ -60,7 +62,9 @@ test('the quick benchmark in Node: every engine in its own process, timed, resul
 
 test('the quick benchmark in Chromium: a 1-thread page and a cross-origin-isolated 2-thread page', async () => {
   const result = await quickRun('--browser');
-  checkRun(result, ENGINES);
+  checkRun(result, [...ENGINES, 'attention-wasm 1T simd128', 'attention-wasm 2T simd128']);
+  assert.equal(result.run.engines['attention-wasm 1T'].config.simd, 'relaxed-simd', "Chromium: 'auto' picks relaxed SIMD");
+  assert.equal(result.run.engines['attention-wasm 2T simd128'].config.simd, 'simd128');
   assert.match(result.run.where, /^Chromium \d+/);
   assert.match(result.run.engines['attention-wasm 1T'].host, /not isolated/);
   assert.match(result.run.engines['attention-wasm 2T'].host, /cross-origin isolated/);

@@ -107,8 +107,10 @@ if (!browser) {
   extras = { coldStart: x.coldStart(), wasmSizes: x.wasmSizes(), backward: x.backwardRatio({ quick }), ...(full ? { memory: x.memoryAtSeq8192() } : {}) };
   const { coldStart: c, backward: b, memory: m } = extras;
   const mib = (bytes) => `${(bytes / 2 ** 20).toFixed(0)} MiB`;
-  notes.push(`\nfresh process: import ${c.importMs.toFixed(1)} ms + createAttention({ threads: 1 }) ${c.createMs.toFixed(1)} ms; ` +
-    `first call on (1,8,128,128,64) ${c.firstCallMs.toFixed(1)} ms, the next ones (median of 20) ${c.laterCallMs.toFixed(2)} ms`);
+  for (const [what, x] of [['', c], [' with warmUp: false', c.withoutWarmUp]].filter(([, y]) => y)) {
+    notes.push(`${what ? '' : '\n'}fresh process: import ${x.importMs.toFixed(1)} ms + createAttention({ threads: 1${what ? ', warmUp: false' : ''} }) ${x.createMs.toFixed(1)} ms; ` +
+      `first call on (1,8,128,128,64) ${x.firstCallMs.toFixed(1)} ms, the next ones (median of 20) ${x.laterCallMs.toFixed(2)} ms`);
+  }
   notes.push(`.wasm sizes (bytes, gzip -9): ${Object.entries(extras.wasmSizes).map(([f, s]) => `${f} ${s.bytes.toLocaleString('en-US')} (${s.gzip.toLocaleString('en-US')})`).join('; ')}`);
   notes.push(`backward ${b.shape}, 1 thread, from the forward's saved lse and out: ${b.backwardMs.toFixed(1)} ms vs forward ${b.forwardMs.toFixed(1)} ms (${b.ratio.toFixed(2)}×); recomputing them: ${b.recomputeMs.toFixed(1)} ms`);
   if (m) notes.push(`fresh module, one (1,1,8192,8192,64) call: wasm memory ${mib(m.before)} → ${mib(m.after)} (inputs + output 8 MiB; a score matrix would be 256 MiB)`);

@@ -22,7 +22,18 @@ export function wasmSizes() {
   }));
 }
 
-export const coldStart = () => runTask('cold-start');
+// Both with the loader's warm-up (the default) and without it (warmUp: false), where the library
+// has that option.
+export const coldStart = () => {
+  const warm = runTask('cold-start', 'warm-up');
+  let cold = null;
+  try {
+    cold = runTask('cold-start', 'no-warm-up');
+  } catch {
+    // an older library without the option
+  }
+  return { ...warm, withoutWarmUp: cold };
+};
 export const backwardRatio = ({ quick = false } = {}) => runTask('backward', quick ? 'quick' : 'full');
 export const memoryAtSeq8192 = () => runTask('memory');
 
@@ -30,11 +41,11 @@ const TASKS = {
   // A fresh process: import, createAttention({ threads: 1 }), then the first and second call
   // on (1,8,128,128,64) (the first includes V8's compilation of what the call needs), and the
   // median of the next 20.
-  async 'cold-start'() {
+  async 'cold-start'(mode) {
     const t0 = performance.now();
     const { createAttention } = await import('../../dist/node.mjs');
     const t1 = performance.now();
-    const lib = await createAttention({ threads: 1 });
+    const lib = await createAttention({ threads: 1, ...(mode === 'no-warm-up' ? { warmUp: false } : {}) });
     const t2 = performance.now();
     const shape = { heads: 8, seqQ: 128, headDim: 64 };
     const [q, k, v] = [1, 2, 3].map((seed) => randomArray(8 * 128 * 64, seed));

@@ -72,7 +72,7 @@ inline void fill_row_block(const AttentionParams& p, int b, int kvh, int r0, Row
     score::RowRule& r = rb.rule[i];
     r.keys = score::key_range(p, qi);
     r.pos = float(qi + off);
-    r.alibi = p.alibi_slopes ? -p.alibi_slopes[b * p.alibi_batch_stride + h] * kLog2e : 0.0f;
+    r.alibi = p.alibi_slopes ? -p.alibi_slopes[b * p.alibi_batch_stride + h] : 0.0f;
     r.sink = p.sinks ? p.sinks[h] * kLog2e : kNegInf;
     r.mask = nullptr;
     const std::ptrdiff_t m = b * p.m.batch + h * p.m.head + qi * p.m.row;

@@ -97,7 +97,7 @@ inline Scaling direct_scaling(const AttentionParams& p) {
 struct RowRule {
   KeyRange keys;
   float pos = 0.0f;    // the row's position on the key axis (i + off), for ALiBi
-  float alibi = 0.0f;  // −slope·log2 e; 0 without ALiBi
+  float alibi = 0.0f;  // −slope (natural units); 0 without ALiBi
   float sink = kNegInf;  // the sink logit × log2 e; −∞ without a sink
   const void* mask = nullptr;  // this row of the mask, or null
 };
@@ -125,19 +125,25 @@ inline void apply(const AttentionParams& p, const Scaling& sc, const RowRule& r,
   } else if (cap_slope) {
     std::fill(cap_slope, cap_slope + len, 1.0f);
   }
+  // ALiBi and an additive mask are added in natural units, then turned into log2 units: a
+  // score that already overflowed to ±∞ stays (a finite bias cannot move it, and ∞ − ∞ would be
+  // NaN), and a bias that overflows by itself (a huge slope or mask value) saturates to ±∞.
   if (r.alibi != 0.0f) {
     // −slope·|pos − key|: the distance is exact in float for positions below 2^24.
-    const vfloat slope(r.alibi);
+    const vfloat slope(r.alibi), log2e(kLog2e);
     alignas(16) float first[W];
     for (int l = 0; l < W; ++l) first[l] = r.pos - float(kb + l);
     vfloat dist = simd::load(first);
     for (j = 0; j + W <= len; j += W, dist = dist - vfloat(float(W)))
-      simd::store(s + j, simd::madd(slope, simd::vabs(dist), simd::load(s + j)));
-    for (; j < len; ++j) s[j] += r.alibi * std::fabs(r.pos - float(kb + j));
+      simd::store(s + j, simd::add_unless_inf(simd::load(s + j), slope * simd::vabs(dist) * log2e));
+    for (; j < len; ++j) {
+      const float bias = r.alibi * std::fabs(r.pos - float(kb + j)) * kLog2e;
+      s[j] = std::isinf(s[j]) ? s[j] : s[j] + bias;
+    }
   }
   if (p.mask_type == MaskType::additive) {
     const float* m = static_cast<const float*>(r.mask) + kb;
-    for (j = 0; j < len; ++j) s[j] = m[j] == kNegInf ? kNegInf : s[j] + m[j] * kLog2e;
+    for (j = 0; j < len; ++j) s[j] = m[j] == kNegInf ? kNegInf : std::isinf(s[j]) ? s[j] : s[j] + m[j] * kLog2e;
   } else if (p.mask_type == MaskType::boolean) {
     const std::uint8_t* m = static_cast<const std::uint8_t*>(r.mask) + kb;
     for (j = 0; j < len; ++j)

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #if !defined(ATTN_SCALAR)
 #include <xsimd/xsimd.hpp>
@@ -39,6 +40,7 @@ inline void store(float* p, vfloat v) { *p = v.x; }
 inline vfloat madd(vfloat a, vfloat b, vfloat c) { return a.x * b.x + c.x; }
 inline vfloat vmax(vfloat a, vfloat b) { return a.x > b.x ? a : b; }
 inline vfloat vabs(vfloat a) { return std::fabs(a.x); }
+inline vfloat add_unless_inf(vfloat s, vfloat b) { return std::isinf(s.x) ? s : s.x + b.x; }
 inline float reduce_max(vfloat v) { return v.x; }
 inline float reduce_add(vfloat v) { return v.x; }
 
@@ -70,6 +72,10 @@ inline vfloat madd(vfloat a, vfloat b, vfloat c) {
 #endif
 }
 inline vfloat vabs(vfloat a) { return xsimd::abs(a); }
+// s + b, except that a score already at ±∞ stays there (∞ − ∞ would be NaN).
+inline vfloat add_unless_inf(vfloat s, vfloat b) {
+  return xsimd::select(xsimd::abs(s) == vfloat(std::numeric_limits<float>::infinity()), s, s + b);
+}
 inline float reduce_add(vfloat v) { return xsimd::hadd(v); }
 inline float reduce_max(vfloat v) {
   alignas(64) float lanes[vfloat::size];

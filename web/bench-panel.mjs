@@ -21,9 +21,13 @@
 // - Each engine runs in its own module Web Worker (bench-panel-worker.mjs), one at a time; at
 //   1 thread, and also at navigator.hardwareConcurrency threads (≤ 8) when the page is
 //   cross-origin isolated. Works under `script-src 'self' 'wasm-unsafe-eval'`.
-// - Returns { run(shape?) → Promise<results>, results, destroy() }; a finished run also fires a
-//   'bench-panel-done' event on element with the results as detail: { shape, threads, ort, rows:
-//   [{ name, median, spread, gflops, relative, maxDiff, error, skipped }] }.
+// - Returns { run(shape?, timing?) → Promise<results>, results, update({ text?, shapes? }),
+//   destroy() }. run() measures the shape picked (or the one given; `timing` overrides the
+//   schedule for this run). update() switches the strings (the page's language) and the shape
+//   list (same length: the pick stays) and re-renders what is shown, results included. A
+//   finished run also fires a 'bench-panel-done' event on element with the results as detail:
+//   { shape, threads, ort, rows: [{ name, median, spread, gflops, relative, maxDiff, error, skipped }] }.
+// - DEFAULT_SHAPES (exported) is the shape list used when options.shapes is not given.
 import { measureShape, referenceOf, TIMING } from './bench-schedule.mjs';
 
 export const TEXT = {
@@ -31,7 +35,7 @@ export const TEXT = {
   run: 'Run benchmark',
   loading: 'Loading the engines…',
   measuring: 'Measuring: round {round} of {rounds}…',
-  done: 'Done: medians of {rounds} rounds on this device.',
+  done: 'Done: {shape}, medians of {rounds} rounds on this device.',
   failed: 'The benchmark failed: {message}',
   engine: 'engine',
   median: 'median time',
@@ -44,7 +48,7 @@ export const TEXT = {
   how: 'Each engine runs in its own Web Worker, one at a time, in turns of many calls; the time is the median of the round medians (the range in brackets).',
 };
 
-const DEFAULT_SHAPES = [
+export const DEFAULT_SHAPES = [
   { label: 'BERT-base layer (1, 12, 512, 512, 64)', batch: 1, heads: 12, seqQ: 512, seqK: 512, headDim: 64 },
   { label: 'the same, causal', batch: 1, heads: 12, seqQ: 512, seqK: 512, headDim: 64, causal: true },
   { label: 'short sequence (1, 8, 128, 128, 64)', batch: 1, heads: 8, seqQ: 128, seqK: 128, headDim: 64 },
@@ -111,29 +115,51 @@ export function mountBenchPanel(element, options = {}) {
   if (!(element instanceof HTMLElement)) {
     throw new TypeError(`mountBenchPanel: element must be an HTMLElement, got ${element === null ? 'null' : typeof element}`);
   }
-  const text = { ...TEXT, ...options.text };
-  const shapes = options.shapes ?? DEFAULT_SHAPES;
+  let text = { ...TEXT, ...options.text };
+  let shapes = options.shapes ?? DEFAULT_SHAPES;
   const timing = { ...TIMING.panel, ...options.timing };
   const ortUrl = options.ortUrl === null ? null : new URL(options.ortUrl ?? '../vendor/onnxruntime-web/', import.meta.url);
   if (options.stylesheet !== false) linkStylesheet();
 
-  const select = el('select', { name: 'shape' }, ...shapes.map((s, i) => el('option', { value: String(i), textContent: s.label })));
-  const button = el('button', { type: 'submit', textContent: text.run });
-  const form = el('form', { className: 'bench-panel-form' }, el('label', {}, `${text.shape} `, select), button);
+  const select = el('select', { name: 'shape' });
+  const button = el('button', { type: 'submit' });
+  const shapeLabel = document.createTextNode('');
+  const form = el('form', { className: 'bench-panel-form' }, el('label', {}, shapeLabel, select), button);
   const status = el('p', { className: 'bench-panel-status', role: 'status' });
+  const headRow = el('tr');
   const body = el('tbody');
-  const table = el('table', { className: 'bench-panel-results', hidden: true },
-    el('thead', {}, el('tr', {}, ...[text.engine, text.median, text.speed, text.relative].map((h) => el('th', { scope: 'col', textContent: h })),
-      el('td', { className: 'bench-panel-bar-cell' }))),
-    body);
-  const note = el('p', { className: 'bench-panel-note', textContent: text.how });
+  const table = el('table', { className: 'bench-panel-results', hidden: true }, el('thead', {}, headRow), body);
+  const note = el('p', { className: 'bench-panel-note' });
   element.classList.add('bench-panel');
   element.replaceChildren(form, status, table, note);
   element.dataset.state = 'idle';
 
   let results = null;
+  let measuredIndex = -1;  // which of `shapes` the results are for (-1: a shape given to run())
   let running = null;
   let workers = [];
+  // What the status line and the note say, as [key of text, values], so update() can re-say it.
+  let said = null;
+  let notes = [['how']];
+  const say = (key, values = {}) => {
+    said = [key, values];
+    status.textContent = fill(text[key], values);
+  };
+
+  // The strings and shape options (again, after update()).
+  function label() {
+    const picked = select.value || '0';
+    shapeLabel.textContent = `${text.shape} `;
+    select.replaceChildren(...shapes.map((s, i) => el('option', { value: String(i), textContent: s.label })));
+    select.value = picked;
+    button.textContent = text.run;
+    headRow.replaceChildren(...[text.engine, text.median, text.speed, text.relative].map((h) => el('th', { scope: 'col', textContent: h })),
+      el('td', { className: 'bench-panel-bar-cell' }));
+    note.textContent = notes.map(([key, values]) => fill(text[key], values ?? {})).join(' ');
+    if (said?.[0] === 'done' && measuredIndex >= 0) said[1].shape = shapes[measuredIndex].label;  // in the new language
+    if (said) status.textContent = fill(text[said[0]], said[1]);
+    if (results) render(results.rows);
+  }
 
   function render(rows) {
     const best = Math.min(...rows.filter((r) => r.median).map((r) => r.median));
@@ -146,7 +172,7 @@ export function mountBenchPanel(element, options = {}) {
       bar.style.setProperty('--speed', String(best / r.median));
       return el('tr', {},
         el('th', { scope: 'row', textContent: name }),
-        el('td', { textContent: `${fmt(r.median)} ms [${fmt(r.spread[0])}–${fmt(r.spread[1])}]` }),
+        el('td', {}, el('span', { textContent: `${fmt(r.median)} ms` }), ' ', el('span', { className: 'bench-panel-spread', textContent: `[${fmt(r.spread[0])}–${fmt(r.spread[1])}]` })),
         el('td', { textContent: r.gflops.toFixed(1) }),
         el('td', { textContent: `${r.relative.toFixed(2)}×` }),
         bar);
@@ -154,7 +180,7 @@ export function mountBenchPanel(element, options = {}) {
     table.hidden = false;
   }
 
-  async function measure(shape) {
+  async function measure(shape, timing) {
     const isolated = globalThis.crossOriginIsolated === true;
     const threads = isolated ? Math.min(navigator.hardwareConcurrency || 1, 8) : 1;
     const ort = ortUrl !== null && await served(ortUrl);
@@ -164,19 +190,19 @@ export function mountBenchPanel(element, options = {}) {
       specs.push({ kind: 'ours', threads });
       if (ort) specs.push({ kind: 'ort', threads, graphs: ['mha', 'ops'] });
     }
-    const notes = [text.how];
-    if (!ort && ortUrl !== null) notes.unshift(fill(text.noOrt, { url: ortUrl.href }));
-    if (!isolated) notes.unshift(text.noThreads);
-    note.textContent = notes.join(' ');
+    notes = [['how']];
+    if (!ort && ortUrl !== null) notes.unshift(['noOrt', { url: ortUrl.href }]);
+    if (!isolated) notes.unshift(['noThreads']);
+    label();
 
-    status.textContent = text.loading;
+    say('loading');
     const hosts = [];
     for (const spec of specs) hosts.push(await startWorker(spec, ortUrl));  // one at a time: loads compete
     workers = hosts.filter((h) => !h.failed);
     try {
       let round = 0;
       const { engines } = await measureShape(workers, shape, timing, {
-        log: () => { status.textContent = fill(text.measuring, { round: ++round, rounds: timing.rounds }); },
+        log: () => say('measuring', { round: ++round, rounds: timing.rounds }),
       });
       const reference = engines[referenceOf(Object.keys(engines))]?.median;
       const flops = 4 * shape.batch * shape.heads * shape.seqQ * shape.seqK * shape.headDim * (shape.causal && shape.seqQ === shape.seqK ? 0.5 : 1);
@@ -191,20 +217,22 @@ export function mountBenchPanel(element, options = {}) {
     }
   }
 
-  async function run(shape = shapes[Number(select.value)]) {
+  async function run(shape = shapes[Number(select.value)], timingOverrides) {
     if (running) return running;
     element.dataset.state = 'running';
     button.disabled = select.disabled = true;
+    const runTiming = { ...timing, ...timingOverrides };
     running = (async () => {
       try {
-        results = await measure(shape);
+        results = await measure(shape, runTiming);
+        measuredIndex = shapes.indexOf(shape);
         render(results.rows);
-        status.textContent = fill(text.done, { rounds: timing.rounds });
+        say('done', { rounds: runTiming.rounds, shape: shape.label ?? `(${shape.batch}, ${shape.heads}, ${shape.seqQ}, ${shape.seqK}, ${shape.headDim})` });
         element.dataset.state = 'done';
         element.dispatchEvent(new CustomEvent('bench-panel-done', { detail: results }));
         return results;
       } catch (error) {
-        status.textContent = fill(text.failed, { message: error.message });
+        say('failed', { message: error.message });
         element.dataset.state = 'error';
         throw error;
       } finally {
@@ -219,10 +247,21 @@ export function mountBenchPanel(element, options = {}) {
     event.preventDefault();
     run().catch(() => {});  // shown in the status line
   });
+  label();
 
   return {
     run,
     get results() { return results; },
+    update(changes = {}) {
+      if (changes.text) text = { ...TEXT, ...changes.text };
+      if (changes.shapes) {
+        if (!Array.isArray(changes.shapes) || changes.shapes.length !== shapes.length) {
+          throw new RangeError(`mountBenchPanel: update({ shapes }) needs ${shapes.length} shapes, got ${changes.shapes?.length}`);
+        }
+        shapes = changes.shapes;
+      }
+      label();
+    },
     destroy() {
       for (const w of workers) w.close();
       element.replaceChildren();

@@ -10,13 +10,15 @@ import { drawLossChart } from './loss-chart.mjs';
 import { renderMatrix, sup } from './matrix-view.mjs';
 import { randomArray } from './random-arrays.mjs';
 
-const E = 8, N = 6, BATCH = 8, STEPS_PER_FRAME = 2;
+const E = 8, N = 6, STEPS_PER_FRAME = 2;
+export const BATCH = 8;
 export const STOP_LOSS = 1e-4;
+export const CONFIG = { embedDim: E, numHeads: 1 };
 export const MAX_STEPS = 3000;
 const learningRate = (step) => 0.05 * 0.01 ** (step / 1500);
 const sourceOf = (j) => (j * 5 + 3) % N;  // key j is query sourceOf(j)
 
-function makeTask() {
+export function makeTask() {
   const queries = randomArray(BATCH * N * E, 5);
   const values = randomArray(BATCH * N * E, 6);
   const keys = new Float32Array(queries.length);
@@ -38,16 +40,19 @@ export function startLearning(lib, strings) {
   const task = makeTask();
   const weightsOut = new Float32Array(BATCH * N * N);
   let layer = null, losses = [], phase = 'idle', frame = 0;
+  let exported = null;  // the step whose weights were exported last
 
   function initialise() {
     layer?.dispose();
-    layer = new lib.MultiHeadAttention({ embedDim: E, numHeads: 1 });
+    layer = new lib.MultiHeadAttention(CONFIG);
     const w = (seed) => randomArray(E * E, seed).map((x) => x * 0.5);
     const zeros = () => new Float32Array(E);
     layer.setWeights({ wq: w(1), wk: w(2), wv: w(3), wo: w(4), bq: zeros(), bk: zeros(), bv: zeros(), bo: zeros() });
     layer.forward(task.queries, task.keys, task.values, { batch: BATCH, weightsOut });
     losses = [];
     phase = 'idle';
+    $('learn-export-box').hidden = true;
+    exported = null;
   }
 
   function step() {
@@ -79,6 +84,7 @@ export function startLearning(lib, strings) {
     stop.disabled = phase !== 'running';
     drawLossChart(chart, losses, { labels: { step: t.chartStep, loss: t.chartLoss, stop: t.chartStop }, stopAt: STOP_LOSS });
     chart.setAttribute('aria-label', t.chartLabel);
+    if (exported !== null) $('learn-export-note').innerHTML = format(t.learnExportNote, { step: exported });
     // The first example's weights; the cell each query should learn to pick is outlined.
     renderMatrix(table, weightsOut.subarray(0, N * N), N, N, {
       rowLabel: (i) => `q${sup(i + 1)}`, colLabel: (j) => `k${sup(j + 1)}`, heat: true, digits: 2,
@@ -87,6 +93,19 @@ export function startLearning(lib, strings) {
       for (let j = 0; j < N; j++) if (sourceOf(j) === i) row.cells[j + 1].classList.add('target');
     });
   }
+
+  // The layer's weights now, as JSON a reader can save and load into a layer of their own.
+  let downloadUrl = null;
+  $('learn-export').addEventListener('click', () => {
+    const text = weightsJson(layer, losses);
+    $('learn-export-text').value = text;
+    if (downloadUrl) URL.revokeObjectURL(downloadUrl);
+    downloadUrl = URL.createObjectURL(new Blob([text], { type: 'application/json' }));
+    $('learn-download').href = downloadUrl;
+    $('learn-export-box').hidden = false;
+    exported = losses.length;
+    show();
+  });
 
   start.addEventListener('click', () => {
     if (phase === 'running') return;
@@ -107,4 +126,26 @@ export function startLearning(lib, strings) {
   initialise();
   show();
   return show;  // re-renders in the current language
+}
+
+// JSON of the layer's weights (mha.getWeights(): nn.Linear layout), one line per matrix. Nine
+// significant digits give back every float32 exactly.
+export function weightsJson(layer, losses) {
+  const number = (x) => String(Number(x.toPrecision(9)));
+  const { embedDim, numHeads, numKvHeads, kdim, vdim, bias } = layer.config;  // what the constructor takes
+  const config = { embedDim, numHeads, numKvHeads, kdim, vdim, bias };
+  const weights = Object.entries(layer.getWeights()).map(([name, w]) => `    "${name}": [${Array.from(w, number).join(', ')}]`);
+  return [
+    '{',
+    '  "format": "attention-wasm MultiHeadAttention weights",',
+    `  "config": ${JSON.stringify(config)},`,
+    `  "step": ${losses.length},`,
+    `  "loss": ${losses.length ? number(losses.at(-1)) : 'null'},`,
+    '  "layout": "nn.Linear: W is [out, in], row-major; y = x·Wᵀ + b",',
+    '  "load": "const layer = new lib.MultiHeadAttention(json.config); layer.setWeights(Object.fromEntries(Object.entries(json.weights).map(([k, v]) => [k, Float32Array.from(v)])))",',
+    '  "weights": {',
+    weights.join(',\n'),
+    '  }',
+    '}',
+  ].join('\n') + '\n';
 }

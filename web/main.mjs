@@ -1,11 +1,16 @@
 // The demo page: one library instance computes every section on this page (the walk-through,
-// real words, multi-head attention, "Watch it learn"); the playground runs in a Web Worker of
-// its own. A language switch re-renders everything.
+// real words, multi-head attention, position, the KV cache and the masks, "Watch it learn"); the
+// playground runs in a Web Worker of its own, the benchmark panel one per engine. A language
+// switch re-renders everything.
 import { loadAttention } from '../dist/index.mjs';
+import { startBench } from './bench.mjs';
 import { STRINGS, format } from './i18n.mjs';
+import { startDecode } from './decode.mjs';
 import { startLearning } from './learn.mjs';
+import { startMaskPictures } from './mask-pictures.mjs';
 import { startMultiHead } from './multi-head.mjs';
 import { startPlayground } from './playground.mjs';
+import { startPosition } from './position.mjs';
 import { startWalkthrough } from './walkthrough.mjs';
 import { startWords } from './words.mjs';
 
@@ -38,8 +43,12 @@ try {
     startWalkthrough(lib, strings).render,
     startWords(lib, strings, () => lang),
     startMultiHead(lib, strings, () => lang),
+    startPosition(lib, strings, () => lang),
+    startDecode(lib, strings, () => lang),
+    startMaskPictures(lib, strings),
     startLearning(lib, strings),
-    startPlayground(strings),
+    startPlayground(strings, lib.info),
+    startBench(strings),
   ];
   applyLanguage(lang);
   document.body.dataset.ready = 'true';

@@ -2,11 +2,22 @@
 // library (median of up to 5 timed runs after a warm-up), plain JavaScript once (unless skipped),
 // the largest difference, and the weights of batch 0, head 0. The page cancels a run by ending
 // this worker, so nothing here needs to check for it.
+//   → { type: 'init', module }: the page's compiled build (or null: load the library as usual)
+//   → { type: 'run', shape, pattern, plain }   ← progress messages, then a result or an error
 import { loadAttention } from '../dist/index.mjs';
 import { plainAttention } from './plain-attention.mjs';
 import { randomArray } from './random-arrays.mjs';
 
-const libPromise = loadAttention();
+let libPromise = null;
+let shared = false;  // whether the library runs on the page's module
+function load(module) {
+  if (!module) return loadAttention();
+  shared = true;
+  return loadAttention({ wasmBinary: module }).catch(() => {
+    shared = false;
+    return loadAttention();
+  });
+}
 
 // (query, key) pairs the kernel computes: all of them, or with the causal mask (bottom-right
 // aligned: query i sees key j iff j ≤ i + seqK − seqQ) the visible ones, exactly.
@@ -53,7 +64,12 @@ function inputs({ batch, heads, kvHeads, seqQ, seqK, headDim }, pattern) {
   };
 }
 
-self.addEventListener('message', async ({ data: { shape, pattern, plain } }) => {
+self.addEventListener('message', async ({ data }) => {
+  if (data.type === 'init') {
+    libPromise = load(data.module);
+    return;
+  }
+  const { shape, pattern, plain } = data;
   try {
     const lib = await libPromise;
     const { batch, heads, kvHeads, seqQ, seqK, headDim, causal } = shape;
@@ -86,7 +102,7 @@ self.addEventListener('message', async ({ data: { shape, pattern, plain } }) => 
         { heads: 1, seqQ, seqK, headDim, causal });
     }
     self.postMessage({ type: 'result', ms, runs: times.length, plainMs, maxDiff, pairs, flops, gflops: flops / (ms * 1e6),
-      seqQ, seqK, causal, pattern, weights }, weights ? [weights.buffer] : []);
+      seqQ, seqK, causal, pattern, weights, library: { ...lib.info, shared } }, weights ? [weights.buffer] : []);
   } catch (error) {
     self.postMessage({ type: 'error', message: `${error.name}: ${error.message}` });
   }

@@ -1,11 +1,26 @@
 // The playground: the form's shape runs in a Web Worker (playground-worker.mjs), so long runs never
-// block the page. The worker (and its copy of the library) starts on the first Run; Cancel ends
-// it at once — a long kernel call cannot be interrupted any other way — and the next Run starts a
-// new one.
+// block the page. The worker (and its instance of the library) starts on the first Run; Cancel
+// ends it at once — a long kernel call cannot be interrupted any other way — and the next Run
+// starts a new one. Each worker gets the build the page loaded as a compiled WebAssembly.Module
+// (loadAttention's wasmBinary), so the .wasm is downloaded once.
 import { format } from './i18n.mjs';
 
+// The page's build (lib.info: its SIMD level, threaded or not), compiled from the bytes the
+// page's own load left in the HTTP cache (cache: 'force-cache' takes them from there, stale or
+// not); null if that fails, and the worker then loads the library itself.
+export function buildFile({ simd, threads }) {
+  return `attn${simd === 'relaxed-simd' ? '-relaxed' : ''}${threads > 1 ? '-mt' : ''}.wasm`;
+}
+async function compilePageBuild(info) {
+  try {
+    return await WebAssembly.compileStreaming(fetch(new URL(`../dist/${buildFile(info)}`, import.meta.url), { cache: 'force-cache' }));
+  } catch {
+    return null;
+  }
+}
+
 // Returns refresh(), which re-renders the last result in the current language.
-export function startPlayground(strings) {
+export function startPlayground(strings, info) {
   const form = document.getElementById('playground');
   const status = document.getElementById('play-status');
   const figure = document.getElementById('heatmap-figure');
@@ -14,6 +29,8 @@ export function startPlayground(strings) {
   const run = form.querySelector('button[type="submit"]');
   const cancel = document.getElementById('play-cancel');
   let worker = null;
+  let ready = null;  // resolves once the worker has been sent its module
+  let pageBuild = null;
   let shown = null;  // what the status line shows, re-rendered on a language switch: { kind, ... }
 
   const setRunning = (running) => {
@@ -62,7 +79,10 @@ export function startPlayground(strings) {
   }
 
   function startWorker() {
-    worker = new Worker(new URL('./playground-worker.mjs', import.meta.url), { type: 'module' });
+    const started = new Worker(new URL('./playground-worker.mjs', import.meta.url), { type: 'module' });
+    worker = started;
+    pageBuild ??= compilePageBuild(info);
+    ready = pageBuild.then((module) => started.postMessage({ type: 'init', module }));
     worker.addEventListener('message', onMessage);
     worker.addEventListener('error', (e) => {
       shown = { kind: 'error', message: e.message };
@@ -80,7 +100,8 @@ export function startPlayground(strings) {
     shown = { kind: 'running', step: 'library' };
     setRunning(true);
     showStatus();
-    worker.postMessage({ shape, pattern: f.get('pattern'), plain: f.get('plain') === 'on' });
+    const run = worker;
+    ready.then(() => run.postMessage({ type: 'run', shape, pattern: f.get('pattern'), plain: f.get('plain') === 'on' }));
   });
   cancel.addEventListener('click', () => {
     worker?.terminate();

@@ -1,8 +1,9 @@
 // The "Benchmark in your browser" panel (web/bench-panel.mjs) in headless Chromium, mounted by a
 // test page (bench-panel/) under a strict Content-Security-Policy: on a cross-origin-isolated page
 // whose server serves onnxruntime-web (as `npm start` does) it times ours, plain JS and ORT at 1
-// and at all threads, with results that agree; without isolation and without ORT's files it
-// compares ours with plain JS on 1 thread and says why. Times are never asserted.
+// and at all threads, with results that agree, and update() relabels them; without isolation and
+// without ORT's files it compares ours with plain JS on 1 thread and says why. Times are never
+// asserted.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -62,8 +63,23 @@ test('isolated, with onnxruntime-web served: ours, plain JS and ORT at 1 and all
     assert.match(gflops, /^\d+\.\d$/);
     assert.match(relative, /^\d+\.\d\d×$/);
   }
-  assert.match(await page.textContent('.bench-panel-status'), /^Done: medians of 2 rounds/);
+  assert.equal(await page.textContent('.bench-panel-status'), 'Done: small causal (1, 4, 64, 64, 32), medians of 2 rounds on this device.');
   await page.screenshot({ path: new URL('bench-panel.png', ARTIFACTS).pathname, fullPage: true });
+  // update(): other strings and shape labels (a page's language switch), the results kept.
+  const shapes = await page.evaluate(() => [...document.querySelectorAll('.bench-panel option')].map((o) => o.textContent));
+  await page.evaluate(() => window.panel.update({
+    text: { done: 'Fertig: {shape}, {rounds} Runden.', oneThread: '1 Thread', engine: 'Engine' },
+    shapes: [{ label: 'A' }, { label: 'B' }].map((s, i) => ({ batch: 1, heads: 4, seqQ: 64, seqK: 64, headDim: 32, causal: i === 1, ...s })),
+  }));
+  assert.equal(await page.textContent('.bench-panel-status'), 'Fertig: B, 2 Runden.');
+  assert.deepEqual(await page.evaluate(() => [...document.querySelectorAll('.bench-panel option')].map((o) => o.textContent)), ['A', 'B']);
+  assert.equal(await page.inputValue('.bench-panel select'), '1', 'the pick stays');
+  assert.ok((await page.textContent('.bench-panel-results')).includes('attention-wasm, 1 Thread'));
+  assert.equal(await page.textContent('.bench-panel-results thead th'), 'Engine');
+  assert.equal(await page.textContent('.bench-panel button'), 'Run benchmark', 'strings not given stay English');
+  assert.equal(shapes.length, 2);
+  const wrong = await page.evaluate(() => { try { window.panel.update({ shapes: [] }); } catch (e) { return e.message; } return null; });
+  assert.equal(wrong, 'mountBenchPanel: update({ shapes }) needs 2 shapes, got 0');
   assert.deepEqual(problems, []);
 });
 

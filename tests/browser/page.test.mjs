@@ -219,7 +219,12 @@ test('under a strict Content-Security-Policy every section works', async () => {
   const { page, problems } = await openDemo(demo.browser, demo.strictServer.url);
   const s = await demoState(page);
   checkWalkthrough(s.walk);
-  assert.ok(s.words && s.heads, 'the words and multi-head sections rendered');
+  assert.ok(s.words && s.heads && s.position && s.decode && s.masks, 'every section rendered');
+  await page.click('#decode-next');
+  assert.equal((await demoState(page)).decode.steps.length, 1, 'the KV cache decodes');
+  await page.click('#learn-export');
+  const [download] = await Promise.all([page.waitForEvent('download'), page.click('#learn-download')]);
+  assert.equal(download.suggestedFilename(), 'attention-weights.json');
   await page.fill('input[name="seqQ"]', '32');
   await page.fill('input[name="seqK"]', '48');
   await page.click('#playground button[type="submit"]');
@@ -242,9 +247,11 @@ test('without cross-origin isolation: one thread, the reason shown, the same num
 
 test('a phone-sized screen: no sideways scrolling of the page or of any table, in both languages', async () => {
   const { page, problems } = await openDemo(demo.browser, demo.server.url, { viewport: PHONE });
+  await page.click('#decode-all');
+  await page.click('#learn-export');
   for (const lang of ['en', 'zh']) {
     await page.click(`button[data-lang="${lang}"]`);
-    await page.check('#causal');  // the widest state: −∞ cells, the empty-row note
+    await page.check('#causal');  // the widest state: −∞ cells, the empty-row note, every word decoded
     await page.check('#key-masks input[data-key="0"]');
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
     assert.ok(overflow <= 0, `${lang}: no horizontal scrolling (overflow ${overflow}px)`);

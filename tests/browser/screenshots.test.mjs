@@ -1,11 +1,12 @@
 // Screenshots of every section of the demo page — desktop, 中文 and a phone — after a playground
-// run and a finished training, into artifacts/ (demo-*.png for the whole page, sections/ for each
+// run, a finished training with its weights exported, three decoding steps and a short benchmark
+// run, into artifacts/ (demo-*.png for the whole page, sections/ for each
 // section), so that a person can look at them. It fails on console errors or sideways overflow.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { PHONE, openDemo, pageShot, sectionShot, startDemo } from './demo.mjs';
 
-const SECTIONS = ['walk', 's1', 's2', 's3', 's4', 's5', 'words', 'heads', 'learn', 'play'];
+const SECTIONS = ['walk', 's1', 's2', 's3', 's4', 's5', 'words', 'heads', 'position', 'decode', 'learn', 'play', 'bench'];
 let demo;
 before(async () => { demo = await startDemo(); });
 after(async () => { await demo?.close(); });
@@ -20,6 +21,10 @@ test('screenshots of every section: desktop, 中文, phone', async () => {
   await page.waitForSelector('#play-status[data-state="result"]', { timeout: 60000 });
   await page.waitForSelector('#learn-status[data-state="converged"]', { timeout: 90000 });
   await page.hover('#outputs tbody tr:nth-child(3)');
+  await page.click('#learn-export');
+  for (let i = 0; i < 3; i++) await page.click('#decode-next');
+  await page.evaluate(() => window.attentionDemo.benchPanel.run({ label: '(1, 4, 64, 64, 32)', batch: 1, heads: 4, seqQ: 64, seqK: 64, headDim: 32 },
+    { warmMs: 50, rounds: 2, turnMs: 50, settleMs: 10 }));
   for (const [name, lang, viewport] of [['desktop', 'en', { width: 1200, height: 900 }], ['zh', 'zh'], ['mobile', 'en', PHONE]]) {
     if (viewport) await page.setViewportSize(viewport);
     await page.click(`button[data-lang="${lang}"]`);

@@ -1,9 +1,12 @@
 // The demo page's sections after the walk-through, in headless Chromium: real words as tokens
 // and multi-head attention (every matrix against tests/js/reference.mjs, the layer against
 // referenceMha), and "Watch it learn" (training stops by itself, disabled buttons look disabled,
-// the chart has its axes).
+// the chart has its axes, the exported weights make a layer of one's own that has learned).
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { after, before, test } from 'node:test';
+import { loadAttention } from '../../dist/node.mjs';
+import { BATCH, makeTask } from '../../web/learn.mjs';
 import { referenceAttention, referenceLinear, referenceMha } from '../js/reference.mjs';
 import { demoState, near, openDemo, shownAs, startDemo, tableCells } from './demo.mjs';
 
@@ -127,8 +130,37 @@ test('watch it learn: training stops by itself at convergence, with the weights 
     assert.ok(Math.abs(row.reduce((a, b) => a + b, 0) - 1) < 0.05, `row sums to 1: ${row}`);
     assert.ok(row[targets[i]] >= 0.9, `query ${i + 1} picks its key ${targets[i] + 1}: ${row}`);
   });
+
+  // Export: the weights as JSON, shown and as a download, from which a layer of one's own (made
+  // as its "load" line says, in Node) has learned the task too.
+  assert.equal(await page.isHidden('#learn-export-box'), true);
+  await page.click('#learn-export');
+  const text = await page.inputValue('#learn-export-text');
+  const json = JSON.parse(text);
+  assert.equal(json.step, steps);
+  assert.match(await page.textContent('#learn-export-note'), new RegExp(`at step ${steps} `));
+  const [download] = await Promise.all([page.waitForEvent('download'), page.click('#learn-download')]);
+  assert.equal(download.suggestedFilename(), 'attention-weights.json');
+  assert.equal(readFileSync(await download.path(), 'utf8'), text);
+  assert.deepEqual(Object.keys(json.weights).sort(), ['bk', 'bo', 'bq', 'bv', 'wk', 'wo', 'wq', 'wv']);
+  for (const [name, values] of Object.entries(json.weights)) {
+    assert.equal(values.length, name.startsWith('w') ? 64 : 8);
+    // Nine significant digits: each number is a float32 written exactly (it reads back as itself).
+    for (const v of values) assert.equal(Number(Math.fround(v).toPrecision(9)), v, `${name}: ${v}`);
+  }
+  const lib = await loadAttention({ threads: 1 });
+  const layer = new Function('lib', 'json', `${json.load}; return layer;`)(lib, json);
+  assert.deepEqual(layer.config, { ...json.config, headDim: 8 });
+  for (const [name, w] of Object.entries(layer.getWeights())) assert.deepEqual([...w], json.weights[name].map(Math.fround), name);
+  const task = makeTask();
+  const y = layer.forward(task.queries, task.keys, task.values, { batch: BATCH });
+  const loss = y.reduce((s, v, i) => s + (v - task.targets[i]) ** 2, 0) / y.length;
+  assert.ok(loss < 1e-4, `the exported layer has learned: loss ${loss}`);
+  layer.dispose();
+
   await page.click('#learn-reset');
   assert.equal(await page.getAttribute('#learn-status', 'data-state'), 'idle');
+  assert.equal(await page.isHidden('#learn-export-box'), true);
   assert.equal((await looks('#learn-start')).disabled, false);
   assert.deepEqual(problems, []);
 });

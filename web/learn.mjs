@@ -132,7 +132,8 @@ export function startLearning(lib, strings) {
 // significant digits give back every float32 exactly.
 export function weightsJson(layer, losses) {
   const number = (x) => String(Number(x.toPrecision(9)));
-  const { embedDim, numHeads, numKvHeads, kdim, vdim, bias } = layer.config;  // what the constructor takes
+  // The constructor's sizes (this section's layer has no rotary, window, softcap, ALiBi or sinks).
+  const { embedDim, numHeads, numKvHeads, kdim, vdim, bias } = layer.config;
   const config = { embedDim, numHeads, numKvHeads, kdim, vdim, bias };
   const weights = Object.entries(layer.getWeights()).map(([name, w]) => `    "${name}": [${Array.from(w, number).join(', ')}]`);
   return [

@@ -150,7 +150,8 @@ test('watch it learn: training stops by itself at convergence, with the weights 
   }
   const lib = await loadAttention({ threads: 1 });
   const layer = new Function('lib', 'json', `${json.load}; return layer;`)(lib, json);
-  assert.deepEqual(layer.config, { ...json.config, headDim: 8 });
+  assert.deepEqual(json.config, { embedDim: 8, numHeads: 1, numKvHeads: 1, kdim: 8, vdim: 8, bias: true });
+  for (const [key, value] of Object.entries(json.config)) assert.equal(layer.config[key], value, key);
   for (const [name, w] of Object.entries(layer.getWeights())) assert.deepEqual([...w], json.weights[name].map(Math.fround), name);
   const task = makeTask();
   const y = layer.forward(task.queries, task.keys, task.values, { batch: BATCH });

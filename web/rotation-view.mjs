@@ -13,6 +13,29 @@ function node(tag, attrs = {}, text) {
   return el;
 }
 
+// A key's word just past its arrow's tip, `r` from the centre: to the right of arrows pointing
+// right, to the left of those pointing left, above or below the ones pointing up or down.
+function placeLabel(text, cx, cy, [ux, uy], r) {
+  const anchor = ux > 0.3 ? 'start' : ux < -0.3 ? 'end' : 'middle';
+  for (const [k, v] of Object.entries({ x: cx + ux * r, y: cy - uy * r + 4 - 4 * uy, 'text-anchor': anchor })) text.setAttribute(k, String(v));
+}
+
+const overlap = (a, b) => a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height;
+
+// Keys a few positions apart point almost the same way; once the labels are laid out (their
+// sizes known), each one that would cover an earlier one (or the title) moves outwards.
+function spreadLabels(g, cx, cy) {
+  const placed = [g.querySelector('.pair-title').getBBox()];
+  for (const text of g.querySelectorAll('.key-label')) {
+    const dir = [Number(text.dataset.ux), Number(text.dataset.uy)];
+    for (let r = RADIUS + 7; r <= RADIUS + 37; r += 5) {
+      placeLabel(text, cx, cy, dir, r);
+      if (!placed.some((box) => overlap(box, text.getBBox()))) break;
+    }
+    placed.push(text.getBBox());
+  }
+}
+
 // pairs: [{ title, keys: [[x, y] per position], query: [x, y] }]; labels: a word per position;
 // chosen: the query's position (its own key is drawn too); unit: the vectors' length.
 export function drawRotation(svg, { pairs, labels, chosen, unit, queryLabel }) {
@@ -30,14 +53,17 @@ export function drawRotation(svg, { pairs, labels, chosen, unit, queryLabel }) {
       const [x, y] = at(k);
       g.append(node('line', { x1: cx, y1: cy, x2: x, y2: y, class: p === chosen ? 'key own' : 'key' }));
       g.append(node('circle', { cx: x, cy: y, r: 2.5, class: 'key-tip' }));
-      const [lx, ly] = at(k, RADIUS + 15);
-      g.append(node('text', { x: lx, y: ly + 4, class: 'key-label', 'text-anchor': 'middle' }, labels[p]));
+      const len = Math.hypot(...k) || 1;
+      const text = node('text', { class: 'key-label', 'data-ux': k[0] / len, 'data-uy': k[1] / len }, labels[p]);
+      placeLabel(text, cx, cy, [k[0] / len, k[1] / len], RADIUS + 7);
+      g.append(text);
     });
     const [qx, qy] = at(pair.query, RADIUS - 10);
     g.append(node('line', { x1: cx, y1: cy, x2: qx, y2: qy, class: 'query' }));
     g.append(node('circle', { cx: qx, cy: qy, r: 4, class: 'query-tip' }));
-    parts.push(g);
+    parts.push({ g, cx, cy });
   });
-  parts.push(node('text', { x: BOX * pairs.length / 2, y: BOX + 16, class: 'rotation-legend', 'text-anchor': 'middle' }, queryLabel));
-  svg.replaceChildren(...parts);
+  const legend = node('text', { x: BOX * pairs.length / 2, y: BOX + 16, class: 'rotation-legend', 'text-anchor': 'middle' }, queryLabel);
+  svg.replaceChildren(...parts.map((p) => p.g), legend);
+  for (const { g, cx, cy } of parts) spreadLabels(g, cx, cy);
 }

@@ -126,7 +126,8 @@ async function checkDrawing(page, p, n) {
     const [cx, cy] = ['cx', 'cy'].map((a) => Number(orbit.getAttribute(a)));
     const angle = (line) => Math.atan2(cy - Number(line.getAttribute('y2')), Number(line.getAttribute('x2')) - cx);
     return { keys: [...g.querySelectorAll('line.key')].map(angle), query: angle(g.querySelector('line.query')),
-      labels: [...g.querySelectorAll('text.key-label')].map((t) => t.textContent) };
+      labels: [...g.querySelectorAll('text.key-label')].map((t) => t.textContent),
+      boxes: [...g.querySelectorAll('text.key-label')].map((t) => { const b = t.getBBox(); return [b.x, b.y, b.x + b.width, b.y + b.height]; }) };
   }));
   assert.equal(pairs.length, 2);
   const same = (a, b) => Math.abs(Math.atan2(Math.sin(a - b), Math.cos(a - b))) < 1e-3;
@@ -137,5 +138,11 @@ async function checkDrawing(page, p, n) {
     assert.ok(same(pair.query, Math.atan2(p.rq[i * D + 2 * c + 1], p.rq[i * D + 2 * c])), `pair ${c}: the query`);
     if (i > 0) assert.ok(same(pair.query, pair.keys[i - 1]), `pair ${c}: the query points at the key of the word before`);
     assert.equal(pair.labels[0].startsWith(p.tokens[0]), true);
+    // Every word can be read: no two labels overlap, and each lies inside the drawing.
+    pair.boxes.forEach((a, j) => {
+      assert.ok(a[0] >= 0 && a[2] <= 200 * pairs.length && a[1] >= 0 && a[3] <= 220, `pair ${c}: ${pair.labels[j]} inside the drawing`);
+      pair.boxes.slice(j + 1).forEach((b, k) => assert.ok(a[2] <= b[0] || b[2] <= a[0] || a[3] <= b[1] || b[3] <= a[1],
+        `pair ${c}: the labels ${pair.labels[j]} and ${pair.labels[j + 1 + k]} overlap`));
+    });
   });
 }

@@ -3,6 +3,7 @@
 // row range of every head (and of every batch entry that shares the positions) with it, so the
 // trigonometry is paid once per position, not once per head.
 #include "rotary.h"
+#include "sincos.h"
 
 #include <algorithm>
 #include <atomic>
@@ -58,8 +59,7 @@ struct Frequencies {
     if (!data) return false;
     for (int c = 0; c < h; ++c) {
       theta()[c] = 1.0 / std::pow(p.base, 2.0 * c / p.rotary_dim);
-      step_cos()[c] = std::cos(theta()[c]);
-      step_sin()[c] = std::sin(theta()[c]);
+      trig::sincos(theta()[c], &step_sin()[c], &step_cos()[c]);
     }
     return true;
   }
@@ -117,8 +117,7 @@ void fill_table(const RotaryParams& p, const Frequencies& f, int group, int t0, 
     } else {
       for (int c = 0; c < h; ++c) {
         const double angle = static_cast<double>(pos) * f.theta()[c];
-        cos_d[c] = std::cos(angle);
-        sin_d[c] = std::sin(angle);
+        trig::sincos(angle, &sin_d[c], &cos_d[c]);
       }
     }
     put_row(p, cos_d, sin_d, row);

@@ -1,0 +1,99 @@
+// A MultiHeadAttention's parameters in setWeights layout — the projections wq, wk, wv, wo
+// (nn.Linear [out, in]), with bias bq, bk, bv, bo, with sinks the sink logits: their sizes, the
+// checks of setWeights, and moving them in and out of the C++ layer.
+import { coreError } from './heap.mjs';
+import { checkFloat32, checkKnownKeys, given } from './shapes.mjs';
+
+export const PROJECTIONS = [['wq', 'bq'], ['wk', 'bk'], ['wv', 'bv'], ['wo', 'bo']];
+
+// name → float count of every parameter the layer has.
+export function weightSizes(config) {
+  const { embedDim: e, kdim, vdim, numKvHeads, headDim, bias } = config;
+  const kv = numKvHeads * headDim;
+  const sizes = { wq: e * e, wk: kv * kdim, wv: kv * vdim, wo: e * e };
+  if (bias) Object.assign(sizes, { bq: e, bk: kv, bv: kv, bo: e });
+  if (config.sinks) sizes.sinks = config.numHeads;
+  return sizes;
+}
+
+export const totalCount = (sizes) => Object.values(sizes).reduce((a, b) => a + b, 0);
+
+// The addresses of four staged projections' arrays and the sinks (names `${prefix}wq` …
+// `${prefix}bo`, `${prefix}sinks`, plus `extra`) for the C++ MhaGrads, which also carries
+// weights and Adam moments.
+export function gradAddresses(call, extra = {}, prefix = 'g_') {
+  const all = { dOut: 0, dQuery: 0, dKey: 0, dValue: 0, dSinks: call.address(`${prefix}sinks`) };
+  for (const [w, b] of PROJECTIONS) {
+    all[`dW${w[1]}`] = call.address(prefix + w);
+    all[`dB${w[1]}`] = call.address(prefix + b);
+  }
+  for (const [field, name] of Object.entries(extra)) all[field] = call.address(name);
+  return all;
+}
+
+// Fresh arrays, name → copy of the staged `${prefix}${name}`, for every name of `sizes`.
+export const copyAllOut = (call, sizes, prefix = '') =>
+  Object.fromEntries(Object.entries(sizes).map(([name, n]) => [name, call.copyOut(`${prefix}${name}`, new Float32Array(n))]));
+
+// `object` holds exactly the arrays `sizes` names (name → float count), each a Float32Array.
+export function checkArrays(fn, label, object, sizes, needs) {
+  checkKnownKeys(fn, object, Object.keys(sizes), label, needs);
+  for (const [name, n] of Object.entries(sizes)) {
+    if (!given(object[name])) throw new TypeError(`${fn}: ${label}.${name} is required (a Float32Array of ${n})`);
+    checkFloat32(`${label}.${name}`, object[name], n, `${n} values`, fn);
+  }
+}
+
+// setWeights(weights): every shape checked before any is copied; all at once (C++ packs them
+// into new buffers), so on failure the old weights stay.
+export function writeWeights(M, arena, core, config, weights) {
+  const { embedDim: e, kdim, vdim, numKvHeads, headDim, bias } = config;
+  const kv = numKvHeads * headDim;
+  checkKnownKeys('setWeights', weights, [...PROJECTIONS.flat(), 'sinks'], 'weights', ' with wq, wk, wv and wo');
+  const shapes = {
+    wq: [e, e, 'embedDim', 'embedDim'], wk: [kv, kdim, 'numKvHeads·headDim', 'kdim'],
+    wv: [kv, vdim, 'numKvHeads·headDim', 'vdim'], wo: [e, e, 'embedDim', 'embedDim'],
+  };
+  for (const [w, b] of PROJECTIONS) {
+    const [rows, cols, rowName, colName] = shapes[w];
+    if (!given(weights[w])) throw new TypeError(`weights.${w} is required (a Float32Array [${rowName} ${rows} × ${colName} ${cols}])`);
+    checkFloat32(`weights.${w}`, weights[w], rows * cols, `${rowName} ${rows} × ${colName} ${cols}`);
+    if (bias) {
+      if (!given(weights[b])) throw new TypeError(`weights.${b} is required (a Float32Array [${rows}]), since the layer has bias: true`);
+      checkFloat32(`weights.${b}`, weights[b], rows, `${rowName} ${rows}`);
+    } else if (given(weights[b])) {
+      throw new TypeError(`weights.${b} was given, but the layer was created with bias: false`);
+    }
+  }
+  const { sinks: hasSinks, numHeads } = config;
+  if (hasSinks) {
+    if (!given(weights.sinks)) throw new TypeError(`weights.sinks is required (a Float32Array [numHeads ${numHeads}]), since the layer has sinks: true`);
+    checkFloat32('weights.sinks', weights.sinks, numHeads, `numHeads ${numHeads}`, 'setWeights');
+    const bad = weights.sinks.findIndex((x) => !(Number.isFinite(x) || x === -Infinity));
+    if (bad >= 0) throw new RangeError(`setWeights: weights.sinks[${bad}] is ${weights.sinks[bad]}; sinks must be finite or -Infinity`);
+  } else if (given(weights.sinks)) {
+    throw new TypeError('weights.sinks was given, but the layer was created without sinks: true');
+  }
+  const inputs = Object.fromEntries([...PROJECTIONS.flat(), 'sinks'].map((name) => [`w_${name}`, given(weights[name]) ? weights[name] : undefined]));
+  const bytes = Object.values(inputs).reduce((n, a) => n + (a ? a.byteLength : 0), 0);
+  arena.call('setWeights', inputs, {}, bytes + 4 * 16 * 4 * e, (call) => {
+    const error = core.setWeights(gradAddresses(call, {}, 'w_'));
+    if (error) throw coreError(M, error);
+  });
+}
+
+// getWeights(): fresh arrays the caller owns.
+export function readWeights(M, arena, core, config) {
+  const sizes = weightSizes(config);
+  return arena.call('getWeights', {}, sizes, 0, (call) => {
+    PROJECTIONS.forEach(([w, b], which) => {
+      const error = core.getWeight(which, call.address(w), call.address(b));
+      if (error) throw coreError(M, error);
+    });
+    if (sizes.sinks) {
+      const error = core.getSinks(call.address('sinks'));
+      if (error) throw coreError(M, error);
+    }
+    return copyAllOut(call, sizes);
+  });
+}

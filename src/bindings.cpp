@@ -3,6 +3,7 @@
 // them into an attn::AttentionParams. Errors come back as strings (empty = success), so no
 // C++ exception ever has to cross into JS.
 #include <emscripten/bind.h>
+#include <emscripten/heap.h>
 #include <malloc.h>
 
 #include <cstdint>
@@ -290,6 +291,8 @@ std::string cache_append(attn::KvCache& cache, std::uintptr_t key, std::uintptr_
 std::string cache_truncate(attn::KvCache& cache, int n) { return message(cache.truncate(n)); }
 std::string cache_check_queries(const attn::KvCache& cache, int seq_q) { return message(cache.check_queries(seq_q)); }
 double cache_bytes(const attn::KvCache& cache) { return static_cast<double>(cache.bytes()); }
+// Where its keys start in wasm memory (tests check caches placed past 2 GiB).
+double cache_address(const attn::KvCache& cache) { return static_cast<double>(cache.key_address()); }
 
 // attention() over a cache: the call's query, outputs, masks and variants; K, V from the cache.
 std::string run_attention_cached(const JsAttentionCall& c, const attn::KvCache& cache) {
@@ -336,8 +339,11 @@ std::string run_rotary(const JsRotaryCall& c) {
 
 std::string version() { return ATTN_VERSION; }
 
-// Bytes currently allocated by malloc in this module (leak checks in the tests).
-double heap_in_use() { return static_cast<double>(mallinfo().uordblks); }
+// Bytes currently allocated by malloc in this module (leak checks in the tests). mallinfo's
+// fields are declared int but hold dlmalloc's size_t: read unsigned, or past 2 GiB it is negative.
+double heap_in_use() { return static_cast<double>(static_cast<std::uint32_t>(mallinfo().uordblks)); }
+// The most the heap can grow to (-sMAXIMUM_MEMORY: 4 GiB less one 64 KiB page).
+double heap_max() { return static_cast<double>(emscripten_get_heap_max()); }
 // Bytes of the last allocation inside the C++ core that failed (for out-of-memory messages).
 double last_failed_allocation() { return static_cast<double>(attn::g_last_failed_allocation.load()); }
 // The module's SIMD level for lib.info.simd: the kernel reports its instruction set, and a
@@ -490,10 +496,12 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .function("length", &attn::KvCache::length)
       .function("held", &attn::KvCache::held)
       .function("bytes", &cache_bytes)
+      .function("address", &cache_address)
       .function("checkQueries", &cache_check_queries);
   function("attentionCached", &run_attention_cached);
   function("version", &version);
   function("heapInUse", &heap_in_use);
+  function("heapMax", &heap_max);
   function("lastFailedAllocation", &last_failed_allocation);
   function("setNumThreads", &attn::set_num_threads);
   function("numThreads", &attn::num_threads);

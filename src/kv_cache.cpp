@@ -68,11 +68,13 @@ std::size_t KvCache::element_bytes() const {
 const char* KvCache::allocate(const KvCacheConfig& c) {
   if (const char* err = validate(c)) return err;
   const std::size_t bytes = c.dtype == KvType::f32 ? 4 : c.dtype == KvType::f16 ? 2 : 1;
-  const std::size_t rows = static_cast<std::size_t>(c.batch) * c.max_seq * c.kv_heads;
+  // Checked: in wasm32 size_t is 32 bits, and the sizes come straight from the caller.
+  const std::size_t rows = size_product(size_product(c.batch, c.max_seq), c.kv_heads);
   ByteBuffer k, v;
   FloatBuffer ks, vs;
   const bool scales = c.dtype == KvType::i8;
-  if (!k.allocate(rows * c.head_dim * bytes) || !v.allocate(rows * c.value_dim * bytes) ||
+  if (!k.allocate(size_product(size_product(rows, c.head_dim), bytes)) ||
+      !v.allocate(size_product(size_product(rows, c.value_dim), bytes)) ||
       (scales && (!ks.allocate(rows) || !vs.allocate(rows))))
     return "kv cache: out of memory";
   config_ = c;

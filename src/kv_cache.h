@@ -56,6 +56,7 @@ class KvCache {
   const KvCacheConfig& config() const { return config_; }
   bool allocated() const { return k_.data != nullptr; }
   std::size_t bytes() const;               // memory of K, V and scales
+  std::uintptr_t key_address() const { return reinterpret_cast<std::uintptr_t>(k_.get()); }
 
   // Fills p.key, p.value, p.kv_type, scales, strides, kv_ring, kv_first and seq_k for attention
   // over every position held (queries are the last seq_q positions); a ring also sets causal

@@ -1,6 +1,6 @@
 // The library object that loadAttention() resolves to: checks arguments, copies tensors into
 // one reused heap block, runs the kernel, copies the results out into caller-owned arrays.
-import { coreError, HeapArena, kernelWorkspaceBytes, WASM_MEMORY_LIMIT } from './heap.mjs';
+import { coreError, HeapArena, kernelWorkspaceBytes, wasmMemoryLimit } from './heap.mjs';
 import { makeKVCacheClass } from './kvcache.mjs';
 import { makeMultiHeadAttention } from './mha.mjs';
 import { makeRotary } from './rotary.mjs';
@@ -173,7 +173,7 @@ export function createLibrary(M, { threads = M.numThreads(), threadsReason = 're
   }
 
   function memoryUsage() {
-    return { wasmMemory: M.HEAPU8.length, arena: arena.capacity, heapInUse: M.heapInUse(), wasmMemoryLimit: WASM_MEMORY_LIMIT };
+    return { wasmMemory: M.HEAPU8.length, arena: arena.capacity, heapInUse: M.heapInUse(), wasmMemoryLimit: wasmMemoryLimit(M) };
   }
 
   // Gives the arena back to the module's allocator (for a cache or weights); returns its bytes.

@@ -1,12 +1,23 @@
 // Moving arrays in and out of wasm memory. One malloc'd block is reused by every call (calls are
 // synchronous, so it is never shared) and grown when a call needs more; a block far larger than
 // usual is given back when its call ends. Heap views are taken fresh after anything that may
-// grow memory, since growth replaces them.
+// grow memory, since growth replaces them. (In a threaded build a worker thread may grow memory
+// too; the glue makes Module.HEAP* again as it reads a call's string result, so they are current
+// after every call.)
+//
+// Every build may grow to all of wasm32's 4 GiB (-sMAXIMUM_MEMORY=4GB; Emscripten's allocator
+// stops one 64 KiB page short, M.heapMax()). Addresses from 2 GiB up do not fit a signed int32,
+// and wasm returns an i32 to JS signed: every address read here is made unsigned (>>> 0, >>> 2).
 import { kindOf } from './shapes.mjs';
 
-// wasm32 with ALLOW_MEMORY_GROWTH stops at 2 GiB; leave room for the module's own data.
-export const WASM_MEMORY_LIMIT = 2 ** 31;
-export const MAX_HEAP_BYTES = WASM_MEMORY_LIMIT - 32 * 2 ** 20;
+// Room left for the module's own data (stack, static data, the C++ objects of layers and caches).
+const RESERVED_BYTES = 32 * 2 ** 20;
+// The largest single block: dlmalloc asks for less than 2 GiB at a time, and the kernel indexes
+// within a block with signed 32-bit offsets (ptrdiff_t in wasm32); HeapBuffer refuses more too.
+export const MAX_BLOCK_BYTES = 2 ** 31 - 2 ** 20;
+// The most wasm memory can grow to, and how much of it a call, cache or layer may ask for.
+export const wasmMemoryLimit = (M) => M.heapMax();
+const usableBytes = (M) => wasmMemoryLimit(M) - RESERVED_BYTES;
 // Between calls the arena keeps at most this much; a call that needs more gets a block that is
 // freed when the call returns (so one huge call does not hold memory a cache may need later).
 export const ARENA_KEEP_BYTES = 16 * 2 ** 20;
@@ -19,6 +30,7 @@ export const kernelWorkspaceBytes = (seqK, headDim, valueDim = headDim) =>
   Math.ceil(seqK / KEYS_PER_BLOCK) * KEYS_PER_BLOCK * (headDim + Math.ceil(valueDim / 16) * 16) * 4 + 2 ** 16;
 const alignUp = (n) => Math.ceil(n / ALIGN) * ALIGN;
 const mib = (n) => `${Math.ceil(n / 2 ** 20)} MiB`;
+
 // Sizes in messages: "512 KiB", "6.0 MiB", "1.50 GiB".
 export function formatBytes(n) {
   if (n >= 2 ** 30) return `${(n / 2 ** 30).toFixed(2)} GiB`;
@@ -28,12 +40,12 @@ export function formatBytes(n) {
 
 const OOM_HINT = 'dispose() layers and caches that are no longer needed, call lib.trim(), or split the work into smaller calls';
 
-// "(asked for …; … in use, wasm memory … of at most 2.00 GiB); <hint>": what every out-of-memory
+// "(asked for …; … in use, wasm memory … of at most 4.00 GiB); <hint>": what every out-of-memory
 // message ends with.
 function memoryReport(M, askedBytes) {
   const asked = askedBytes > 0 && askedBytes < 2 ** 53 ? `asked for ${formatBytes(askedBytes)}; ` : '';
   return `(${asked}${formatBytes(M.heapInUse())} in use, wasm memory ${formatBytes(M.HEAPU8.length)} ` +
-    `of at most ${formatBytes(WASM_MEMORY_LIMIT)}); ${OOM_HINT}`;
+    `of at most ${formatBytes(wasmMemoryLimit(M))}); ${OOM_HINT}`;
 }
 
 // The Error for a message from the C++ core; an out-of-memory one gets the sizes (`askedBytes`,
@@ -43,10 +55,16 @@ export function coreError(M, message, askedBytes = M.lastFailedAllocation()) {
   return new Error(`attention-wasm: ${message}`);
 }
 
-// Throws a RangeError naming `fn` if `bytes` cannot fit in wasm32 memory.
-export function checkMemory(fn, bytes) {
-  if (bytes > MAX_HEAP_BYTES) {
-    throw new RangeError(`${fn}: this call needs ${mib(bytes)} of wasm memory, more than the ${mib(MAX_HEAP_BYTES)} a wasm32 module can use; split the batch or the heads`);
+// Throws a RangeError naming `fn` if `bytes` cannot fit in wasm32 memory, or its largest single
+// block (`block`: the call's arguments and results, one buffer of a cache) cannot be allocated.
+// `what` and `hint` word the message ('this call', 'split the batch or the heads').
+export function checkMemory(M, fn, bytes, { block = 0, what = 'this call', hint = 'split the batch or the heads' } = {}) {
+  if (bytes > usableBytes(M)) {
+    throw new RangeError(`${fn}: ${what} needs ${mib(bytes)} of wasm memory, more than the ${mib(usableBytes(M))} a wasm32 module can use; ${hint}`);
+  }
+  if (block > MAX_BLOCK_BYTES) {
+    throw new RangeError(`${fn}: ${what} needs ${mib(block)} in one block of wasm memory, more than the ${mib(MAX_BLOCK_BYTES)} ` +
+      `one wasm32 allocation can hold; ${hint}`);
   }
 }
 
@@ -62,7 +80,7 @@ export class HeapArena {
     const M = this.module;
     this.trim();
     const size = Math.ceil(bytes / 65536) * 65536;
-    this.ptr = M._malloc(size);
+    this.ptr = M._malloc(size) >>> 0;
     this.capacity = this.ptr ? size : 0;
     if (!this.ptr) {
       throw new Error(`attention-wasm: out of memory for the call's arguments and results ${memoryReport(M, size)}`);
@@ -106,22 +124,22 @@ export class HeapArena {
     };
     for (const [name, array] of Object.entries(inputs)) if (array) place(name, array.byteLength);
     for (const [name, count] of Object.entries(outputs)) place(name, count * 4);
-    checkMemory(fn, bytes + extraBytes);
-
     const M = this.module;
+    checkMemory(M, fn, bytes + extraBytes, { block: bytes });
+
     const base = this.reserve(bytes);
     for (const [name, array] of Object.entries(inputs)) {
       if (!array) continue;
       const at = base + offsets[name];
       const kind = kindOf(array);
       if (kind === 'Uint8Array') M.HEAPU8.set(array, at);
-      else if (kind === 'Int32Array') M.HEAP32.set(array, at >> 2);
-      else M.HEAPF32.set(array, at >> 2);
+      else if (kind === 'Int32Array') M.HEAP32.set(array, at >>> 2);
+      else M.HEAPF32.set(array, at >>> 2);
     }
     return {
       address: (name) => (name in offsets ? base + offsets[name] : 0),
       copyOut: (name, target) => {
-        const start = (base + offsets[name]) >> 2;
+        const start = (base + offsets[name]) >>> 2;
         target.set(M.HEAPF32.subarray(start, start + target.length));  // fresh view
         return target;
       },

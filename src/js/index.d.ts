@@ -237,7 +237,8 @@ export interface AttentionLibrary {
    * calls at most 16 MiB: a call that needs more gets a block that is freed when it returns);
    * `heapInUse` is what is currently allocated inside the module (weights, caches, the arena),
    * which returns to its level when objects are disposed; `wasmMemoryLimit` is the most
-   * `wasmMemory` can grow to (2 GiB, wasm32).
+   * `wasmMemory` can grow to (4 GiB less one 64 KiB page, all of wasm32, in every build; one
+   * block — a cache's keys or values, a call's arguments and results — is at most 2 GiB − 1 MiB).
    */
   memoryUsage(): { wasmMemory: number; arena: number; heapInUse: number; wasmMemoryLimit: number };
 

@@ -12,11 +12,14 @@ const DTYPE_BYTES = { float32: 4, float16: 2, int8: 1 };
 const CACHE_OPTIONS = ['batch', 'kvHeads', 'headDim', 'valueDim', 'maxSeq', 'dtype', 'window'];
 const APPEND_OPTIONS = ['seq', 'layout'];
 
-// Bytes of K, V (and int8 scales) for a cache of these sizes.
+// Bytes of K, V (and int8 scales) for a cache of these sizes, and of its largest buffer (K or V).
 export function cacheBytes({ batch, kvHeads, headDim, valueDim, maxSeq, dtype }) {
   const rows = batch * maxSeq * kvHeads;
   return rows * (headDim + valueDim) * DTYPE_BYTES[dtype] + (dtype === 'int8' ? 8 * rows : 0);
 }
+const largestBuffer = ({ batch, kvHeads, headDim, valueDim, maxSeq, dtype }) =>
+  batch * maxSeq * kvHeads * Math.max(headDim, valueDim) * DTYPE_BYTES[dtype];
+const SMALLER = "store it smaller: dtype 'float16' halves it, 'int8' quarters it, fewer positions (maxSeq) shrink it";
 
 // dtype and window options (shared by createKVCache and MultiHeadAttention.createCache).
 export function resolveStorage(fn, options, maxSeqGiven) {
@@ -160,13 +163,13 @@ export function makeKVCacheClass(M, arena, registry) {
 
   // A cache of `sizes` ({ batch, kvHeads, headDim, valueDim, maxSeq, dtype, window }).
   function newCache(fn, sizes, owner) {
-    checkMemory(fn, cacheBytes(sizes));
+    checkMemory(M, fn, cacheBytes(sizes), { block: largestBuffer(sizes), what: 'this cache', hint: SMALLER });
     const core = new M.KvCacheCore();
     const error = core.allocate({ ...sizes, dtype: DTYPE_CODE[sizes.dtype] });
     if (error) {
       core.delete();
       const e = coreError(M, error, cacheBytes(sizes));
-      if (/out of memory/.test(error)) e.message += `; or store it smaller: dtype 'float16' halves it, 'int8' quarters it, fewer positions (maxSeq) shrink it`;
+      if (/out of memory/.test(error)) e.message += `; or ${SMALLER}`;
       throw e;
     }
     return new KVCache(core, Object.freeze({ ...sizes }), owner);

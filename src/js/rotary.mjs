@@ -147,7 +147,7 @@ export function makeRotary(M, arena) {
       let heap = M.HEAPF32;
       for (let i = 0; i < pieces; i++) {
         const from = (i * r.seq + t0) * pieceRow;
-        heap.set(src.subarray(from, from + piece), (chunk >> 2) + i * piece);
+        heap.set(src.subarray(from, from + piece), (chunk >>> 2) + i * piece);
       }
       const error = M.rotary({
         x: chunk, positions: positions ? call.address('positions') + 4 * t0 : 0,
@@ -160,7 +160,7 @@ export function makeRotary(M, arena) {
       heap = M.HEAPF32;  // fresh: the kernel's allocations may have grown memory
       for (let i = 0; i < pieces; i++) {
         const from = (i * r.seq + t0) * pieceRow;
-        out.set(heap.subarray((chunk >> 2) + i * piece, (chunk >> 2) + (i + 1) * piece), from);
+        out.set(heap.subarray((chunk >>> 2) + i * piece, (chunk >>> 2) + (i + 1) * piece), from);
       }
     }
     return out;

@@ -2,11 +2,15 @@
 // unquantised keys and values (float32 element-wise; float16 and int8 by normalised mean squared
 // error on normal data), chunked appends equal one append, truncate, reset, rings (wrap-around,
 // exact sliding-window attention equal to a linear cache), GQA, both input layouts, errors that
-// leave the cache as it was.
+// leave the cache as it was, sizes too large for one block or for size_t.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "attention.h"
@@ -285,4 +289,42 @@ TEST_CASE("validate rejects unusable cache configs", "[cache]") {
   attn::KvCache cache;
   CHECK(cache.allocate(c) != nullptr);
   CHECK_FALSE(cache.allocated());
+}
+
+TEST_CASE("a cache too large for one block, or whose bytes overflow size_t, is refused and changes nothing", "[cache]") {
+  const Data d = make_data(1, 2, 2, 8, 4, 4, 21);
+  attn::KvCache cache;
+  REQUIRE(cache.allocate(config_for(d, attn::KvType::f32, 8)) == nullptr);
+  append(cache, d, 0, 3);
+  const auto before = attend(cache, d, 1);
+
+  // Keys of kMaxBlockBytes + 1 bytes (2^31 in wasm32, 2^63 natively): float32, head_dim 1, the
+  // rows split into factors that fit an int.
+  attn::KvCacheConfig c;
+  const std::size_t rows = (attn::kMaxBlockBytes + 1) / 4;
+  c.batch = static_cast<int>(std::min<std::size_t>(rows, 1u << 30));
+  c.max_seq = static_cast<int>(std::min<std::size_t>(rows / c.batch, 1u << 30));
+  c.kv_heads = static_cast<int>(rows / c.batch / c.max_seq);
+  REQUIRE(static_cast<std::size_t>(c.batch) * c.max_seq * c.kv_heads == rows);
+  CHECK(std::string(cache.allocate(c)) == "kv cache: out of memory");
+  CHECK(attn::g_last_failed_allocation == attn::kMaxBlockBytes + 1);
+
+  // Every size at INT_MAX: the byte count overflows size_t (before: it wrapped, and a small
+  // buffer was taken for a huge cache).
+  const int most = std::numeric_limits<int>::max();
+  c.batch = c.max_seq = c.kv_heads = c.head_dim = c.value_dim = most;
+  CHECK(std::string(cache.allocate(c)) == "kv cache: out of memory");
+  CHECK(attn::g_last_failed_allocation == std::numeric_limits<std::size_t>::max());
+
+  CHECK(cache.length() == 3);
+  CHECK(cache.config().max_seq == 8);
+  CHECK(attend(cache, d, 1) == before);
+}
+
+TEST_CASE("size_product saturates instead of wrapping", "[cache]") {
+  const std::size_t most = std::numeric_limits<std::size_t>::max();
+  CHECK(attn::size_product(3, 5) == 15);
+  CHECK(attn::size_product(most, 1) == most);
+  CHECK(attn::size_product(most / 2 + 1, 2) == most);
+  CHECK(attn::size_product(std::size_t{1} << (4 * sizeof(std::size_t)), std::size_t{1} << (4 * sizeof(std::size_t))) == most);
 }

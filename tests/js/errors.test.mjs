@@ -107,7 +107,7 @@ describe('attention() argument errors', () => {
     const x = new Float32Array(seq);
     const usage = lib.memoryUsage();
     throwsFrom(() => lib.attentionWeights(x, x, { heads: 1, seqQ: seq, headDim: 1 }), RangeError,
-      /^attentionWeights: this call needs 4097 MiB of wasm memory, more than the 2016 MiB a wasm32 module can use; split the batch or the heads$/);
+      /^attentionWeights: this call needs 4097 MiB of wasm memory, more than the 4064 MiB a wasm32 module can use; split the batch or the heads$/);
     assert.deepEqual(lib.memoryUsage(), usage, 'nothing was allocated');
   });
 

@@ -111,6 +111,15 @@ describe('attention() argument errors', () => {
     assert.deepEqual(lib.memoryUsage(), usage, 'nothing was allocated');
   });
 
+  test('arguments and results too large for one block of wasm memory throw a RangeError before allocating', () => {
+    const seq = 25000;  // weights: 2.3 GiB in one block (all of a call's arguments and results are one)
+    const x = new Float32Array(seq);
+    const usage = lib.memoryUsage();
+    throwsFrom(() => lib.attentionWeights(x, x, { heads: 1, seqQ: seq, headDim: 1 }), RangeError,
+      /^attentionWeights: this call needs 2385 MiB in one block of wasm memory, more than the 2047 MiB one wasm32 allocation can hold; split the batch or the heads$/);
+    assert.deepEqual(lib.memoryUsage(), usage, 'nothing was allocated');
+  });
+
   test('an error leaves inputs untouched and the library working', () => {
     const before = inputs.query.slice();
     assert.throws(attention({ kvHeads: 3 }));

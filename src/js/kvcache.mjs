@@ -36,6 +36,21 @@ export function resolveStorage(fn, options, maxSeqGiven) {
   return { dtype, window, maxSeq };
 }
 
+// Throws a RangeError naming `fn` unless `seq` more positions fit in `cache` (holding `length`):
+// a ring must keep the window − 1 positions before them. `names` says how the message calls the
+// cache, the ring and the count (for append: the cache, this ring, seq).
+export function checkRoom(fn, { maxSeq, window }, length, seq, names = { cache: 'the cache', ring: 'this ring', seq: 'seq' }) {
+  if (window) {
+    const needed = Math.min(length + seq, window - 1 + seq);
+    if (needed > maxSeq) {
+      throw new RangeError(`${fn}: appending ${seq} positions to ${names.ring} needs ${needed} slots (the window − 1 = ${window - 1} ` +
+        `positions before them, and them), more than maxSeq ${maxSeq}; append at most ${maxSeq - window + 1} at a time or make maxSeq ≥ window − 1 + ${seq}`);
+    }
+  } else if (length + seq > maxSeq) {
+    throw new RangeError(`${fn}: ${names.cache} has room for ${maxSeq - length} more positions (maxSeq ${maxSeq}, length ${length}), got ${names.seq} ${seq}`);
+  }
+}
+
 export function makeKVCacheClass(M, arena, registry) {
   class KVCache {
     #core;
@@ -81,7 +96,7 @@ export function makeKVCacheClass(M, arena, registry) {
       const order = layout === 'bshd' ? `batch ${batch} × seq ${seq} × kvHeads ${kvHeads}` : `batch ${batch} × kvHeads ${kvHeads} × seq ${seq}`;
       checkFloat32('key', key, seq * perPosition, `${order} × headDim ${headDim}`, fn);
       checkFloat32('value', value, batch * kvHeads * seq * valueDim, `${order} × valueDim ${valueDim}`, fn);
-      this.#checkRoom(fn, seq);
+      checkRoom(fn, this, core.length(), seq);
       arena.call(fn, { key, value }, {}, 0, (call) => {
         const error = core.append(call.address('key'), call.address('value'), seq, layout === 'bshd');
         if (error) throw coreError(M, error);
@@ -118,20 +133,6 @@ export function makeKVCacheClass(M, arena, registry) {
     }
 
     get disposed() { return this.#core === null; }
-
-    #checkRoom(fn, seq) {
-      const length = this.#core.length();
-      const { maxSeq, window } = this;
-      if (window) {
-        const needed = Math.min(length + seq, window - 1 + seq);
-        if (needed > maxSeq) {
-          throw new RangeError(`${fn}: appending ${seq} positions to this ring needs ${needed} slots (the window − 1 = ${window - 1} ` +
-            `positions before them, and them), more than maxSeq ${maxSeq}; append at most ${maxSeq - window + 1} at a time or make maxSeq ≥ window − 1 + ${seq}`);
-        }
-      } else if (length + seq > maxSeq) {
-        throw new RangeError(`${fn}: the cache has room for ${maxSeq - length} more positions (maxSeq ${maxSeq}, length ${length}), got seq ${seq}`);
-      }
-    }
 
     #live(what) {
       if (!this.#core) throw new Error(`KVCache.${what}: this cache was disposed`);

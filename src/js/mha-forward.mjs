@@ -1,56 +1,46 @@
 // MultiHeadAttention.forward's arguments: checked (before the heap is touched) and resolved into
 // a plan — the sizes, what to stage, what the C++ side will allocate — and then the C++ args.
 import { kernelWorkspaceBytes } from './heap.mjs';
+import { checkRoom } from './kvcache.mjs';
 import { bool, checkFloat32, checkKnownKeys, checkMask, describe, dim, given, kindOf } from './shapes.mjs';
 import { resolveCausal } from './variants.mjs';
 
+const FN = 'MultiHeadAttention.forward';
 const FORWARD_OPTIONS = ['batch', 'seqQ', 'seqK', 'mask', 'keyPaddingMask', 'causal', 'positions', 'weightsOut', 'out', 'cache', 'train'];
 
 // Length of an activation [batch, seq, features]: returns seq, inferred from the length when
 // `seq` is not given.
 function activationSeq(name, array, batch, features, seq, seqName) {
-  if (kindOf(array) !== 'Float32Array') throw new TypeError(`${name} must be a Float32Array, got ${describe(array)}`);
+  if (kindOf(array) !== 'Float32Array') throw new TypeError(`${FN}: ${name} must be a Float32Array, got ${describe(array)}`);
   if (seq === undefined) {
     const inferred = array.length / (batch * features);
     if (!Number.isInteger(inferred) || inferred < 1) {
-      throw new RangeError(`${name} has length ${array.length}, not a positive multiple of batch ${batch} × ${features} features`);
+      throw new RangeError(`${FN}: ${name} has length ${array.length}, not a positive multiple of batch ${batch} × ${features} features`);
     }
     return inferred;
   }
-  checkFloat32(name, array, batch * seq * features, `batch ${batch} × ${seqName} ${seq} × ${features} features`);
+  checkFloat32(name, array, batch * seq * features, `batch ${batch} × ${seqName} ${seq} × ${features} features`, FN);
   return seq;
-}
-
-// With options.cache: the seqQ new positions must fit (a ring must keep the window − 1 before them).
-function checkCacheRoom(cache, length, seqQ) {
-  if (cache.window) {
-    const needed = Math.min(length + seqQ, cache.window - 1 + seqQ);
-    if (needed > cache.maxSeq) {
-      throw new RangeError(`options.cache is a ring (window ${cache.window}, maxSeq ${cache.maxSeq}): ${seqQ} new positions need ${needed} slots; feed at most ${cache.maxSeq - cache.window + 1} at a time`);
-    }
-  } else if (length + seqQ > cache.maxSeq) {
-    throw new RangeError(`options.cache has room for ${cache.maxSeq - length} more positions (maxSeq ${cache.maxSeq}, length ${length}), got seqQ ${seqQ}`);
-  }
 }
 
 // options.positions: an Int32Array [seqQ] or [batch, seqQ] of rotary positions, for the
 // queries and (self-attention or a cache) the keys alike; only for a layer with rotary.
 function checkPositions(rotary, positions, batch, seqQ, seqK, cache) {
   if (!given(positions)) return undefined;
-  if (!rotary) throw new TypeError('forward: options.positions are rotary positions, but this layer has no config.rotary');
+  if (!rotary) throw new TypeError(`${FN}: options.positions are rotary positions, but this layer has no config.rotary`);
   if (kindOf(positions) !== 'Int32Array') {
-    throw new TypeError(`forward: options.positions must be an Int32Array ([seqQ] or [batch, seqQ]), got ${describe(positions)}`);
+    throw new TypeError(`${FN}: options.positions must be an Int32Array ([seqQ] or [batch, seqQ]), got ${describe(positions)}`);
   }
   if (positions.length !== seqQ && positions.length !== batch * seqQ) {
-    throw new RangeError(`forward: options.positions has length ${positions.length}, expected ${seqQ} ([seqQ ${seqQ}])` +
+    throw new RangeError(`${FN}: options.positions has length ${positions.length}, expected ${seqQ} ([seqQ ${seqQ}])` +
       (batch > 1 ? ` or ${batch * seqQ} ([batch ${batch}, seqQ ${seqQ}])` : ''));
   }
   if (!cache && seqK !== seqQ) {
-    throw new RangeError(`forward: options.positions are used for queries and keys alike, so seqK (${seqK}) must equal seqQ (${seqQ})`);
+    throw new RangeError(`${FN}: options.positions are used for queries and keys alike, so seqK (${seqK}) must equal seqQ (${seqQ})`);
   }
   if (rotary.maxPosition) {
     const bad = positions.findIndex((p) => p < 0 || p >= rotary.maxPosition);
-    if (bad >= 0) throw new RangeError(`forward: options.positions[${bad}] is ${positions[bad]}, outside the rotary tables [0, ${rotary.maxPosition})`);
+    if (bad >= 0) throw new RangeError(`${FN}: options.positions[${bad}] is ${positions[bad]}, outside the rotary tables [0, ${rotary.maxPosition})`);
   }
   return positions;
 }
@@ -59,71 +49,72 @@ function checkPositions(rotary, positions, batch, seqQ, seqK, cache) {
 // the core of a KVCache (throwing unless it is this layer's). The plan: `inputs`, `outputs` and
 // `workspace` for the arena, `cacheCore` (or null), and what forwardArgs and the caller need.
 export function planForward(config, KVCache, cacheCoreOf, query, key, value, options) {
-  checkKnownKeys('forward', options ?? {}, FORWARD_OPTIONS);
+  checkKnownKeys(FN, options ?? {}, FORWARD_OPTIONS);
   const opts = options ?? {};
+  const size = (name, fallback) => dim(opts, name, fallback, 'options', FN);
   const { embedDim: e, kdim, vdim, numHeads, numKvHeads, headDim } = config;
   if (given(opts.cache) && !(opts.cache instanceof KVCache)) {
-    throw new TypeError(`options.cache must be a KVCache from createCache(), got ${describe(opts.cache)}`);
+    throw new TypeError(`${FN}: options.cache must be a KVCache from createCache(), got ${describe(opts.cache)}`);
   }
   const cacheCore = given(opts.cache) ? cacheCoreOf(opts.cache) : null;
   const cache = cacheCore ? opts.cache : null;
 
-  const batch = dim(opts, 'batch', cache ? cache.batch : 1);
+  const batch = size('batch', cache ? cache.batch : 1);
   if (cache && batch !== cache.batch) {
-    throw new RangeError(`options.batch (${batch}) differs from options.cache.batch (${cache.batch})`);
+    throw new RangeError(`${FN}: options.batch (${batch}) differs from options.cache.batch (${cache.batch})`);
   }
-  const seqQ = activationSeq('query', query, batch, e, given(opts.seqQ) ? dim(opts, 'seqQ') : undefined, 'seqQ');
+  const seqQ = activationSeq('query', query, batch, e, given(opts.seqQ) ? size('seqQ') : undefined, 'seqQ');
 
   let seqK;
   let seqTotal;
   if (cache) {
-    if (given(key) || given(value)) throw new TypeError('forward: with options.cache, key and value must be null (they are projected from the query)');
-    if (given(opts.seqK)) throw new TypeError('forward: options.seqK is not used with options.cache (keys come from the cache)');
-    if (opts.causal === false) throw new RangeError('options.causal cannot be false with options.cache: cached decoding is always causal');
-    if (kdim !== e || vdim !== e) throw new RangeError(`options.cache needs kdim == vdim == embedDim (this layer has kdim ${kdim}, vdim ${vdim})`);
+    if (given(key) || given(value)) throw new TypeError(`${FN}: with options.cache, key and value must be null (they are projected from the query)`);
+    if (given(opts.seqK)) throw new TypeError(`${FN}: options.seqK is not used with options.cache (keys come from the cache)`);
+    if (opts.causal === false) throw new RangeError(`${FN}: options.causal cannot be false with options.cache: cached decoding is always causal`);
+    if (kdim !== e || vdim !== e) throw new RangeError(`${FN}: options.cache needs kdim == vdim == embedDim (this layer has kdim ${kdim}, vdim ${vdim})`);
     const length = cacheCore.length();
-    checkCacheRoom(cache, length, seqQ);
+    checkRoom(FN, cache, length, seqQ, { cache: 'options.cache', ring: 'options.cache (a ring)', seq: 'seqQ' });
     seqTotal = length + seqQ;
   } else {
     if (given(key)) {
-      seqK = activationSeq('key', key, batch, kdim, given(opts.seqK) ? dim(opts, 'seqK') : undefined, 'seqK');
+      seqK = activationSeq('key', key, batch, kdim, given(opts.seqK) ? size('seqK') : undefined, 'seqK');
     } else {
-      if (kdim !== e) throw new TypeError(`forward: key is required, since this layer's kdim (${kdim}) differs from embedDim (${e})`);
-      seqK = given(opts.seqK) ? dim(opts, 'seqK') : seqQ;
-      if (seqK !== seqQ) throw new RangeError(`options.seqK (${seqK}) must equal seqQ (${seqQ}) when key is the query`);
+      if (kdim !== e) throw new TypeError(`${FN}: key is required, since this layer's kdim (${kdim}) differs from embedDim (${e})`);
+      seqK = size('seqK', seqQ);
+      if (seqK !== seqQ) throw new RangeError(`${FN}: options.seqK (${seqK}) must equal seqQ (${seqQ}) when key is the query`);
     }
     const valueFeatures = given(key) ? kdim : e;
     if (given(value)) activationSeq('value', value, batch, vdim, seqK, 'seqK');
-    else if (vdim !== valueFeatures) throw new TypeError(`forward: value is required, since this layer's vdim (${vdim}) differs from the key's features (${valueFeatures})`);
+    else if (vdim !== valueFeatures) throw new TypeError(`${FN}: value is required, since this layer's vdim (${vdim}) differs from the key's features (${valueFeatures})`);
     seqTotal = seqK;
   }
 
   const shape = { batch, heads: numHeads, seqQ, seqK: seqTotal };
-  const mask = checkMask(opts.mask, shape);
+  const mask = checkMask(opts.mask, shape, FN);
   let keyPadding;
   if (given(opts.keyPaddingMask)) {
     keyPadding = opts.keyPaddingMask;
     if (kindOf(keyPadding) !== 'Uint8Array') {
-      throw new TypeError(`options.keyPaddingMask must be a Uint8Array (1 = padding, ignored), got ${describe(keyPadding)}`);
+      throw new TypeError(`${FN}: options.keyPaddingMask must be a Uint8Array (1 = padding, ignored), got ${describe(keyPadding)}`);
     }
     if (keyPadding.length !== batch * seqTotal) {
-      throw new RangeError(`options.keyPaddingMask has length ${keyPadding.length}, expected ${batch * seqTotal} (batch ${batch} × seqK ${seqTotal})`);
+      throw new RangeError(`${FN}: options.keyPaddingMask has length ${keyPadding.length}, expected ${batch * seqTotal} (batch ${batch} × seqK ${seqTotal})`);
     }
   }
-  const { causal, align } = resolveCausal('forward', opts.causal);
+  const { causal, align } = resolveCausal(FN, opts.causal);
   if (cache && align === 1) {
-    throw new RangeError("forward: options.causal 'upper-left' does not apply to options.cache (the new queries are its last positions: 'lower-right')");
+    throw new RangeError(`${FN}: options.causal 'upper-left' does not apply to options.cache (the new queries are its last positions: 'lower-right')`);
   }
   const positions = checkPositions(config.rotary, opts.positions, batch, seqQ, seqK, cache);
-  const train = bool(opts, 'train');
-  if (train && cache) throw new TypeError('forward: options.train does not work with options.cache (a cache has no gradients)');
+  const train = bool(opts, 'train', false, 'options', FN);
+  if (train && cache) throw new TypeError(`${FN}: options.train does not work with options.cache (a cache has no gradients)`);
   const outCount = batch * seqQ * e;
   const weightsCount = batch * numHeads * seqQ * seqTotal;
   const out = given(opts.out) ? opts.out : undefined;
-  if (out) checkFloat32('options.out', out, outCount, `batch ${batch} × seqQ ${seqQ} × embedDim ${e}`);
+  if (out) checkFloat32('options.out', out, outCount, `batch ${batch} × seqQ ${seqQ} × embedDim ${e}`, FN);
   const weightsOut = given(opts.weightsOut) ? opts.weightsOut : undefined;
   if (weightsOut) {
-    checkFloat32('options.weightsOut', weightsOut, weightsCount, `batch ${batch} × numHeads ${numHeads} × seqQ ${seqQ} × seqK ${seqTotal}`);
+    checkFloat32('options.weightsOut', weightsOut, weightsCount, `batch ${batch} × numHeads ${numHeads} × seqQ ${seqQ} × seqK ${seqTotal}`, FN);
   }
 
   // What the C++ side allocates: Q and the attention output, K and V (unless cached), the

@@ -1,15 +1,17 @@
 // A MultiHeadAttention's optimizer: SGD and Adam steps on the weights in wasm memory (the Adam
 // moments live in the C++ layer, the step count here), and saving and restoring Adam's state.
 import { coreError } from './heap.mjs';
-import { checkFloat32, checkKnownKeys, describe, given } from './shapes.mjs';
+import { checkKnownKeys, describe } from './shapes.mjs';
 import { checkArrays, copyAllOut, gradAddresses, PROJECTIONS, totalCount, weightSizes } from './mha-weights.mjs';
 
+const SGD_OPTIONS = ['lr'];
+const ADAM_OPTIONS = ['lr', 'beta1', 'beta2', 'eps'];
 const STATE_KEYS = ['step', 'm', 'v'];
 const MAX_STEP = 2 ** 31 - 1;  // a C++ int
 
-function learningRate(lr) {
+function learningRate(fn, lr) {
   if (!(typeof lr === 'number' && Number.isFinite(lr) && lr > 0)) {
-    throw new RangeError(`options.lr must be a positive number, got ${describe(lr)}`);
+    throw new RangeError(`${fn}: options.lr must be a positive number, got ${describe(lr)}`);
   }
   return lr;
 }
@@ -28,23 +30,28 @@ export class Optimizer {
     this.#config = config;
   }
 
-  sgdStep(core, grads, { lr } = {}) {
-    const rate = learningRate(lr);
-    this.#withGrads('sgdStep', grads, (call) => {
+  sgdStep(core, grads, options = {}) {
+    const fn = 'MultiHeadAttention.sgdStep';
+    checkKnownKeys(fn, options, SGD_OPTIONS, 'options', ' with lr');
+    const rate = learningRate(fn, options.lr);
+    this.#withGrads(fn, grads, (call) => {
       const error = core.sgdStep(gradAddresses(call), rate);
       if (error) throw coreError(this.#M, error);
     });
   }
 
-  adamStep(core, grads, { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8 } = {}) {
-    const rate = learningRate(lr);
+  adamStep(core, grads, options = {}) {
+    const fn = 'MultiHeadAttention.adamStep';
+    checkKnownKeys(fn, options, ADAM_OPTIONS);
+    const { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8 } = options;
+    const rate = learningRate(fn, lr);
     for (const [name, x] of Object.entries({ beta1, beta2 })) {
-      if (!(typeof x === 'number' && x >= 0 && x < 1)) throw new RangeError(`options.${name} must be in [0, 1), got ${describe(x)}`);
+      if (!(typeof x === 'number' && x >= 0 && x < 1)) throw new RangeError(`${fn}: options.${name} must be in [0, 1), got ${describe(x)}`);
     }
-    if (!(typeof eps === 'number' && eps > 0)) throw new RangeError(`options.eps must be a positive number, got ${describe(eps)}`);
-    if (this.#adamSteps >= MAX_STEP) throw new RangeError(`adamStep: ${MAX_STEP} steps taken, the most Adam's step counter holds`);
+    if (!(typeof eps === 'number' && eps > 0)) throw new RangeError(`${fn}: options.eps must be a positive number, got ${describe(eps)}`);
+    if (this.#adamSteps >= MAX_STEP) throw new RangeError(`${fn}: ${MAX_STEP} steps taken, the most Adam's step counter holds`);
     const step = this.#adamSteps + 1;
-    this.#withGrads('adamStep', grads, (call) => {
+    this.#withGrads(fn, grads, (call) => {
       const error = core.adamStep(gradAddresses(call), rate, beta1, beta2, eps, step);
       if (error) throw coreError(this.#M, error);  // nothing changed, the step is not counted
     });
@@ -57,7 +64,7 @@ export class Optimizer {
     if (!core.hasAdamState()) return { step: this.#adamSteps, m: zeros(sizes), v: zeros(sizes) };
     const outputs = {};
     for (const [name, n] of Object.entries(sizes)) outputs[`m_${name}`] = outputs[`v_${name}`] = n;
-    return this.#arena.call('getOptimizerState', {}, outputs, 0, (call) => {
+    return this.#arena.call('MultiHeadAttention.getOptimizerState', {}, outputs, 0, (call) => {
       PROJECTIONS.forEach(([w, b], which) => {
         const error = core.getAdamState(which, call.address(`m_${w}`), call.address(`m_${b}`), call.address(`v_${w}`), call.address(`v_${b}`));
         if (error) throw coreError(this.#M, error);
@@ -72,27 +79,28 @@ export class Optimizer {
 
   // Every array checked (type, length, finite, v >= 0) before anything changes.
   setState(core, state) {
-    checkKnownKeys('setOptimizerState', state, STATE_KEYS, 'state', ' { step, m, v } from getOptimizerState()');
+    const fn = 'MultiHeadAttention.setOptimizerState';
+    checkKnownKeys(fn, state, STATE_KEYS, 'state', ' { step, m, v } from getOptimizerState()');
     const { step, m, v } = state;
     if (!(Number.isInteger(step) && step >= 0 && step <= MAX_STEP)) {
-      throw new RangeError(`setOptimizerState: state.step must be an integer from 0 to ${MAX_STEP}, got ${describe(step)}`);
+      throw new RangeError(`${fn}: state.step must be an integer from 0 to ${MAX_STEP}, got ${describe(step)}`);
     }
     const sizes = weightSizes(this.#config);
     const needs = ' in setWeights layout, from getOptimizerState()';
-    checkArrays('setOptimizerState', 'state.m', m, sizes, needs);
-    checkArrays('setOptimizerState', 'state.v', v, sizes, needs);
+    checkArrays(fn, 'state.m', m, sizes, needs);
+    checkArrays(fn, 'state.v', v, sizes, needs);
     for (const name of Object.keys(sizes)) {
       const bad = m[name].findIndex((x) => !Number.isFinite(x));
-      if (bad >= 0) throw new RangeError(`setOptimizerState: state.m.${name}[${bad}] must be finite, got ${m[name][bad]}`);
+      if (bad >= 0) throw new RangeError(`${fn}: state.m.${name}[${bad}] must be finite, got ${m[name][bad]}`);
       const badV = v[name].findIndex((x) => !(x >= 0 && x < Infinity));
-      if (badV >= 0) throw new RangeError(`setOptimizerState: state.v.${name}[${badV}] must be finite and >= 0 (a second moment), got ${v[name][badV]}`);
+      if (badV >= 0) throw new RangeError(`${fn}: state.v.${name}[${badV}] must be finite and >= 0 (a second moment), got ${v[name][badV]}`);
     }
     const inputs = {};
     for (const name of Object.keys(sizes)) {
       inputs[`m_${name}`] = m[name];
       inputs[`v_${name}`] = v[name];
     }
-    this.#arena.call('setOptimizerState', inputs, {}, 2 * 4 * totalCount(sizes), (call) => {
+    this.#arena.call(fn, inputs, {}, 2 * 4 * totalCount(sizes), (call) => {
       const error = core.setAdamState(gradAddresses(call, {}, 'm_'), gradAddresses(call, {}, 'v_'));
       if (error) throw coreError(this.#M, error);
     });
@@ -102,11 +110,7 @@ export class Optimizer {
   // Checks `grads` (the weights of a backward() result) and stages them as g_<name> for `work`.
   #withGrads(fn, grads, work) {
     const sizes = weightSizes(this.#config);
-    checkKnownKeys(fn, grads, Object.keys(sizes), 'grads', ' (the weights of a backward() result)');
-    for (const [name, n] of Object.entries(sizes)) {
-      if (!given(grads[name])) throw new TypeError(`grads.${name} is required (a Float32Array of ${n})`);
-      checkFloat32(`grads.${name}`, grads[name], n, `${n} gradients`);
-    }
+    checkArrays(fn, 'grads', grads, sizes, ' (the weights of a backward() result)', 'gradients');
     const inputs = Object.fromEntries(Object.keys(sizes).map((name) => [`g_${name}`, grads[name]]));
     return this.#arena.call(fn, inputs, {}, 4 * 3 * totalCount(sizes), work);
   }

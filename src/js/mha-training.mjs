@@ -5,6 +5,8 @@ import { coreError } from './heap.mjs';
 import { checkFloat32, given } from './shapes.mjs';
 import { copyAllOut, gradAddresses, totalCount, weightSizes } from './mha-weights.mjs';
 
+const FN = 'MultiHeadAttention.backward';
+
 export class TrainingTape {
   #M;
   #arena;
@@ -36,22 +38,22 @@ export class TrainingTape {
 
   // backward(dOut) of the layer `config`.
   backward(core, config, dOut) {
-    if (!this.#trained) throw new Error('MultiHeadAttention.backward: call forward(..., { train: true }) first');
+    if (!this.#trained) throw new Error(`${FN}: call forward(..., { train: true }) first`);
     if (this.#staleBecause) {
-      throw new Error(`MultiHeadAttention.backward: the weights changed (${this.#staleBecause}()) after the forward(..., { train: true }) ` +
+      throw new Error(`${FN}: the weights changed (${this.#staleBecause}()) after the forward(..., { train: true }) ` +
         'this backward would be for, so its gradients would match neither the old nor the new weights; run the training forward ' +
         'again. To accumulate gradients over several batches, run forward and backward for each batch, then step once.');
     }
     const { batch, seqQ, seqK, keyGiven, valueGiven } = this.#trained;
     const { embedDim: e, kdim, vdim } = config;
-    checkFloat32('dOut', dOut, batch * seqQ * e, `batch ${batch} × seqQ ${seqQ} × embedDim ${e}`);
+    checkFloat32('dOut', dOut, batch * seqQ * e, `batch ${batch} × seqQ ${seqQ} × embedDim ${e}`, FN);
     const sizes = { dQuery: batch * seqQ * e };
     if (keyGiven) sizes.dKey = batch * seqK * kdim;
     if (valueGiven) sizes.dValue = batch * seqK * vdim;
     const gradSizes = weightSizes(config);
     const outputs = { ...sizes };
     for (const [name, n] of Object.entries(gradSizes)) outputs[`g_${name}`] = n;
-    return this.#arena.call('backward', { dOut }, outputs, 4 * 3 * totalCount(outputs), (call) => {
+    return this.#arena.call(FN, { dOut }, outputs, 4 * 3 * totalCount(outputs), (call) => {
       const error = core.backward(this.#tape, gradAddresses(call, { dOut: 'dOut', dQuery: 'dQuery', dKey: 'dKey', dValue: 'dValue' }));
       if (error) throw coreError(this.#M, error);
       return { ...copyAllOut(call, sizes), weights: copyAllOut(call, gradSizes, 'g_') };

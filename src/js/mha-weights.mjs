@@ -36,47 +36,49 @@ export const copyAllOut = (call, sizes, prefix = '') =>
   Object.fromEntries(Object.entries(sizes).map(([name, n]) => [name, call.copyOut(`${prefix}${name}`, new Float32Array(n))]));
 
 // `object` holds exactly the arrays `sizes` names (name → float count), each a Float32Array.
-export function checkArrays(fn, label, object, sizes, needs) {
+// `unit` names the values in a length error ('values', 'gradients').
+export function checkArrays(fn, label, object, sizes, needs, unit = 'values') {
   checkKnownKeys(fn, object, Object.keys(sizes), label, needs);
   for (const [name, n] of Object.entries(sizes)) {
     if (!given(object[name])) throw new TypeError(`${fn}: ${label}.${name} is required (a Float32Array of ${n})`);
-    checkFloat32(`${label}.${name}`, object[name], n, `${n} values`, fn);
+    checkFloat32(`${label}.${name}`, object[name], n, `${n} ${unit}`, fn);
   }
 }
 
 // setWeights(weights): every shape checked before any is copied; all at once (C++ packs them
 // into new buffers), so on failure the old weights stay.
 export function writeWeights(M, arena, core, config, weights) {
+  const fn = 'MultiHeadAttention.setWeights';
   const { embedDim: e, kdim, vdim, numKvHeads, headDim, bias } = config;
   const kv = numKvHeads * headDim;
-  checkKnownKeys('setWeights', weights, [...PROJECTIONS.flat(), 'sinks'], 'weights', ' with wq, wk, wv and wo');
+  checkKnownKeys(fn, weights, [...PROJECTIONS.flat(), 'sinks'], 'weights', ' with wq, wk, wv and wo');
   const shapes = {
     wq: [e, e, 'embedDim', 'embedDim'], wk: [kv, kdim, 'numKvHeads·headDim', 'kdim'],
     wv: [kv, vdim, 'numKvHeads·headDim', 'vdim'], wo: [e, e, 'embedDim', 'embedDim'],
   };
   for (const [w, b] of PROJECTIONS) {
     const [rows, cols, rowName, colName] = shapes[w];
-    if (!given(weights[w])) throw new TypeError(`weights.${w} is required (a Float32Array [${rowName} ${rows} × ${colName} ${cols}])`);
-    checkFloat32(`weights.${w}`, weights[w], rows * cols, `${rowName} ${rows} × ${colName} ${cols}`);
+    if (!given(weights[w])) throw new TypeError(`${fn}: weights.${w} is required (a Float32Array [${rowName} ${rows} × ${colName} ${cols}])`);
+    checkFloat32(`weights.${w}`, weights[w], rows * cols, `${rowName} ${rows} × ${colName} ${cols}`, fn);
     if (bias) {
-      if (!given(weights[b])) throw new TypeError(`weights.${b} is required (a Float32Array [${rows}]), since the layer has bias: true`);
-      checkFloat32(`weights.${b}`, weights[b], rows, `${rowName} ${rows}`);
+      if (!given(weights[b])) throw new TypeError(`${fn}: weights.${b} is required (a Float32Array [${rows}]), since the layer has bias: true`);
+      checkFloat32(`weights.${b}`, weights[b], rows, `${rowName} ${rows}`, fn);
     } else if (given(weights[b])) {
-      throw new TypeError(`weights.${b} was given, but the layer was created with bias: false`);
+      throw new TypeError(`${fn}: weights.${b} was given, but the layer was created with bias: false`);
     }
   }
   const { sinks: hasSinks, numHeads } = config;
   if (hasSinks) {
-    if (!given(weights.sinks)) throw new TypeError(`weights.sinks is required (a Float32Array [numHeads ${numHeads}]), since the layer has sinks: true`);
-    checkFloat32('weights.sinks', weights.sinks, numHeads, `numHeads ${numHeads}`, 'setWeights');
+    if (!given(weights.sinks)) throw new TypeError(`${fn}: weights.sinks is required (a Float32Array [numHeads ${numHeads}]), since the layer has sinks: true`);
+    checkFloat32('weights.sinks', weights.sinks, numHeads, `numHeads ${numHeads}`, fn);
     const bad = weights.sinks.findIndex((x) => !(Number.isFinite(x) || x === -Infinity));
-    if (bad >= 0) throw new RangeError(`setWeights: weights.sinks[${bad}] is ${weights.sinks[bad]}; sinks must be finite or -Infinity`);
+    if (bad >= 0) throw new RangeError(`${fn}: weights.sinks[${bad}] is ${weights.sinks[bad]}; sinks must be finite or -Infinity`);
   } else if (given(weights.sinks)) {
-    throw new TypeError('weights.sinks was given, but the layer was created without sinks: true');
+    throw new TypeError(`${fn}: weights.sinks was given, but the layer was created without sinks: true`);
   }
   const inputs = Object.fromEntries([...PROJECTIONS.flat(), 'sinks'].map((name) => [`w_${name}`, given(weights[name]) ? weights[name] : undefined]));
   const bytes = Object.values(inputs).reduce((n, a) => n + (a ? a.byteLength : 0), 0);
-  arena.call('setWeights', inputs, {}, bytes + 4 * 16 * 4 * e, (call) => {
+  arena.call(fn, inputs, {}, bytes + 4 * 16 * 4 * e, (call) => {
     const error = core.setWeights(gradAddresses(call, {}, 'w_'));
     if (error) throw coreError(M, error);
   });
@@ -85,7 +87,7 @@ export function writeWeights(M, arena, core, config, weights) {
 // getWeights(): fresh arrays the caller owns.
 export function readWeights(M, arena, core, config) {
   const sizes = weightSizes(config);
-  return arena.call('getWeights', {}, sizes, 0, (call) => {
+  return arena.call('MultiHeadAttention.getWeights', {}, sizes, 0, (call) => {
     PROJECTIONS.forEach(([w, b], which) => {
       const error = core.getWeight(which, call.address(w), call.address(b));
       if (error) throw coreError(M, error);

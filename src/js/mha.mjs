@@ -78,11 +78,11 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
      * [batch, seqK, kdim] (default: query), value [batch, seqK, vdim] (default: key).
      */
     forward(query, key = null, value = null, options = {}) {
+      const fn = 'MultiHeadAttention.forward';
       const core = this.#withWeights('forward');
-      const plan = planForward(this.config, KVCache, (cache) => KVCache.coreFor(cache, 'MultiHeadAttention.forward', this),
-        query, key, value, options);
+      const plan = planForward(this.config, KVCache, (cache) => KVCache.coreFor(cache, fn, this), query, key, value, options);
       const { cacheCore, train, weightsOut, out, outCount } = plan;
-      return arena.call('forward', plan.inputs, plan.outputs, plan.workspace, (call) => {
+      return arena.call(fn, plan.inputs, plan.outputs, plan.workspace, (call) => {
         const args = forwardArgs(call, plan);
         let error;
         if (train) error = this.#tape.forward(core, args, plan);
@@ -121,10 +121,11 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
      */
     createCache(options) {
       this.#withWeights('createCache');
-      const fn = 'createCache';
+      const fn = 'MultiHeadAttention.createCache';
       checkKnownKeys(fn, options, CACHE_OPTIONS, 'options', ' with maxSeq');
-      const batch = dim(options, 'batch', 1);
-      const { dtype, window, maxSeq } = resolveStorage(fn, options, given(options.maxSeq) ? dim(options, 'maxSeq') : undefined);
+      const size = (name, fallback) => dim(options, name, fallback, 'options', fn);
+      const batch = size('batch', 1);
+      const { dtype, window, maxSeq } = resolveStorage(fn, options, given(options.maxSeq) ? size('maxSeq') : undefined);
       const { numKvHeads: kvHeads, headDim } = this.config;
       return newCache(fn, { batch, kvHeads, headDim, valueDim: headDim, maxSeq, dtype, window }, this);
     }

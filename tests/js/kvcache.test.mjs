@@ -258,8 +258,8 @@ test("a layer's createCache makes the same kind of KVCache, in every dtype and a
   const ring = mha.createCache({ window: 20, maxSeq: 26, dtype: 'float16' });
   assert.equal(ring.window, 20);
   assert.ok(nmse(decode(ring), exact) <= 1e-6);
-  assert.throws(() => mha.createCache({ window: 8, maxSeq: 4 }), /^RangeError: createCache: options\.maxSeq \(4\) must be at least options\.window \(8\)/);
-  assert.throws(() => mha.createCache({ maxSeq: 4, dtype: 'int4' }), /^TypeError: createCache: options\.dtype must be 'float32', 'float16' or 'int8'/);
+  assert.throws(() => mha.createCache({ window: 8, maxSeq: 4 }), /^RangeError: MultiHeadAttention\.createCache: options\.maxSeq \(4\) must be at least options\.window \(8\)/);
+  assert.throws(() => mha.createCache({ maxSeq: 4, dtype: 'int4' }), /^TypeError: MultiHeadAttention\.createCache: options\.dtype must be 'float32', 'float16' or 'int8'/);
   ring.dispose();
   standalone.dispose();
   mha.dispose();

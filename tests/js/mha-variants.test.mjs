@@ -130,10 +130,10 @@ test('sinks are a learned parameter: set, got, differentiated, stepped, saved wi
     m.adamStep(m.backward(dOut).weights, { lr: 0.01 });
   }
   assert.deepEqual(copy.getWeights(), mha.getWeights());
-  assert.throws(() => copy.setWeights({ ...weights, sinks: undefined }), /^TypeError: weights\.sinks is required \(a Float32Array \[numHeads 2\]\), since the layer has sinks: true$/);
-  assert.throws(() => copy.setWeights({ ...weights, sinks: new Float32Array(3) }), /^RangeError: setWeights: weights\.sinks has length 3, expected 2/);
+  assert.throws(() => copy.setWeights({ ...weights, sinks: undefined }), /^TypeError: MultiHeadAttention\.setWeights: weights\.sinks is required \(a Float32Array \[numHeads 2\]\), since the layer has sinks: true$/);
+  assert.throws(() => copy.setWeights({ ...weights, sinks: new Float32Array(3) }), /^RangeError: MultiHeadAttention\.setWeights: weights\.sinks has length 3, expected 2/);
   const plain = new lib.MultiHeadAttention({ embedDim: 16, numHeads: 2 });
-  assert.throws(() => plain.setWeights(weights), /^TypeError: weights\.sinks was given, but the layer was created without sinks: true$/);
+  assert.throws(() => plain.setWeights(weights), /^TypeError: MultiHeadAttention\.setWeights: weights\.sinks was given, but the layer was created without sinks: true$/);
   for (const m of [mha, copy, plain]) m.dispose();
 });
 
@@ -183,13 +183,13 @@ test('bad variant config and forward options throw before any work', () => {
   const { mha } = layer({ ...base, rotary: { rotaryDim: 4, cos: new Float32Array(20), sin: new Float32Array(20) } }, 15);
   const plain = layer(base, 16).mha;
   const x = randomTensor(3 * 16, rng(17));
-  assert.throws(() => plain.forward(x, null, null, { positions: Int32Array.from([0, 1, 2]) }), /^TypeError: forward: options\.positions are rotary positions, but this layer has no config\.rotary$/);
-  assert.throws(() => mha.forward(x, null, null, { positions: [0, 1, 2] }), /^TypeError: forward: options\.positions must be an Int32Array/);
-  assert.throws(() => mha.forward(x, null, null, { positions: Int32Array.from([0, 1]) }), /^RangeError: forward: options\.positions has length 2, expected 3/);
-  assert.throws(() => mha.forward(x, null, null, { positions: Int32Array.from([0, 1, 10]) }), /^RangeError: forward: options\.positions\[2\] is 10, outside the rotary tables \[0, 10\)$/);
-  assert.throws(() => mha.forward(x, null, null, { causal: 'top-left' }), /^TypeError: forward: options\.causal must be false, true, 'lower-right' or 'upper-left'/);
+  assert.throws(() => plain.forward(x, null, null, { positions: Int32Array.from([0, 1, 2]) }), /^TypeError: MultiHeadAttention\.forward: options\.positions are rotary positions, but this layer has no config\.rotary$/);
+  assert.throws(() => mha.forward(x, null, null, { positions: [0, 1, 2] }), /^TypeError: MultiHeadAttention\.forward: options\.positions must be an Int32Array/);
+  assert.throws(() => mha.forward(x, null, null, { positions: Int32Array.from([0, 1]) }), /^RangeError: MultiHeadAttention\.forward: options\.positions has length 2, expected 3/);
+  assert.throws(() => mha.forward(x, null, null, { positions: Int32Array.from([0, 1, 10]) }), /^RangeError: MultiHeadAttention\.forward: options\.positions\[2\] is 10, outside the rotary tables \[0, 10\)$/);
+  assert.throws(() => mha.forward(x, null, null, { causal: 'top-left' }), /^TypeError: MultiHeadAttention\.forward: options\.causal must be false, true, 'lower-right' or 'upper-left'/);
   const cache = mha.createCache({ maxSeq: 8 });
-  assert.throws(() => mha.forward(x, null, null, { cache, causal: 'upper-left' }), /^RangeError: forward: options\.causal 'upper-left' does not apply to options\.cache/);
+  assert.throws(() => mha.forward(x, null, null, { cache, causal: 'upper-left' }), /^RangeError: MultiHeadAttention\.forward: options\.causal 'upper-left' does not apply to options\.cache/);
   assert.equal(cache.length, 0);
   cache.dispose();
   mha.dispose();

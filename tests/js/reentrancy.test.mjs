@@ -47,7 +47,7 @@ test('several independent instances in one process', async () => {
   layerB.setWeights(weights);
   const cacheA = layerA.createCache({ maxSeq: 4 });
   assert.throws(() => layerB.forward(new Float32Array(8), null, null, { cache: cacheA }),
-    /^TypeError: options\.cache must be a KVCache from createCache\(\)/);
+    /^TypeError: MultiHeadAttention\.forward: options\.cache must be a KVCache from createCache\(\)/);
   cacheA.dispose();
   layerA.dispose();
   layerB.dispose();

@@ -182,7 +182,7 @@ const invalidCalls = {
     const cache = decoder.mha.createCache({ maxSeq: 2 });
     decoder.mha.forward(new Float32Array(decoder.config.embedDim), null, null, { cache });
     return [() => { try { decoder.mha.forward(new Float32Array(2 * decoder.config.embedDim), null, null, { cache }); } finally { cache.dispose(); } },
-      RangeError, /^options\.cache has room for 1 more positions/];
+      RangeError, /^MultiHeadAttention\.forward: options\.cache has room for 1 more positions/];
   },
   disposedLayer: (r) => {
     const mha = makeLayer(r, { embedDim: 4, numHeads: 2 });

@@ -186,17 +186,17 @@ test('getOptimizerState before any step, and setOptimizerState checks what it is
   assert.ok(Object.values(fresh.v).every((a) => a instanceof Float32Array && a.every((x) => x === 0)));
   const good = { step: 3, m: fresh.m, v: fresh.v };
   const err = (state) => () => mha.setOptimizerState(state);
-  assert.throws(err(null), /^TypeError: setOptimizerState: state must be an object \{ step, m, v \} from getOptimizerState\(\), got null$/);
-  assert.throws(err({ ...good, lr: 1 }), /^TypeError: setOptimizerState: unknown state key 'lr' \(known keys: step, m, v\)$/);
-  assert.throws(err({ ...good, step: -1 }), /^RangeError: setOptimizerState: state\.step must be an integer from 0 to 2147483647, got number -1$/);
-  assert.throws(err({ ...good, step: 1.5 }), /^RangeError: setOptimizerState: state\.step must be an integer/);
-  assert.throws(err({ ...good, m: undefined }), /^TypeError: setOptimizerState: state\.m must be an object in setWeights layout, from getOptimizerState\(\), got undefined$/);
-  assert.throws(err({ ...good, m: { ...fresh.m, bo: undefined } }), /^TypeError: setOptimizerState: state\.m\.bo is required \(a Float32Array of 8\)$/);
-  assert.throws(err({ ...good, v: { ...fresh.v, wk: new Float32Array(5) } }), /^RangeError: setOptimizerState: state\.v\.wk has length 5, expected 32 \(32 values\)$/);
-  assert.throws(err({ ...good, v: { ...fresh.v, wq: new Float64Array(64) } }), /^TypeError: setOptimizerState: state\.v\.wq must be a Float32Array, got Float64Array\(64\)$/);
+  assert.throws(err(null), /^TypeError: MultiHeadAttention\.setOptimizerState: state must be an object \{ step, m, v \} from getOptimizerState\(\), got null$/);
+  assert.throws(err({ ...good, lr: 1 }), /^TypeError: MultiHeadAttention\.setOptimizerState: unknown state key 'lr' \(known keys: step, m, v\)$/);
+  assert.throws(err({ ...good, step: -1 }), /^RangeError: MultiHeadAttention\.setOptimizerState: state\.step must be an integer from 0 to 2147483647, got number -1$/);
+  assert.throws(err({ ...good, step: 1.5 }), /^RangeError: MultiHeadAttention\.setOptimizerState: state\.step must be an integer/);
+  assert.throws(err({ ...good, m: undefined }), /^TypeError: MultiHeadAttention\.setOptimizerState: state\.m must be an object in setWeights layout, from getOptimizerState\(\), got undefined$/);
+  assert.throws(err({ ...good, m: { ...fresh.m, bo: undefined } }), /^TypeError: MultiHeadAttention\.setOptimizerState: state\.m\.bo is required \(a Float32Array of 8\)$/);
+  assert.throws(err({ ...good, v: { ...fresh.v, wk: new Float32Array(5) } }), /^RangeError: MultiHeadAttention\.setOptimizerState: state\.v\.wk has length 5, expected 32 \(32 values\)$/);
+  assert.throws(err({ ...good, v: { ...fresh.v, wq: new Float64Array(64) } }), /^TypeError: MultiHeadAttention\.setOptimizerState: state\.v\.wq must be a Float32Array, got Float64Array\(64\)$/);
   assert.throws(err({ ...good, v: { ...fresh.v, bq: new Float32Array(8).fill(-1) } }),
-    /^RangeError: setOptimizerState: state\.v\.bq\[0\] must be finite and >= 0 \(a second moment\), got -1$/);
-  assert.throws(err({ ...good, m: { ...fresh.m, wo: new Float32Array(64).fill(NaN) } }), /^RangeError: setOptimizerState: state\.m\.wo\[0\] must be finite, got NaN$/);
+    /^RangeError: MultiHeadAttention\.setOptimizerState: state\.v\.bq\[0\] must be finite and >= 0 \(a second moment\), got -1$/);
+  assert.throws(err({ ...good, m: { ...fresh.m, wo: new Float32Array(64).fill(NaN) } }), /^RangeError: MultiHeadAttention\.setOptimizerState: state\.m\.wo\[0\] must be finite, got NaN$/);
   assert.equal(mha.getOptimizerState().step, 0, 'nothing was set');
   mha.setOptimizerState(good);
   assert.equal(mha.getOptimizerState().step, 3);

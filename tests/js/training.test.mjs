@@ -85,13 +85,13 @@ test('training errors are clear', () => {
   assert.throws(() => mha.backward(new Float32Array(4)), /^Error: MultiHeadAttention\.backward: call forward\(\.\.\., \{ train: true \}\) first$/);
   const x = new Float32Array(8);
   mha.forward(x, null, null, { train: true });
-  assert.throws(() => mha.backward(new Float32Array(3)), /^RangeError: dOut has length 3, expected 8 \(batch 1 × seqQ 2 × embedDim 4\)$/);
+  assert.throws(() => mha.backward(new Float32Array(3)), /^RangeError: MultiHeadAttention\.backward: dOut has length 3, expected 8 \(batch 1 × seqQ 2 × embedDim 4\)$/);
   const { weights } = mha.backward(new Float32Array(8));
-  assert.throws(() => mha.sgdStep({ ...weights, wq: undefined }, { lr: 0.1 }), /^TypeError: grads\.wq is required/);
-  assert.throws(() => mha.sgdStep(weights, { lr: -1 }), /^RangeError: options\.lr must be a positive number, got number -1$/);
-  assert.throws(() => mha.adamStep(weights, { beta1: 1 }), /^RangeError: options\.beta1 must be in \[0, 1\)/);
+  assert.throws(() => mha.sgdStep({ ...weights, wq: undefined }, { lr: 0.1 }), /^TypeError: MultiHeadAttention\.sgdStep: grads\.wq is required/);
+  assert.throws(() => mha.sgdStep(weights, { lr: -1 }), /^RangeError: MultiHeadAttention\.sgdStep: options\.lr must be a positive number, got number -1$/);
+  assert.throws(() => mha.adamStep(weights, { beta1: 1 }), /^RangeError: MultiHeadAttention\.adamStep: options\.beta1 must be in \[0, 1\)/);
   const cache = mha.createCache({ maxSeq: 4 });
-  assert.throws(() => mha.forward(x, null, null, { cache, train: true }), /^TypeError: forward: options\.train does not work with options\.cache/);
+  assert.throws(() => mha.forward(x, null, null, { cache, train: true }), /^TypeError: MultiHeadAttention\.forward: options\.train does not work with options\.cache/);
   cache.dispose();
   mha.dispose();
 });

@@ -118,9 +118,8 @@ const char* KvCache::stage(const float* key, const Strides& ks, const float* val
   const std::size_t eb = element_bytes();
   for (int b = 0; b < c.batch; ++b)
     for (int t = 0; t < seq; ++t) {
-      const std::size_t row0 = (static_cast<std::size_t>(b) * c.max_seq + slot(length_ + t)) * c.kv_heads;
       for (int h = 0; h < c.kv_heads; ++h) {
-        const std::size_t row = row0 + h;
+        const std::size_t row = (static_cast<std::size_t>(b) * c.kv_heads + h) * c.max_seq + slot(length_ + t);
         for (int which = 0; which < 2; ++which) {
           const bool is_key = which == 0;
           const int dim = is_key ? c.head_dim : c.value_dim;
@@ -162,12 +161,12 @@ void KvCache::describe(AttentionParams& p, int staged) const {
   p.head_dim = c.head_dim;
   p.value_dim = c.value_dim;
   p.seq_k = length_ + staged;
-  p.k = {slots * kvh * c.head_dim, c.head_dim, kvh * c.head_dim};
-  p.v = {slots * kvh * c.value_dim, c.value_dim, kvh * c.value_dim};
+  p.k = {kvh * slots * c.head_dim, slots * c.head_dim, c.head_dim};
+  p.v = {kvh * slots * c.value_dim, slots * c.value_dim, c.value_dim};
   if (c.dtype == KvType::i8) {
     p.key_scale = k_scale_.get();
     p.value_scale = v_scale_.get();
-    p.ks = p.vs = {slots * kvh, 1, kvh};
+    p.ks = p.vs = {kvh * slots, slots, 1};
   } else {
     p.key_scale = p.value_scale = nullptr;
   }

@@ -4,10 +4,14 @@
 // Each engine and thread count runs in its own Node process (--browser: its own Chromium page per
 // thread count), configured as its documentation recommends; engines take turns of many calls in
 // rotated rounds (web/bench-schedule.mjs); the report says how each was configured, the
-// machine and its load. Results go to artifacts/bench/ as JSON; --readme rewrites the README's
-// generated table from a full run.
-//   node scripts/bench.mjs [--browser] [--quick] [--shape B,H,Sq,Sk,D[,1]] [--json FILE] [--readme]
-//   (npm run bench builds what it needs first)
+// machine and its load. Then two sections (scripts/bench/sections.mjs): a decode step over KV
+// caches against onnxruntime-web (issue 13) and the score variants against plain attention
+// (issue 12). Results go to artifacts/bench/ as JSON; --readme rewrites the README's generated
+// tables of the sections that ran, from full runs of them.
+//   node scripts/bench.mjs [--browser] [--quick] [--section shapes,decode,variants] [--shape B,H,Sq,Sk,D[,1]]
+//                          [--json FILE] [--readme]
+//   (npm run bench builds what it needs first; --section picks sections, default all; --shape
+//   replaces the main table's shapes)
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, release, type } from 'node:os';
 import { dirname } from 'node:path';
@@ -15,6 +19,8 @@ import { fileURLToPath } from 'node:url';
 import { measurePeak } from './bench/peak.mjs';
 import { printReport, readmeBlock, targets } from './bench/report.mjs';
 import { updateReadme } from './bench/readme.mjs';
+import { decodeReadmeBlock, printSections, sectionTargets, variantsReadmeBlock } from './bench/section-report.mjs';
+import { SECTION_NAMES, runSections } from './bench/sections.mjs';
 import { measureShape, TIMING } from '../web/bench-schedule.mjs';
 import { FULL_SHAPES, QUICK_SHAPES, flops, label, parseShape } from './bench/shapes.mjs';
 
@@ -26,8 +32,13 @@ const quick = args.includes('--quick');
 const shapes = option('--shape') ? [parseShape(option('--shape'))] : quick ? QUICK_SHAPES : FULL_SHAPES;
 const full = !quick && !option('--shape');
 if (args.includes('--readme') && !full) throw new Error('--readme needs a full run (no --quick, no --shape)');
+const ALL_SECTIONS = ['shapes', ...SECTION_NAMES];
+const sections = option('--section')?.split(',') ?? ALL_SECTIONS;
+const unknown = sections.filter((x) => !ALL_SECTIONS.includes(x));
+if (unknown.length) throw new Error(`--section: unknown ${unknown.join(', ')} (known: ${ALL_SECTIONS.join(', ')})`);
 const kind = browser ? 'browser' : 'node';
-const jsonPath = option('--json') ?? here(`../artifacts/bench/${kind}${full ? '' : '-quick'}.json`);
+const partial = sections.length === ALL_SECTIONS.length ? '' : `-${sections.join('-')}`;
+const jsonPath = option('--json') ?? here(`../artifacts/bench/${kind}${partial}${full ? '' : '-quick'}.json`);
 const timing = quick ? TIMING.quick : TIMING.full;
 const load = () => loadavg().map((x) => Number(x.toFixed(2)));
 const log = (s) => process.stderr.write(`[bench] ${s}\n`);
@@ -52,8 +63,12 @@ const BROWSER_PAGES = [
 
 const loadStart = load();
 const date = new Date().toISOString();
-let hosts, hostsFailed, where, peak, closeAll, problems = [];
-if (browser) {
+log(`load average ${loadStart.join(' ')} at start`);
+let hosts = [], hostsFailed = [], where = browser ? 'Chromium' : `Node ${process.version}`, peak = {}, closeAll = async () => {}, problems = [];
+const results = [];
+if (!sections.includes('shapes')) {
+  // only the sections below
+} else if (browser) {
   const { startBrowserHosts } = await import('./bench/browser-hosts.mjs');
   log('starting Chromium pages');
   const b = await startBrowserHosts(BROWSER_PAGES);
@@ -62,19 +77,12 @@ if (browser) {
   peak = { simd128: await hosts[0].call('peak', 'simd128', quick ? { warmMs: 400 } : {}), relaxed: await hosts[0].call('peak', 'relaxed', quick ? { warmMs: 400 } : {}) };
   closeAll = b.close;
 } else {
-  const { startNativeHost, startNodeHost } = await import('./bench/node-hosts.mjs');
-  hosts = [];
-  hostsFailed = [];
-  for (const { label: hostLabel, spec, execArgv } of NODE_HOSTS) {
-    log(`starting ${hostLabel}`);
-    const h = await startNodeHost(spec, { label: hostLabel, execArgv });
-    if (h.failed) hostsFailed.push({ label: hostLabel, reason: h.failed });
-    else hosts.push(h);
-  }
+  const { startNativeHost, startNodeHosts } = await import('./bench/node-hosts.mjs');
+  log(`starting ${NODE_HOSTS.map((h) => h.label).join(', ')}`);
+  ({ hosts, failed: hostsFailed } = await startNodeHosts(NODE_HOSTS));
   const native = here('../build/bench/attn_bench_native');
   if (existsSync(native)) hosts.push(await startNativeHost(native));
   else hostsFailed.push({ label: 'native SSE', reason: 'not built (npm run bench builds build/bench/attn_bench_native)' });
-  where = `Node ${process.version}`;
   const { execFileSync } = await import('node:child_process');
   // The FMA peak needs relaxed SIMD, which Node 20 has only behind a flag.
   const relaxedPeak = execFileSync(process.execPath, ['--experimental-wasm-relaxed-simd', '--input-type=module', '-e',
@@ -91,8 +99,7 @@ for (const h of hosts) {
     engines[e.name] = { host: h.label, config: e.config };
   }
 }
-const results = [];
-for (const shape of shapes) {
+for (const shape of sections.includes('shapes') ? shapes : []) {
   log(`measuring ${label(shape)}`);
   const r = await measureShape(hosts, shape, timing, { log: (s) => log(`  ${label(shape)}: ${s}`), load });
   results.push({ shape: label(shape), flops: flops(shape), ...r });
@@ -101,7 +108,9 @@ await closeAll();
 
 const notes = [];
 let extras = {};
-if (!browser) {
+if (!sections.includes('shapes')) {
+  // no main table, nothing to add to it
+} else if (!browser) {
   const x = await import('./bench/node-extras.mjs');
   log('cold start, sizes, backward');
   extras = { coldStart: x.coldStart(), wasmSizes: x.wasmSizes(), backward: x.backwardRatio({ quick }), ...(full ? { memory: x.memoryAtSeq8192() } : {}) };
@@ -118,6 +127,33 @@ if (!browser) {
   notes.push(`\nbrowser console: ${[...new Set(problems)].join(' | ')}`);
 }
 
+// The sections, each host started for its part and closed after it.
+const sectionNames = SECTION_NAMES.filter((n) => sections.includes(n));
+let sectionResults = {}, sectionExtras = {};
+const sectionProblems = [];
+if (sectionNames.length) {
+  // In Chromium: one page per part (1 thread, not isolated), all in one browser.
+  const { launchBenchBrowser, startBrowserHosts } = browser ? await import('./bench/browser-hosts.mjs') : {};
+  const chromium = browser ? await launchBenchBrowser() : null;
+  const startHosts = browser
+    ? async (list) => {
+      const b = await startBrowserHosts([{ label: 'page 1T (not isolated)', isolated: false, specs: list.map((h) => h.spec) }], { browser: chromium });
+      sectionProblems.push(...b.problems);
+      where = `Chromium ${b.browserVersion} (headless, playwright-core)`;
+      return b;
+    }
+    : async (list) => (await import('./bench/node-hosts.mjs')).startNodeHosts(list);
+  try {
+    sectionResults = await runSections(sectionNames, { quick, startHosts, log, load });
+  } finally {
+    await chromium?.close();
+  }
+  if (sectionResults.decode) {
+    const { kvCacheBytes } = await import('./bench/node-extras.mjs');
+    sectionExtras.kvBytes = kvCacheBytes(sectionResults.decode.flatMap((p) => p.results.map((r) => r.shape)));
+  }
+}
+
 const os = (() => {
   try {
     return readFileSync('/etc/os-release', 'utf8').match(/PRETTY_NAME="([^"]+)"/)[1];
@@ -130,13 +166,21 @@ const run = {
   where, command: ['npm run bench', ...(args.some((a) => a !== '--readme') ? ['--', ...args.filter((a) => a !== '--readme')] : [])].join(' '), date,
   machine: { cpu: cpus()[0].model, cores: cpus().length, os },
   loadavg: { start: loadStart, end: load() }, timing, peak, engines, hostsFailed, results, extras, notes,
+  sections: sectionResults, sectionExtras,
 };
-printReport(run);
+if (results.length) printReport(run);
+else console.log(`attention-wasm ${run.version} in ${run.where}; ${run.date.slice(0, 16).replace('T', ' ')} UTC; ${run.machine.cpu}, ${run.machine.cores} cores; load average ${run.loadavg.start.join(' ')} at start, ${run.loadavg.end.join(' ')} at end`);
+printSections(run);
+if (sectionProblems.length) console.log(`\nbrowser console (sections): ${[...new Set(sectionProblems)].join(' | ')}`);
+console.log(`\nload average (1/5/15 min) ${run.loadavg.start.join(' ')} at start, ${run.loadavg.end.join(' ')} at end`);
 mkdirSync(dirname(jsonPath), { recursive: true });
-writeFileSync(jsonPath, JSON.stringify({ ...run, targets: targets(run) }, null, 2));
+writeFileSync(jsonPath, JSON.stringify({ ...run, targets: [...(results.length ? targets(run) : []), ...sectionTargets(run)] }, null, 2));
 console.log(`\nresults: ${jsonPath}`);
 if (args.includes('--readme')) {
-  updateReadme(here('../README.md'), kind, readmeBlock(run));
-  console.log(`README.md: the ${kind} table is regenerated from this run`);
+  const blocks = [...(results.length ? [[kind, readmeBlock(run)]] : []),
+    ...(run.sections.decode ? [[`${kind}-decode`, decodeReadmeBlock(run)]] : []),
+    ...(run.sections.variants ? [[`${kind}-variants`, variantsReadmeBlock(run)]] : [])];
+  for (const [marker, block] of blocks) updateReadme(here('../README.md'), marker, block);
+  console.log(`README.md: regenerated from this run: ${blocks.map(([m]) => m).join(', ')}`);
 }
 process.exit(0);

@@ -15,17 +15,18 @@ import { msMultiHeadAttention, standardAttention } from './onnx-graphs.mjs';
 import { plainAttention } from './plain-attention.mjs';
 import { randomArray } from './random-arrays.mjs';
 
-// The same seeded inputs in every process and page, so every engine computes the same thing.
-export function makeInputs({ batch, heads, seqQ, seqK, headDim }) {
+// The same seeded inputs in every process and page, so every engine computes the same thing
+// (keys and values with kvHeads heads where a shape has them: the decode section's).
+export function makeInputs({ batch, heads, kvHeads = heads, seqQ, seqK, headDim }) {
   return {
     q: randomArray(batch * heads * seqQ * headDim, 1),
-    k: randomArray(batch * heads * seqK * headDim, 2),
-    v: randomArray(batch * heads * seqK * headDim, 3),
+    k: randomArray(batch * kvHeads * seqK * headDim, 2),
+    v: randomArray(batch * kvHeads * seqK * headDim, 3),
   };
 }
 
 // [B,H,S,D] → [B,S,H·D] (onnxruntime's MultiHeadAttention takes that layout).
-function toBshd(x, b, h, s, d) {
+export function toBshd(x, b, h, s, d) {
   const y = new Float32Array(x.length);
   for (let bi = 0; bi < b; bi++) {
     for (let hi = 0; hi < h; hi++) {

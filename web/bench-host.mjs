@@ -18,8 +18,9 @@ export function createBenchHost(engines) {
 
     // Sets every engine up for `shape` and times its first call; returns, per engine name,
     // { firstCall, sample } (sample: SAMPLE evenly spaced output elements) or { error }.
-    async prepare({ batch, heads, seqQ, seqK, headDim, causal = false }) {
-      const shape = { batch, heads, seqQ, seqK, headDim, causal };  // only what the engines take
+    async prepare({ batch, heads, kvHeads, seqQ, seqK, headDim, causal = false }) {
+      // only what the engines take (kvHeads: the decode section's shapes)
+      const shape = { batch, heads, ...(kvHeads ? { kvHeads } : {}), seqQ, seqK, headDim, causal };
       await releaseAll();
       const inputs = makeInputs(shape);
       const size = inputs.q.length;

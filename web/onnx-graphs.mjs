@@ -3,7 +3,9 @@
 // no model files are committed:
 //   standardAttention: Transpose → MatMul → Mul(scale) [→ Add(causal mask)] → Softmax → MatMul
 //   msMultiHeadAttention: the com.microsoft MultiHeadAttention contrib op
+//   msGroupQueryAttention: the com.microsoft GroupQueryAttention contrib op, a decode step over a past
 const FLOAT = 1;  // TensorProto.DataType.FLOAT
+const INT32 = 6;  // TensorProto.DataType.INT32
 
 // Appends protobuf fields to a list of byte chunks (large tensors are kept as one chunk).
 class Writer {
@@ -35,12 +37,12 @@ class Writer {
   }
 }
 
-function valueInfo(w, field, name, dims) {
+function valueInfo(w, field, name, dims, elemType = FLOAT) {
   w.message(field, (v) => {
     v.string(1, name);
     v.message(2, (type) => type.message(1, (tensor) => {
-      tensor.int(1, FLOAT);
-      tensor.message(2, (shape) => { for (const d of dims) shape.message(1, (dim) => dim.int(1, d)); });
+      tensor.int(1, elemType);
+      if (dims) tensor.message(2, (shape) => { for (const d of dims) shape.message(1, (dim) => dim.int(1, d)); });
     }));
   });
 }
@@ -116,5 +118,32 @@ export function msMultiHeadAttention({ batch, heads, seqQ, seqK, headDim, causal
     valueInfo(g, 11, 'key', [batch, seqK, hidden]);
     valueInfo(g, 11, 'value', [batch, seqK, hidden]);
     valueInfo(g, 12, 'output', [batch, seqQ, hidden]);
+  }, [['', 17], ['com.microsoft', 1]]);
+}
+
+// One decode step the way onnxruntime's own decoders run it: query [B,1,H·D] and this step's
+// key/value [B,1,Hkv·D] (BSH) with the past [B,Hkv,S−1,D] (BNSH), seqlens_k [B] = S − 1 and
+// total_sequence_length = S (int32) → output [B,1,H·D]. present_key/present_value [B,Hkv,S,D]
+// are outputs too, declared without a shape (onnxruntime infers the past's length for them);
+// a caller can leave them unfetched.
+export function msGroupQueryAttention({ batch, heads, kvHeads, seqK, headDim }) {
+  return model((g) => {
+    g.string(2, 'gqa');
+    node(g, {
+      op: 'GroupQueryAttention', domain: 'com.microsoft',
+      inputs: ['query', 'key', 'value', 'past_key', 'past_value', 'seqlens_k', 'total_sequence_length'],
+      outputs: ['output', 'present_key', 'present_value'],
+      attrs: [{ name: 'num_heads', int: heads }, { name: 'kv_num_heads', int: kvHeads }],
+    });
+    valueInfo(g, 11, 'query', [batch, 1, heads * headDim]);
+    valueInfo(g, 11, 'key', [batch, 1, kvHeads * headDim]);
+    valueInfo(g, 11, 'value', [batch, 1, kvHeads * headDim]);
+    valueInfo(g, 11, 'past_key', [batch, kvHeads, seqK - 1, headDim]);
+    valueInfo(g, 11, 'past_value', [batch, kvHeads, seqK - 1, headDim]);
+    valueInfo(g, 11, 'seqlens_k', [batch], INT32);
+    valueInfo(g, 11, 'total_sequence_length', [], INT32);
+    valueInfo(g, 12, 'output', [batch, 1, heads * headDim]);
+    valueInfo(g, 12, 'present_key', null);
+    valueInfo(g, 12, 'present_value', null);
   }, [['', 17], ['com.microsoft', 1]]);
 }

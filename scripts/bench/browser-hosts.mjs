@@ -14,23 +14,29 @@ const MOUNTS = {
   '/vendor/tfjs-backend-wasm/': join(REPO, 'node_modules', '@tensorflow', 'tfjs-backend-wasm', 'dist'),
 };
 
-// pages: [{ label, isolated, specs }] → { hosts, failed, browserVersion, problems, close() }
-export async function startBrowserHosts(pages) {
-  const servers = {};
-  const browser = await chromium.launch({
+// Headless Chromium as the benchmark starts it.
+export const launchBenchBrowser = () => chromium.launch({
     executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
     headless: true,
     args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
       '--disable-component-update', '--disable-sync',
       // Pages that are not in front must not be slowed down.
       '--disable-background-timer-throttling', '--disable-renderer-backgrounding', '--disable-backgrounding-occluded-windows'],
-  });
+});
+
+// pages: [{ label, isolated, specs }] → { hosts, failed, browserVersion, problems, close() }; in
+// `browser` (from launchBenchBrowser, left open by close()) or in a browser of its own.
+export async function startBrowserHosts(pages, { browser: shared } = {}) {
+  const servers = {};
+  const browser = shared ?? await launchBenchBrowser();
+  const opened = [];
   const problems = [];
   const hosts = [];
   const failed = [];
   for (const { label, isolated, specs } of pages) {
     servers[isolated] ??= await startServer({ isolated, mounts: MOUNTS });
     const page = await browser.newPage();
+    opened.push(page);
     await page.route('**/favicon.ico', (route) => route.fulfill({ status: 204 }));
     page.on('console', (m) => { if (m.type() === 'error' || m.type() === 'warning') problems.push(`${label}: ${m.type()}: ${m.text()}`); });
     page.on('pageerror', (e) => problems.push(`${label}: pageerror: ${e.message}`));
@@ -45,7 +51,8 @@ export async function startBrowserHosts(pages) {
   return {
     hosts, failed, problems, browserVersion: browser.version(),
     close: async () => {
-      await browser.close();
+      if (shared) for (const page of opened) await page.close();
+      else await browser.close();
       for (const s of Object.values(servers)) await s.close();
     },
   };

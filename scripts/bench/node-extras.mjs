@@ -36,8 +36,27 @@ export const coldStart = () => {
 };
 export const backwardRatio = ({ quick = false } = {}) => runTask('backward', quick ? 'quick' : 'full');
 export const memoryAtSeq8192 = () => runTask('memory');
+// shapes: the decode section's ({ kvHeads, seqK, headDim, … }) → { label: { maxSeq, float32, float16, int8 } }
+export const kvCacheBytes = (shapes) => runTask('kv-bytes', JSON.stringify(shapes));
 
 const TASKS = {
+  // cache.bytes of a KV cache per dtype holding the decode section's shapes (maxSeq = seqK).
+  async 'kv-bytes'(shapes) {
+    const { createAttention } = await import('../../dist/node.mjs');
+    const { DTYPES } = await import('./decode-engines.mjs');
+    const { sectionLabel } = await import('./sections.mjs');
+    const lib = await createAttention({ threads: 1 });
+    return Object.fromEntries(JSON.parse(shapes).map((s) => [sectionLabel(s), {
+      maxSeq: s.seqK,
+      ...Object.fromEntries(DTYPES.map((dtype) => {
+        const cache = lib.createKVCache({ batch: s.batch, kvHeads: s.kvHeads, headDim: s.headDim, maxSeq: s.seqK, dtype });
+        const bytes = cache.bytes;
+        cache.dispose();
+        return [dtype, bytes];
+      })),
+    }]));
+  },
+
   // A fresh process: import, createAttention({ threads: 1 }), then the first and second call
   // on (1,8,128,128,64) (the first includes V8's compilation of what the call needs), and the
   // median of the next 20.

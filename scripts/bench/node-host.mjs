@@ -1,11 +1,16 @@
 // One Node process of the benchmark: loads the engines of one spec (argv[2], JSON, see
-// web/bench-engines.mjs) and answers the coordinator over the IPC channel:
+// web/bench-engines.mjs; with spec.section 'decode' or 'variants' those of decode-engines.mjs or
+// variant-engines.mjs) and answers the coordinator over the IPC channel:
 //   → { id, method, args }   ← { id, result } or { id, error }
 // It first sends { ready: engines } (or { failed: message }). Each ORT thread count gets its own
 // process because onnxruntime-web's env.wasm.numThreads is global to a process.
 import { fileURLToPath } from 'node:url';
 import { createEngines } from '../../web/bench-engines.mjs';
 import { createBenchHost } from '../../web/bench-host.mjs';
+import { createDecodeEngines } from './decode-engines.mjs';
+import { createVariantEngines } from './variant-engines.mjs';
+
+const ENGINES = { main: createEngines, decode: createDecodeEngines, variants: createVariantEngines };
 
 const here = (p) => fileURLToPath(new URL(p, import.meta.url));
 
@@ -24,7 +29,7 @@ async function depsFor(kind) {
 const spec = JSON.parse(process.argv[2]);
 let host;
 try {
-  host = createBenchHost(await createEngines(spec, await depsFor(spec.kind)));
+  host = createBenchHost(await ENGINES[spec.section ?? 'main'](spec, await depsFor(spec.kind)));
   process.send({ ready: host.engines() });
 } catch (error) {
   process.send({ failed: String(error?.message ?? error) });

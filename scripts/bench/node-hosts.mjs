@@ -43,6 +43,17 @@ export function startNodeHost(spec, { label = JSON.stringify(spec), execArgv = [
   });
 }
 
+// Starts one host per { label, spec, execArgv } in turn: { hosts, failed: [{ label, reason }], close() }.
+export async function startNodeHosts(list) {
+  const hosts = [], failed = [];
+  for (const { label, spec, execArgv } of list) {
+    const h = await startNodeHost(spec, { label, execArgv });
+    if (h.failed) failed.push({ label, reason: h.failed });
+    else hosts.push(h);
+  }
+  return { hosts, failed, close: async () => { for (const h of hosts) await h.close(); } };
+}
+
 // The same kernel compiled natively by g++ for 128-bit SSE (scripts/bench/native-bench.cpp) as a
 // host, so it takes its turns with the others: a turn runs the binary for that long (its own
 // warm-up is the settle time) and yields the turn's median. It returns no outputs to cross-check.

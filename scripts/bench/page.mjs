@@ -1,8 +1,13 @@
 // The page side of scripts/bench/browser-hosts.mjs: the engines of ?specs= (JSON list, see
-// web/bench-engines.mjs) as one bench host on window.benchHost; window.benchReady when loaded.
+// web/bench-engines.mjs; spec.section 'decode' or 'variants': decode-engines.mjs or
+// variant-engines.mjs) as one bench host on window.benchHost; window.benchReady when loaded.
 import { createEngines } from '/web/bench-engines.mjs';
 import { createBenchHost } from '/web/bench-host.mjs';
+import { createDecodeEngines } from '/bench/decode-engines.mjs';
 import { measurePeak } from '/bench/peak.mjs';
+import { createVariantEngines } from '/bench/variant-engines.mjs';
+
+const ENGINES = { main: createEngines, decode: createDecodeEngines, variants: createVariantEngines };
 
 async function depsFor(kind) {
   if (kind === 'ours') return { createAttention: (await import('/dist/index.mjs')).createAttention };
@@ -19,7 +24,7 @@ const engines = [];
 const failed = [];
 for (const spec of specs) {
   try {
-    for (const engine of await createEngines(spec, await depsFor(spec.kind))) {
+    for (const engine of await ENGINES[spec.section ?? 'main'](spec, await depsFor(spec.kind))) {
       // An explicit simd128 request where 'auto' already chose simd128 measures nothing new.
       const twin = engines.find((e) => e.lib && engine.lib && e.config.threads === engine.config.threads && e.config.simd === engine.config.simd);
       if (twin) failed.push({ label: engine.name, reason: `same build as ${twin.name} (${engine.config.simd})` });

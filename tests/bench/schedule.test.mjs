@@ -9,6 +9,8 @@ import { test } from 'node:test';
 import { measurePeak } from '../../scripts/bench/peak.mjs';
 import { updateReadme } from '../../scripts/bench/readme.mjs';
 import { readmeBlock, summaryRows, targets } from '../../scripts/bench/report.mjs';
+import { pairedRatio } from '../../scripts/bench/section-report.mjs';
+import { VARIANTS, visibleScores } from '../../scripts/bench/variant-engines.mjs';
 import { createBenchHost } from '../../web/bench-host.mjs';
 import { measureShape } from '../../web/bench-schedule.mjs';
 
@@ -166,4 +168,30 @@ test('a host times short calls in groups of about 2 ms (browsers round performan
   counts.long = 0;
   assert.equal((await host.turn('long', { maxCalls: 1 })).length, 1);
   assert.equal(counts.long, 1);
+});
+
+test('the variants section counts the scores each variant computes, causal and window as flash-attention', () => {
+  const brute = ({ seqQ, seqK }, { causal = false, window: [left, right] = [Infinity, Infinity] }) => {
+    let n = 0;
+    for (let i = 0; i < seqQ; i++) {
+      for (let j = 0; j < seqK; j++) {
+        const pos = i + seqK - seqQ;
+        if ((!causal || j <= pos) && j >= pos - left && j <= pos + right) n++;
+      }
+    }
+    return n;
+  };
+  for (const shape of [{ seqQ: 7, seqK: 7 }, { seqQ: 3, seqK: 11 }, { seqQ: 9, seqK: 4 }]) {
+    for (const options of [{}, { causal: true }, { window: [2, 1] }, { causal: true, window: [3, 0] }, { window: [0, Infinity] }]) {
+      assert.equal(visibleScores(shape, options), brute(shape, options), `${JSON.stringify(shape)} ${JSON.stringify(options)}`);
+    }
+  }
+  const big = { seqQ: 8192, seqK: 8192 };
+  assert.equal(visibleScores(big, VARIANTS['causal-window'].options(big)), 1024 * 1025 / 2 + (8192 - 1024) * 1024);
+});
+
+test('section ratios pair the rounds of two engines when both ran every round', () => {
+  assert.equal(pairedRatio({ median: 2, rounds: [2, 4, 2] }, { median: 1, rounds: [1, 1, 2] }), 2);  // ratios 2, 4, 1
+  assert.equal(pairedRatio({ median: 3, rounds: [3] }, { median: 2, rounds: [2, 2] }), 1.5, 'else the ratio of medians');
+  assert.equal(pairedRatio({ error: 'x' }, { median: 2 }), null);
 });

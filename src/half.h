@@ -54,6 +54,7 @@ inline std::uint16_t from_float(float f) {
 #if defined(ATTN_SCALAR)
 
 inline simd::vfloat load(const std::uint16_t* p) { return to_float(*p); }
+inline void load2(const std::uint16_t* p, simd::vfloat& lo, simd::vfloat& hi) { lo = to_float(p[0]); hi = to_float(p[1]); }
 inline void store(std::uint16_t* p, simd::vfloat v) { *p = from_float(v.x); }
 
 #else
@@ -71,6 +72,25 @@ inline vfloat load(const std::uint16_t* p) {
   const vint special = em | vint(0x7f800000);
   const vint bits = xsimd::select((hv & vint(0x7c00)) == vint(0x7c00), special, xsimd::bitwise_cast<vint>(finite));
   return xsimd::bitwise_cast<vfloat>(bits | ((hv & vint(0x8000)) << 16));
+}
+
+// 2W halves -> 2W floats (lo: the first W), as to_float, working on the 16-bit lanes: the high
+// half of each float32 is sign | exponent | top 7 mantissa bits (an arithmetic shift by 3 keeps
+// the sign in bit 15; the mask clears the copies of it), the low half the other 3 mantissa bits;
+// interleaved, that is the float32 pattern of sign · 2^(e−127) · 1.m, which times 2^112 is the
+// value for normals and subnormals alike. Exponent 31 (∞, NaN) gets float32's all-ones
+// exponent first, and stays ∞ or NaN. About half the instructions of two load()s.
+inline void load2(const std::uint16_t* p, vfloat& lo, vfloat& hi) {
+  static_assert(vfloat::size == 4, "one 128-bit load of halves per two vectors");
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i exponent = _mm_set1_epi16(0x7c00);
+  const __m128i special = _mm_cmpeq_epi16(_mm_and_si128(h, exponent), exponent);
+  const __m128i top = _mm_or_si128(_mm_and_si128(_mm_srai_epi16(h, 3), _mm_set1_epi16(static_cast<short>(0x8fff))),
+                                   _mm_and_si128(special, _mm_set1_epi16(0x7000)));
+  const __m128i bottom = _mm_slli_epi16(h, 13);
+  const vfloat scale(0x1p112f);
+  lo = vfloat(_mm_castsi128_ps(_mm_unpacklo_epi16(bottom, top))) * scale;
+  hi = vfloat(_mm_castsi128_ps(_mm_unpackhi_epi16(bottom, top))) * scale;
 }
 
 // W floats -> W halves, as from_float.

@@ -20,18 +20,28 @@ namespace attn::kv {
 using simd::vfloat;
 using simd::W;
 
-// W stored elements -> W floats, and one element -> a float.
+// W stored elements -> W floats, and one element -> a float; and for the direct path's loops,
+// the widest read of the type: kVectors vectors (kVectors·W elements) from one 128-bit load.
 template <class T>
 struct Stored;
 
 template <>
 struct Stored<float> {
+  static constexpr int kVectors = 1;
   static vfloat load(const float* p) { return simd::load(p); }
+  static void load_chunk(const float* p, vfloat* v) { v[0] = simd::load(p); }
   static float one(const float* p) { return *p; }
 };
 
 template <>
 struct Stored<std::uint16_t> {
+#if defined(ATTN_SCALAR)
+  static constexpr int kVectors = 1;
+  static void load_chunk(const std::uint16_t* p, vfloat* v) { v[0] = half::load(p); }
+#else
+  static constexpr int kVectors = 2;
+  static void load_chunk(const std::uint16_t* p, vfloat* v) { half::load2(p, v[0], v[1]); }
+#endif
   static vfloat load(const std::uint16_t* p) { return half::load(p); }
   static float one(const std::uint16_t* p) { return half::to_float(*p); }
 };
@@ -39,37 +49,68 @@ struct Stored<std::uint16_t> {
 template <>
 struct Stored<std::int8_t> {
 #if defined(ATTN_SCALAR)
+  static constexpr int kVectors = 1;
   static vfloat load(const std::int8_t* p) { return static_cast<float>(*p); }
+  static void load_chunk(const std::int8_t* p, vfloat* v) { v[0] = load(p); }
 #else
+  static constexpr int kVectors = 4;
   static vfloat load(const std::int8_t* p) {
     std::int32_t four;
     std::memcpy(&four, p, sizeof four);
     return vfloat(_mm_cvtepi32_ps(_mm_cvtepi8_epi32(_mm_cvtsi32_si128(four))));
   }
+  // 16 int8 → 4 vectors: widened to 16 then 32 bits, converted.
+  static void load_chunk(const std::int8_t* p, vfloat* v) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+#if defined(__EMSCRIPTEN__)
+    const v128_t lo = wasm_i16x8_extend_low_i8x16(b), hi = wasm_i16x8_extend_high_i8x16(b);
+    v[0] = vfloat(__m128(wasm_f32x4_convert_i32x4(wasm_i32x4_extend_low_i16x8(lo))));
+    v[1] = vfloat(__m128(wasm_f32x4_convert_i32x4(wasm_i32x4_extend_high_i16x8(lo))));
+    v[2] = vfloat(__m128(wasm_f32x4_convert_i32x4(wasm_i32x4_extend_low_i16x8(hi))));
+    v[3] = vfloat(__m128(wasm_f32x4_convert_i32x4(wasm_i32x4_extend_high_i16x8(hi))));
+#else
+    const __m128i lo = _mm_cvtepi8_epi16(b), hi = _mm_cvtepi8_epi16(_mm_srli_si128(b, 8));
+    v[0] = vfloat(_mm_cvtepi32_ps(_mm_cvtepi16_epi32(lo)));
+    v[1] = vfloat(_mm_cvtepi32_ps(_mm_cvtepi16_epi32(_mm_srli_si128(lo, 8))));
+    v[2] = vfloat(_mm_cvtepi32_ps(_mm_cvtepi16_epi32(hi)));
+    v[3] = vfloat(_mm_cvtepi32_ps(_mm_cvtepi16_epi32(_mm_srli_si128(hi, 8))));
+#endif
+  }
 #endif
   static float one(const std::int8_t* p) { return static_cast<float>(*p); }
 };
 
-// a·x over n elements, x stored as T (two vector chains, scalar tail).
+// a·x over n elements, x stored as T: steps of kSteps vectors (at least 4 chains, whole
+// chunks), then single vectors, then a scalar tail.
 template <class T>
 inline float dot(const float* a, const T* x, int n) {
-  vfloat a0(0.0f), a1(0.0f);
+  constexpr int V = Stored<T>::kVectors, S = V < 4 ? 4 : V;
+  vfloat acc[S];
+  for (vfloat& v : acc) v = vfloat(0.0f);
   int c = 0;
-  for (; c + 2 * W <= n; c += 2 * W) {
-    a0 = simd::madd(simd::load(a + c), Stored<T>::load(x + c), a0);
-    a1 = simd::madd(simd::load(a + c + W), Stored<T>::load(x + c + W), a1);
+  for (; c + S * W <= n; c += S * W) {
+    vfloat xv[S];
+    for (int k = 0; k < S; k += V) Stored<T>::load_chunk(x + c + k * W, xv + k);
+    for (int k = 0; k < S; ++k) acc[k] = simd::madd(simd::load(a + c + k * W), xv[k], acc[k]);
   }
-  for (; c + W <= n; c += W) a0 = simd::madd(simd::load(a + c), Stored<T>::load(x + c), a0);
-  float sum = simd::reduce_add(a0 + a1);
+  for (; c + W <= n; c += W) acc[0] = simd::madd(simd::load(a + c), Stored<T>::load(x + c), acc[0]);
+  for (int k = 1; k < S; ++k) acc[0] += acc[k];
+  float sum = simd::reduce_add(acc[0]);
   for (; c < n; ++c) sum += a[c] * Stored<T>::one(x + c);
   return sum;
 }
 
-// y += alpha · x over n elements, x stored as T.
+// y += alpha · x over n elements, x stored as T (whole chunks, single vectors, a scalar tail).
 template <class T>
 inline void axpy(float alpha, const T* x, float* y, int n) {
+  constexpr int V = Stored<T>::kVectors;
   const vfloat va(alpha);
   int c = 0;
+  for (; c + V * W <= n; c += V * W) {
+    vfloat xv[V];
+    Stored<T>::load_chunk(x + c, xv);
+    for (int k = 0; k < V; ++k) simd::store(y + c + k * W, simd::madd(va, xv[k], simd::load(y + c + k * W)));
+  }
   for (; c + W <= n; c += W) simd::store(y + c, simd::madd(va, Stored<T>::load(x + c), simd::load(y + c)));
   for (; c < n; ++c) y[c] += alpha * Stored<T>::one(x + c);
 }

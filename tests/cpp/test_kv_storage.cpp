@@ -12,6 +12,7 @@
 
 #include "attention_case.h"
 #include "half.h"
+#include "kv_storage.h"
 
 using tcase::Case;
 using tcase::Mask;
@@ -94,6 +95,41 @@ TEST_CASE("vector float16 conversions equal the scalar ones", "[half]") {
     const float want = attn::half::to_float(h[i]);
     if (std::isnan(want)) CHECK(std::isnan(back[i]));
     else CHECK(back[i] == want);
+  }
+}
+
+TEST_CASE("the kernel's wide readers equal the one-element ones: every half, every int8", "[half]") {
+  // half::load2 (8 halves → 2 vectors) and the int8 chunk (16 → 4 vectors) feed the decode path.
+  using attn::kv::Stored;
+  constexpr int W = attn::simd::W;
+  std::vector<std::uint16_t> halves(65536);
+  for (std::uint32_t h = 0; h < 65536; ++h) halves[h] = std::uint16_t(h);
+  constexpr int HV = Stored<std::uint16_t>::kVectors;
+  std::vector<float> got(HV * W);
+  for (std::size_t i = 0; i + HV * W <= halves.size(); i += HV * W) {
+    attn::simd::vfloat v[HV];
+    Stored<std::uint16_t>::load_chunk(halves.data() + i, v);
+    for (int k = 0; k < HV; ++k) attn::simd::store(got.data() + k * W, v[k]);
+    for (int j = 0; j < HV * W; ++j) {
+      const float want = attn::half::to_float(halves[i + j]);
+      INFO("half 0x" << std::hex << halves[i + j]);
+      if (std::isnan(want)) {
+        REQUIRE(std::isnan(got[j]));
+      } else {
+        REQUIRE(got[j] == want);
+        REQUIRE(std::signbit(got[j]) == std::signbit(want));
+      }
+    }
+  }
+  std::vector<std::int8_t> bytes(256);
+  for (int b = 0; b < 256; ++b) bytes[b] = std::int8_t(b - 128);
+  constexpr int IV = Stored<std::int8_t>::kVectors;
+  got.assign(IV * W, 0.0f);
+  for (std::size_t i = 0; i + IV * W <= bytes.size(); i += IV * W) {
+    attn::simd::vfloat v[IV];
+    Stored<std::int8_t>::load_chunk(bytes.data() + i, v);
+    for (int k = 0; k < IV; ++k) attn::simd::store(got.data() + k * W, v[k]);
+    for (int j = 0; j < IV * W; ++j) REQUIRE(got[j] == float(bytes[i + j]));
   }
 }
 

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdint>
+#include <type_traits>
 
 #include "attention.h"
 #include "attention_blocks.h"
@@ -51,10 +53,33 @@ void blocks::attend_block(const AttentionParams& p, const RowBlock& rb, const kv
 
 namespace {
 
+// int8 keys with the queries quantised to int16 (kv::quantize_i16): integer dot products, times
+// the query's and the key's scale and `factor`. false when it does not apply (a query with a
+// non-finite element, or head_dim > kv::kMaxInt8Dot): the float path then runs.
+bool direct_scores_int8(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, float factor, Workspace& ws) {
+  if (p.head_dim > kv::kMaxInt8Dot) return false;
+  alignas(16) std::int16_t q16[kDirectRows][kv::kMaxInt8Dot];
+  float q_scale[kDirectRows];
+  for (int i = 0; i < rb.rows; ++i)
+    if (!kv::quantize_i16(rb.q[i], p.head_dim, q16[i], q_scale[i])) return false;
+  kv::for_each_piece(h, rb.keys.begin, rb.keys.end, [&](int j0, int j1, int s0) {
+    for (int j = j0, s = s0; j < j1; ++j, ++s) {
+      const std::int8_t* k = h.key_at_slot<std::int8_t>(s);
+      const float ks = h.key_scale_at_slot(s);
+      for (int i = 0; i < rb.rows; ++i)
+        ws.scores[i * ws.scores_ld + j] = float(kv::dot_i16_i8(q16[i], k, p.head_dim)) * q_scale[i] * ks * factor;
+    }
+  });
+  return true;
+}
+
 // Scores of the block's rows for keys [begin, end) from K rows read in place, each loaded once
 // for all rows: raw dot products (times the int8 scale) times `factor`.
 template <class T>
 void direct_scores(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, float factor, Workspace& ws) {
+  if constexpr (std::is_same_v<T, std::int8_t>) {
+    if (direct_scores_int8(p, rb, h, factor, ws)) return;
+  }
   kv::for_each_piece(h, rb.keys.begin, rb.keys.end, [&](int j0, int j1, int s0) {
     for (int j = j0, s = s0; j < j1; ++j, ++s) {
       const T* k = h.key_at_slot<T>(s);

@@ -115,6 +115,52 @@ inline void axpy(float alpha, const T* x, float* y, int n) {
   for (; c < n; ++c) y[c] += alpha * Stored<T>::one(x + c);
 }
 
+// int8 keys in integers: a query row quantised to int16 (q ≈ scale · q16, |q16| ≤ 32767; its
+// rounding, ≤ 2^-16 of max |q|, is far below the keys' own int8 rounding) makes each q·k one
+// integer dot product — i32x4.dot_i16x8_s (pmaddwd), 9 instructions per 16 elements where
+// converting the keys to float takes 23. Exact in int32 up to kMaxInt8Dot elements.
+constexpr int kMaxInt8Dot = 512;  // 512 · 32767 · 127 < 2^31
+
+// false (out untouched) when q has a non-finite element or is so small (max |q| < 2^-100) that
+// its scale would lose precision; the caller then stays in float.
+inline bool quantize_i16(const float* q, int n, std::int16_t* out, float& scale) {
+  float m = 0.0f;
+  for (int c = 0; c < n; ++c) {
+    if (!std::isfinite(q[c])) return false;
+    m = std::max(m, std::fabs(q[c]));
+  }
+  if (m != 0.0f && m < 0x1p-100f) return false;
+  scale = m / 32767.0f;
+  const float inv = m > 0.0f ? 32767.0f / m : 0.0f;
+  for (int c = 0; c < n; ++c) out[c] = static_cast<std::int16_t>(std::nearbyint(q[c] * inv));
+  return true;
+}
+
+// Σ q16·k over n ≤ kMaxInt8Dot elements.
+inline std::int32_t dot_i16_i8(const std::int16_t* q, const std::int8_t* k, int n) {
+  int c = 0;
+  std::int32_t sum = 0;
+#if !defined(ATTN_SCALAR)
+  __m128i a0 = _mm_setzero_si128(), a1 = _mm_setzero_si128();
+  for (; c + 16 <= n; c += 16) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(k + c));
+#if defined(__EMSCRIPTEN__)
+    const __m128i lo = wasm_i16x8_extend_low_i8x16(b), hi = wasm_i16x8_extend_high_i8x16(b);
+#else
+    const __m128i lo = _mm_cvtepi8_epi16(b), hi = _mm_cvtepi8_epi16(_mm_srli_si128(b, 8));
+#endif
+    a0 = _mm_add_epi32(a0, _mm_madd_epi16(lo, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + c))));
+    a1 = _mm_add_epi32(a1, _mm_madd_epi16(hi, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + c + 8))));
+  }
+  __m128i a = _mm_add_epi32(a0, a1);
+  a = _mm_add_epi32(a, _mm_shuffle_epi32(a, _MM_SHUFFLE(1, 0, 3, 2)));
+  a = _mm_add_epi32(a, _mm_shuffle_epi32(a, _MM_SHUFFLE(2, 3, 0, 1)));
+  sum = _mm_cvtsi128_si32(a);
+#endif
+  for (; c < n; ++c) sum += std::int32_t(q[c]) * k[c];
+  return sum;
+}
+
 // The K and V rows of one (batch, kv head), as stored (type erased: the typed readers below
 // take the element type as a template argument). Row j of the logical key sequence lives in
 // physical row ("slot") j, or j % ring for a ring buffer; the scales are 1 except for int8.

@@ -156,6 +156,22 @@ TEST_CASE("float16 and int8 keys and values", "[kv]") {
   check_case(c);
 }
 
+TEST_CASE("int8 keys past the integer dot product's length, and tiny queries, stay exact in float", "[kv]") {
+  // The direct path's int8 dot products run in integers up to kv::kMaxInt8Dot elements with
+  // queries of max |q| ≥ 2^-100; beyond either it converts the keys to float.
+  Case c;
+  c.heads = c.kv_heads = 2;
+  c.seq_q = 1;
+  c.seq_k = 37;
+  c.head_dim = attn::kv::kMaxInt8Dot + 9;
+  c.value_dim = 5;
+  c.kv_type = attn::KvType::i8;
+  check_case(c);
+  c.head_dim = 24;
+  c.input_scale = 0x1p-105f;  // q and k: max |q| < 2^-100
+  check_case(c);
+}
+
 TEST_CASE("stored keys and values with every variant", "[kv]") {
   const auto type = GENERATE(attn::KvType::f32, attn::KvType::f16, attn::KvType::i8);
   Case c;

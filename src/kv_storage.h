@@ -15,6 +15,17 @@
 #include "half.h"
 #include "simd.h"
 
+// The wasm builds do not unroll loops in general (-fno-unroll-loops, for size): the loops over a
+// fixed number of vectors here are unrolled by pragma so their vectors stay in registers (the
+// same macro as microkernel.h's).
+#if !defined(ATTN_UNROLL)
+#if defined(__clang__)
+#define ATTN_UNROLL _Pragma("clang loop unroll(full)")
+#else
+#define ATTN_UNROLL
+#endif
+#endif
+
 namespace attn::kv {
 
 using simd::vfloat;
@@ -86,15 +97,15 @@ template <class T>
 inline float dot(const float* a, const T* x, int n) {
   constexpr int V = Stored<T>::kVectors, S = V < 4 ? 4 : V;
   vfloat acc[S];
-  for (vfloat& v : acc) v = vfloat(0.0f);
+  ATTN_UNROLL for (int k = 0; k < S; ++k) acc[k] = vfloat(0.0f);
   int c = 0;
   for (; c + S * W <= n; c += S * W) {
     vfloat xv[S];
-    for (int k = 0; k < S; k += V) Stored<T>::load_chunk(x + c + k * W, xv + k);
-    for (int k = 0; k < S; ++k) acc[k] = simd::madd(simd::load(a + c + k * W), xv[k], acc[k]);
+    ATTN_UNROLL for (int k = 0; k < S; k += V) Stored<T>::load_chunk(x + c + k * W, xv + k);
+    ATTN_UNROLL for (int k = 0; k < S; ++k) acc[k] = simd::madd(simd::load(a + c + k * W), xv[k], acc[k]);
   }
   for (; c + W <= n; c += W) acc[0] = simd::madd(simd::load(a + c), Stored<T>::load(x + c), acc[0]);
-  for (int k = 1; k < S; ++k) acc[0] += acc[k];
+  ATTN_UNROLL for (int k = 1; k < S; ++k) acc[0] += acc[k];
   float sum = simd::reduce_add(acc[0]);
   for (; c < n; ++c) sum += a[c] * Stored<T>::one(x + c);
   return sum;
@@ -109,7 +120,7 @@ inline void axpy(float alpha, const T* x, float* y, int n) {
   for (; c + V * W <= n; c += V * W) {
     vfloat xv[V];
     Stored<T>::load_chunk(x + c, xv);
-    for (int k = 0; k < V; ++k) simd::store(y + c + k * W, simd::madd(va, xv[k], simd::load(y + c + k * W)));
+    ATTN_UNROLL for (int k = 0; k < V; ++k) simd::store(y + c + k * W, simd::madd(va, xv[k], simd::load(y + c + k * W)));
   }
   for (; c + W <= n; c += W) simd::store(y + c, simd::madd(va, Stored<T>::load(x + c), simd::load(y + c)));
   for (; c < n; ++c) y[c] += alpha * Stored<T>::one(x + c);

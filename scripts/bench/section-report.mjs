@@ -200,9 +200,10 @@ export function decodeReadmeBlock(run) {
   ] : [];
   const summary = results.map((r, i) => `${r.label.replace(/,/g, ', ')}: ORT's fastest graph (${decoded[i].ort?.name.replace(/^onnxruntime-web (\S+) 1T$/, '$1') ?? '—'}) ÷ float32 cache ${x(decoded[i].ortOverF32)}, ` +
     `float32 ÷ float16 cache ${x(decoded[i].f16Speedup)}, float32 ÷ int8 cache ${x(decoded[i].i8Speedup)}`);
+  const targetLines = sectionTargets({ ...run, sections: { decode: parts } }).map((y) => `- ${y.target.replace(/^(decode|KV cache): /, '')}: ${y.figure}${y.met === null ? '' : y.met ? ' (met)' : ' (**not met**)'}.`);
   return `${header(run, 'decode', parts)} ORT = onnxruntime-web ${ortConfig?.version ?? ''}, wasm backend, \`env.wasm.numThreads\` 1 in its own ${run.where.startsWith('Node') ? 'process' : 'page'}, ` +
     `graphOptimizationLevel 'all', proxy off, CPU arena and memory pattern on. GB/s: bytes of K and V the step reads (the cache's own; float32 for the engines that are handed K and V) ÷ time.\n\n` +
-    `${lines.join('\n')}\n${bytesLines.join('\n')}\n\n${summary.map((s) => `- ${s}.`).join('\n')}\n`;
+    `${lines.join('\n')}\n${bytesLines.join('\n')}\n\n${[...summary.map((s) => `- ${s}.`), ...targetLines].join('\n')}\n`;
 }
 
 export function variantsReadmeBlock(run) {

@@ -169,7 +169,14 @@ inline vfloat tanh_rational(vfloat x) { return tanh_rational(x.x); }
 #else
 inline vfloat tanh_rational(vfloat x) {
   using namespace tanh_coef;
+#if defined(__EMSCRIPTEN__)
+  // WebAssembly's pseudo-min/max (one instruction each, where _mm_min_ps/_mm_max_ps become a
+  // compare and a select) keep a NaN x, and the polynomial carries it to t: no NaN select needed.
+  const vfloat c(static_cast<__m128>(wasm_f32x4_pmin(wasm_f32x4_pmax(static_cast<v128_t>(x.data), wasm_f32x4_splat(-clamp)),
+                                                     wasm_f32x4_splat(clamp))));
+#else
   const vfloat c = xsimd::min(xsimd::max(x, vfloat(-clamp)), vfloat(clamp));
+#endif
   const vfloat x2 = c * c;
   vfloat num = madd(x2, vfloat(a13), vfloat(a11));
   num = madd(x2, num, vfloat(a9));
@@ -182,7 +189,11 @@ inline vfloat tanh_rational(vfloat x) {
   den = madd(x2, den, vfloat(b2));
   den = madd(x2, den, vfloat(b0));
   const vfloat t = num / den;
+#if defined(__EMSCRIPTEN__)
+  return xsimd::select(xsimd::abs(x) < vfloat(tiny), x, t);
+#else
   return xsimd::select(xsimd::abs(x) < vfloat(tiny), x, xsimd::select(x != x, x, t));
+#endif
 }
 #endif
 

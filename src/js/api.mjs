@@ -58,6 +58,12 @@ export function createLibrary(M, { threads = M.numThreads(), threadsReason = 're
     checkTensor(shape, 'query', query, parts.query);
     checkTensor(shape, 'key', key, parts.key);
     checkTensor(shape, 'value', value, parts.value);
+    return attendAndCopy('attention', shape, variants, parts, { query, key, value }, options, null);
+  }
+
+  // The forward of attention() with or without a cache: checks the mask and the caller's
+  // outputs, runs the kernel, copies out the output (and weightsOut / lseOut when given).
+  function attendAndCopy(fn, shape, variants, parts, inputs, options, cacheCore) {
     const mask = checkMask(options.mask, shape);
     const out = checkOptionalTensor(shape, 'options.out', options.out, parts.out);
     const weightsOut = checkOptionalTensor(shape, 'options.weightsOut', options.weightsOut, parts.weights);
@@ -65,8 +71,7 @@ export function createLibrary(M, { threads = M.numThreads(), threadsReason = 're
     const outputs = { out: elementCount(parts.out) };
     if (weightsOut) outputs.weights = weightsOut.length;
     if (lseOut) outputs.lse = lseOut.length;
-
-    const copyOut = run('attention', shape, variants, { query, key, value }, mask, outputs);
+    const copyOut = run(fn, shape, variants, inputs, mask, outputs, M.attention, cacheCore);
     if (weightsOut) copyOut('weights', weightsOut);
     if (lseOut) copyOut('lse', lseOut);
     return copyOut('out', out ?? new Float32Array(outputs.out));
@@ -103,17 +108,7 @@ export function createLibrary(M, { threads = M.numThreads(), threadsReason = 're
     }
     const parts = tensorParts(shape);
     checkTensor(shape, 'query', query, parts.query);
-    const mask = checkMask(options.mask, shape);
-    const out = checkOptionalTensor(shape, 'options.out', options.out, parts.out);
-    const weightsOut = checkOptionalTensor(shape, 'options.weightsOut', options.weightsOut, parts.weights);
-    const lseOut = checkOptionalTensor(shape, 'options.lseOut', options.lseOut, parts.lse);
-    const outputs = { out: elementCount(parts.out) };
-    if (weightsOut) outputs.weights = weightsOut.length;
-    if (lseOut) outputs.lse = lseOut.length;
-    const copyOut = run(fn, shape, variants, { query }, mask, outputs, M.attention, core);
-    if (weightsOut) copyOut('weights', weightsOut);
-    if (lseOut) copyOut('lse', lseOut);
-    return copyOut('out', out ?? new Float32Array(outputs.out));
+    return attendAndCopy(fn, shape, variants, parts, { query }, options, core);
   }
 
   function attentionWeights(query, key, options) {

@@ -320,35 +320,27 @@ TEST_CASE("huge finite masks and ALiBi slopes on overflowed scores give no NaN (
   // A score that overflowed to −∞ (scale −1.7e38) plus an additive mask of 3e38 (whose log2-unit
   // value alone overflows) was ∞ − ∞; the same for ALiBi slopes near float32's limit.
   for (int seq_q : {18, 1}) {  // blocked and direct paths
-    for (bool alibi : {false, true}) {
-      attn::AttentionParams p;
-      std::vector<float> q(seq_q * 2, 1.03125f), k = {11.5f, 11.5f}, v = {1.0f, 2.0f, 3.0f}, out(seq_q * 3, NAN);
-      std::vector<float> mask(seq_q, -0.33f), slopes = {3e38f}, lse(seq_q);
-      mask[0] = 3e38f;
-      p.query = q.data();
-      p.key = k.data();
-      p.value = v.data();
-      p.out = out.data();
-      p.lse = lse.data();
-      p.seq_q = seq_q;
-      p.seq_k = 1;
-      p.head_dim = 2;
-      p.value_dim = 3;
-      p.q = attn::dense_bhsd(1, seq_q, 2);
-      p.k = attn::dense_bhsd(1, 1, 2);
-      p.v = attn::dense_bhsd(1, 1, 3);
-      p.o = attn::dense_bhsd(1, seq_q, 3);
-      p.l = attn::dense_bhsd(1, seq_q, 1);
-      p.scale = -1.74e38f;
-      p.mask = mask.data();
-      p.mask_type = attn::MaskType::additive;
-      p.m = attn::mask_strides(attn::MaskShape::plane, 1, seq_q, 1);
-      if (alibi) p.alibi_slopes = slopes.data();
-      p.align = attn::Align::upper_left;
-      REQUIRE(attn::attention(p) == nullptr);
-      INFO("seq_q " << seq_q << " alibi " << alibi);
-      for (float x : out) CHECK_FALSE(std::isnan(x));
-      for (float x : lse) CHECK_FALSE(std::isnan(x));
+    for (int alibi : {0, 1}) {
+      Case c;
+      c.seq_q = seq_q;
+      c.head_dim = 2;
+      c.value_dim = 3;
+      c.mask = Mask::additive;
+      c.mask_broadcast = 0;
+      c.alibi = alibi;
+      c.align = attn::Align::upper_left;
+      c.lse = true;
+      Run r = make_run(c);
+      std::fill(r.q.begin(), r.q.end(), 1.03125f);
+      std::fill(r.k.begin(), r.k.end(), 11.5f);
+      std::fill(r.fmask.begin(), r.fmask.end(), -0.33f);
+      r.fmask[0] = 3e38f;
+      std::fill(r.slopes.begin(), r.slopes.end(), 3e38f);
+      r.p.scale = -1.74e38f;
+      INFO(c.describe());
+      REQUIRE(attn::attention(r.p) == nullptr);
+      for (float x : r.out) CHECK_FALSE(std::isnan(x));
+      for (float x : r.lse) CHECK_FALSE(std::isnan(x));
     }
   }
 }

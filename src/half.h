@@ -1,6 +1,10 @@
-// IEEE binary16 <-> float32 by integer bit manipulation (WebAssembly has no f16 instructions),
-// one value at a time and W at a time. Round to nearest, ties to even; overflow gives ±∞; NaN
-// stays NaN (quiet); subnormals both ways. Used by the KV cache (storing) and the kernel (reading).
+// The two 16-bit float formats of the KV cache, <-> float32 by integer bit manipulation
+// (WebAssembly has no 16-bit float instructions), one value at a time and W at a time, both with
+// round to nearest, ties to even: used by the KV cache (storing) and the kernel (reading).
+//   half:     IEEE binary16 (float16): overflow gives ±∞; NaN stays NaN (quiet); subnormals both ways.
+//   bfloat16: the top 16 bits of a float32 (same exponent range), as PyTorch's c10::BFloat16
+//             rounds: NaN becomes 0x7FC0, values past the largest bfloat16 round to ±∞;
+//             widening is exact (a 16-bit shift).
 #pragma once
 
 #include <cstdint>
@@ -114,3 +118,57 @@ inline void store(std::uint16_t* p, vfloat f) {
 #endif
 
 }  // namespace attn::half
+
+namespace attn::bfloat16 {
+
+// The storage type of a bfloat16 element: its bits, as a type of its own, so the kernel's
+// per-type readers (kv_storage.h) tell it from float16's std::uint16_t.
+enum class Bits : std::uint16_t {};
+
+inline float to_float(Bits b) { return half::bits_to_float(static_cast<std::uint32_t>(b) << 16); }
+
+// Round to nearest, ties to even, on the bits: adding 0x7fff plus the lowest kept bit carries
+// into the kept half exactly when the dropped half is above the midpoint (or at it, for an odd
+// kept half); a carry out of the mantissa moves the exponent up, to ∞ past the largest finite.
+inline Bits from_float(float f) {
+  const std::uint32_t u = half::float_to_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return Bits{0x7fc0};
+  return static_cast<Bits>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+#if defined(ATTN_SCALAR)
+
+inline simd::vfloat load(const Bits* p) { return to_float(*p); }
+inline void load2(const Bits* p, simd::vfloat& lo, simd::vfloat& hi) { lo = to_float(p[0]); hi = to_float(p[1]); }
+inline void store(Bits* p, simd::vfloat v) { *p = from_float(v.x); }
+
+#else
+
+using vint = xsimd::batch<std::int32_t>;
+using simd::vfloat;
+
+// W bfloat16 -> W floats: each 16 bits into the top half of a 32-bit lane.
+inline vfloat load(const Bits* p) {
+  const __m128i h = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  return vfloat(_mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), h)));
+}
+
+// 2W bfloat16 -> 2W floats (lo: the first W): one interleave with zeros each.
+inline void load2(const Bits* p, vfloat& lo, vfloat& hi) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  lo = vfloat(_mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), h)));
+  hi = vfloat(_mm_castsi128_ps(_mm_unpackhi_epi16(_mm_setzero_si128(), h)));
+}
+
+// W floats -> W bfloat16, as from_float.
+inline void store(Bits* p, vfloat f) {
+  const vint u = xsimd::bitwise_cast<vint>(f);
+  // Wrapping 32-bit adds; the arithmetic shift's copies of the sign are masked off.
+  const vint rounded = ((u + vint(0x7fff) + ((u >> 16) & vint(1))) >> 16) & vint(0xffff);
+  const vint o = xsimd::select((u & vint(0x7fffffff)) > vint(0x7f800000), vint(0x7fc0), rounded);  // NaN
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_packus_epi32(static_cast<__m128i>(o), static_cast<__m128i>(o)));
+}
+
+#endif
+
+}  // namespace attn::bfloat16

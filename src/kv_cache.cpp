@@ -1,6 +1,6 @@
 // The KV cache's storing side: appending converts each [dim] row to the storage type (float16
-// round to nearest even, in SIMD; int8 with a symmetric per-row scale); reading is the kernel's
-// (kv_storage.h) through describe().
+// and bfloat16 round to nearest even, in SIMD; int8 with a symmetric per-row scale); reading is
+// the kernel's (kv_storage.h) through describe().
 #include "kv_cache.h"
 
 #include <algorithm>
@@ -24,9 +24,17 @@ void store_f16(const float* x, int n, std::uint16_t* out) {
   for (; c < n; ++c) out[c] = half::from_float(x[c]);
 }
 
+void store_bf16(const float* x, int n, bfloat16::Bits* out) {
+  int c = 0;
+  for (; c + W <= n; c += W) bfloat16::store(out + c, simd::load(x + c));
+  for (; c < n; ++c) out[c] = bfloat16::from_float(x[c]);
+}
+
 // x ≈ scale · q with q = round(x · 127 / max|x|) ∈ [−127, 127] (ties to even). A row of zeros
 // (or one with a non-finite value: its scale is then ∞ or NaN, and so is every value read
 // back) keeps the information that it was.
+std::size_t bytes_per_element(KvType t) { return t == KvType::f32 ? 4 : t == KvType::i8 ? 1 : 2; }
+
 float store_i8(const float* x, int n, std::int8_t* out) {
   float m = 0.0f;
   bool finite = true;
@@ -55,19 +63,18 @@ float store_i8(const float* x, int n, std::int8_t* out) {
 const char* validate(const KvCacheConfig& c) {
   if (c.batch < 1 || c.kv_heads < 1 || c.head_dim < 1 || c.value_dim < 1 || c.max_seq < 1)
     return "kv cache: batch, kv_heads, head_dim, value_dim and max_seq must be positive";
-  if (c.dtype != KvType::f32 && c.dtype != KvType::f16 && c.dtype != KvType::i8) return "kv cache: unknown dtype";
+  if (c.dtype != KvType::f32 && c.dtype != KvType::f16 && c.dtype != KvType::bf16 && c.dtype != KvType::i8)
+    return "kv cache: unknown dtype";
   if (c.window < 0) return "kv cache: window must be 0 (none) or positive";
   if (c.window > 0 && c.max_seq < c.window) return "kv cache: max_seq must be at least the window";
   return nullptr;
 }
 
-std::size_t KvCache::element_bytes() const {
-  return config_.dtype == KvType::f32 ? 4 : config_.dtype == KvType::f16 ? 2 : 1;
-}
+std::size_t KvCache::element_bytes() const { return bytes_per_element(config_.dtype); }
 
 const char* KvCache::allocate(const KvCacheConfig& c) {
   if (const char* err = validate(c)) return err;
-  const std::size_t bytes = c.dtype == KvType::f32 ? 4 : c.dtype == KvType::f16 ? 2 : 1;
+  const std::size_t bytes = bytes_per_element(c.dtype);
   // Checked: in wasm32 size_t is 32 bits, and the sizes come straight from the caller.
   const std::size_t rows = size_product(size_product(c.batch, c.max_seq), c.kv_heads);
   ByteBuffer k, v;
@@ -130,6 +137,8 @@ const char* KvCache::stage(const float* key, const Strides& ks, const float* val
             std::memcpy(dst, x, dim * sizeof(float));
           } else if (c.dtype == KvType::f16) {
             store_f16(x, dim, reinterpret_cast<std::uint16_t*>(dst));
+          } else if (c.dtype == KvType::bf16) {
+            store_bf16(x, dim, reinterpret_cast<bfloat16::Bits*>(dst));
           } else {
             (is_key ? k_scale_ : v_scale_).get()[row] = store_i8(x, dim, reinterpret_cast<std::int8_t*>(dst));
           }

@@ -1,6 +1,6 @@
 // A KV cache: keys and values of the positions seen so far, kept in wasm memory in float32,
-// float16 or int8 (a symmetric scale per position and kv head), so a decode step reads them in
-// place instead of copying them in. Linear (max_seq positions) or, for sliding-window layers, a
+// float16, bfloat16 or int8 (a symmetric scale per position and kv head), so a decode step reads
+// them in place instead of copying them in. Linear (max_seq positions) or, for sliding-window layers, a
 // ring of max_seq slots that never overflows. attention() reads it through describe().
 //
 // Storage is [batch, kv_heads, slots, dim] for K (dim = head_dim) and V (dim = value_dim): the

@@ -58,6 +58,19 @@ struct Stored<std::uint16_t> {
 };
 
 template <>
+struct Stored<bfloat16::Bits> {
+#if defined(ATTN_SCALAR)
+  static constexpr int kVectors = 1;
+  static void load_chunk(const bfloat16::Bits* p, vfloat* v) { v[0] = bfloat16::load(p); }
+#else
+  static constexpr int kVectors = 2;
+  static void load_chunk(const bfloat16::Bits* p, vfloat* v) { bfloat16::load2(p, v[0], v[1]); }
+#endif
+  static vfloat load(const bfloat16::Bits* p) { return bfloat16::load(p); }
+  static float one(const bfloat16::Bits* p) { return bfloat16::to_float(*p); }
+};
+
+template <>
 struct Stored<std::int8_t> {
 #if defined(ATTN_SCALAR)
   static constexpr int kVectors = 1;
@@ -206,20 +219,25 @@ inline void for_each_piece(const Head& h, int begin, int end, Fn&& fn) {
   }
 }
 
-// Calls fn(T{}) with T the element type of `type` (float, uint16_t or int8_t).
+// Calls fn(T{}) with T the element type of `type` (float, uint16_t, bfloat16::Bits or int8_t).
 template <class Fn>
 inline void with_type(KvType type, Fn&& fn) {
   switch (type) {
     case KvType::f16: fn(std::uint16_t{}); break;
+    case KvType::bf16: fn(bfloat16::Bits{}); break;
     case KvType::i8: fn(std::int8_t{}); break;
     default: fn(float{}); break;
   }
 }
 
+inline std::size_t element_bytes(KvType type) {
+  return type == KvType::f32 ? 4 : type == KvType::i8 ? 1 : 2;
+}
+
 inline Head head(const AttentionParams& p, int b, int kvh) {
   Head h;
   h.type = p.kv_type;
-  const std::size_t bytes = p.kv_type == KvType::f32 ? 4 : p.kv_type == KvType::f16 ? 2 : 1;
+  const std::size_t bytes = element_bytes(p.kv_type);
   const auto at = [bytes](const void* base, std::ptrdiff_t elements) {
     return static_cast<const void*>(static_cast<const char*>(base) + elements * static_cast<std::ptrdiff_t>(bytes));
   };
@@ -242,20 +260,24 @@ inline float key_abs_max(const Head& h, int begin, int end, int head_dim) {
   float m = 0.0f;
   if (begin >= end) return m;
   if (h.type == KvType::f16) return 65504.0f;
-  for_each_piece(h, begin, end, [&](int j0, int j1, int s0) {
-    for (int s = s0; s < s0 + (j1 - j0); ++s) {
-      if (h.type == KvType::i8) {
-        m = std::max(m, 128.0f * std::abs(h.key_scale_at_slot(s)));
-        continue;
+  const auto rows = [&](auto t) {
+    using T = decltype(t);
+    for_each_piece(h, begin, end, [&](int j0, int j1, int s0) {
+      for (int s = s0; s < s0 + (j1 - j0); ++s) {
+        if constexpr (std::is_same_v<T, std::int8_t>) {
+          m = std::max(m, 128.0f * std::abs(h.key_scale_at_slot(s)));
+        } else {
+          const T* k = h.key_at_slot<T>(s);
+          vfloat vm(0.0f);
+          int c = 0;
+          for (; c + W <= head_dim; c += W) vm = simd::vmax(vm, simd::vabs(Stored<T>::load(k + c)));
+          m = std::max(m, simd::reduce_max(vm));
+          for (; c < head_dim; ++c) m = std::max(m, std::abs(Stored<T>::one(k + c)));
+        }
       }
-      const float* k = h.key_at_slot<float>(s);
-      vfloat vm(0.0f);
-      int c = 0;
-      for (; c + W <= head_dim; c += W) vm = simd::vmax(vm, simd::vabs(simd::load(k + c)));
-      m = std::max(m, simd::reduce_max(vm));
-      for (; c < head_dim; ++c) m = std::max(m, std::abs(k[c]));
-    }
-  });
+    });
+  };
+  with_type(h.type, rows);
   return m;
 }
 

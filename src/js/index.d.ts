@@ -489,7 +489,7 @@ export interface MultiHeadAttentionOptimizerState {
 }
 
 /** How a {@link KVCache} stores keys and values. */
-export type KVCacheDtype = 'float32' | 'float16' | 'int8';
+export type KVCacheDtype = 'float32' | 'float16' | 'bfloat16' | 'int8';
 
 /** Options of {@link AttentionLibrary.createKVCache}. */
 export interface KVCacheOptions {
@@ -505,8 +505,10 @@ export interface KVCacheOptions {
   maxSeq?: number | null;
   /**
    * Storage: `'float32'` (default, exact); `'float16'` (IEEE binary16, round to nearest even:
-   * half the memory, NMSE ≤ 1e-6 on normal data); `'int8'` (symmetric per position and kv head,
-   * scale = max|x|/127: about a quarter, NMSE ≤ 1e-4; llama.cpp's q8_0 idea per vector).
+   * half the memory, NMSE ≤ 1e-6 on normal data); `'bfloat16'` (the top half of a float32,
+   * rounded to nearest even as PyTorch does: half the memory with float32's range, NMSE ≤ 2e-5);
+   * `'int8'` (symmetric per position and kv head, scale = max|x|/127: about a quarter, NMSE ≤
+   * 1e-4; llama.cpp's q8_0 idea per vector).
    */
   dtype?: KVCacheDtype | null;
   /**

@@ -1,14 +1,14 @@
 // KVCache: a JS handle over a C++ attn::KvCache (src/kv_cache.h) holding keys and values in wasm
-// memory as float32, float16 or int8, linear or a sliding-window ring. lib.createKVCache() makes
+// memory as float32, float16, bfloat16 or int8, linear or a sliding-window ring. lib.createKVCache() makes
 // a standalone one (append your own projected, rotated K and V; attend with
 // lib.attention(query, cache, null, options)); MultiHeadAttention.createCache() makes the same
 // kind for a layer.
 import { checkMemory, coreError } from './heap.mjs';
 import { checkFloat32, checkKnownKeys, describe, dim, given } from './shapes.mjs';
 
-export const DTYPES = ['float32', 'float16', 'int8'];
-const DTYPE_CODE = { float32: 0, float16: 1, int8: 2 };
-const DTYPE_BYTES = { float32: 4, float16: 2, int8: 1 };
+export const DTYPES = ['float32', 'float16', 'bfloat16', 'int8'];
+const DTYPE_CODE = { float32: 0, float16: 1, int8: 2, bfloat16: 3 };  // attn::KvType
+const DTYPE_BYTES = { float32: 4, float16: 2, bfloat16: 2, int8: 1 };
 const CACHE_OPTIONS = ['batch', 'kvHeads', 'headDim', 'valueDim', 'maxSeq', 'dtype', 'window'];
 const APPEND_OPTIONS = ['seq', 'layout'];
 
@@ -19,13 +19,13 @@ export function cacheBytes({ batch, kvHeads, headDim, valueDim, maxSeq, dtype })
 }
 const largestBuffer = ({ batch, kvHeads, headDim, valueDim, maxSeq, dtype }) =>
   batch * maxSeq * kvHeads * Math.max(headDim, valueDim) * DTYPE_BYTES[dtype];
-const SMALLER = "store it smaller: dtype 'float16' halves it, 'int8' quarters it, fewer positions (maxSeq) shrink it";
+const SMALLER = "store it smaller: dtype 'float16' or 'bfloat16' halves it, 'int8' quarters it, fewer positions (maxSeq) shrink it";
 
 // dtype and window options (shared by createKVCache and MultiHeadAttention.createCache).
 export function resolveStorage(fn, options, maxSeqGiven) {
   const dtype = given(options.dtype) ? options.dtype : 'float32';
   if (!DTYPES.includes(dtype)) {
-    throw new TypeError(`${fn}: options.dtype must be 'float32', 'float16' or 'int8', got ${describe(dtype)}`);
+    throw new TypeError(`${fn}: options.dtype must be 'float32', 'float16', 'bfloat16' or 'int8', got ${describe(dtype)}`);
   }
   const window = given(options.window) ? dim(options, 'window', undefined, 'options', fn) : 0;
   const maxSeq = maxSeqGiven ?? (window || undefined);

@@ -117,7 +117,7 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
 
     /**
      * A KV cache for incremental decoding with this layer: `batch` and `maxSeq` are fixed; `dtype`
-     * ('float32', 'float16', 'int8') and `window` (a sliding-window ring) as for lib.createKVCache.
+     * ('float32', 'float16', 'bfloat16', 'int8') and `window` (a sliding-window ring) as for lib.createKVCache.
      */
     createCache(options) {
       this.#withWeights('createCache');

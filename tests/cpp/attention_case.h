@@ -7,7 +7,7 @@
 // to 128 terms plus the 2e-7 relative error of the vectorised exp2; default 2e-5). Cases with
 // large logits scale the allowance by the score magnitude, since a float score of size |s|
 // carries an absolute error of about |s|·2⁻²³·√head_dim that the softmax turns into a relative
-// weight error. float16/int8 storage is compared with the reference on the stored (rounded or
+// weight error. float16/bfloat16/int8 storage is compared with the reference on the stored (rounded or
 // quantised) values, so the same tolerance holds.
 #pragma once
 
@@ -69,7 +69,7 @@ struct Run {
   std::vector<float> q, k, v, out, weights, lse, fmask, slopes, sinks;
   std::vector<std::uint8_t> bmask, padding;
   // What the kernel reads when K/V are not plain float32: the stored values, their scales.
-  std::vector<std::uint16_t> k16, v16;
+  std::vector<std::uint16_t> k16, v16;  // float16 or bfloat16 bits
   std::vector<std::int8_t> k8, v8;
   std::vector<float> kscale, vscale;
   // The values as the kernel sees them (rounded/quantised), in the logical [b, kvh, j, d] layout
@@ -114,6 +114,12 @@ inline std::vector<float> store(const Case& c, const std::vector<float>& x, cons
           for (int d = 0; d < dim; ++d) {
             x16[at + d] = attn::half::from_float(row[d]);
             seen_row[d] = attn::half::to_float(x16[at + d]);
+          }
+        } else if (c.kv_type == attn::KvType::bf16) {
+          for (int d = 0; d < dim; ++d) {
+            const attn::bfloat16::Bits b = attn::bfloat16::from_float(row[d]);
+            x16[at + d] = static_cast<std::uint16_t>(b);
+            seen_row[d] = attn::bfloat16::to_float(b);
           }
         } else if (c.kv_type == attn::KvType::i8) {
           scales[sat] = quantise_row(row, dim, x8.data() + at);
@@ -230,7 +236,7 @@ inline Run make_run(Case c) {
     p.kv_type = c.kv_type;
     p.kv_ring = c.ring;
     r.ref_params.kv_ring = c.ring;  // the reference masks the positions a ring no longer holds
-    if (c.kv_type == attn::KvType::f16) {
+    if (c.kv_type == attn::KvType::f16 || c.kv_type == attn::KvType::bf16) {
       p.key = r.k16.data();
       p.value = c.weights_only ? nullptr : static_cast<const void*>(r.v16.data());
     } else if (c.kv_type == attn::KvType::i8) {

@@ -1,6 +1,6 @@
-// Keys and values stored as float16, int8 or in a ring of slots: the kernel against the
-// double-precision reference on the stored values (so the float32 tolerances hold), on both
-// paths; and the float16 conversions against their definition.
+// Keys and values stored as float16, bfloat16, int8 or in a ring of slots: the kernel against
+// the double-precision reference on the stored values (so the float32 tolerances hold), on both
+// paths; and the float16 and bfloat16 conversions against their definitions.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -98,7 +98,90 @@ TEST_CASE("vector float16 conversions equal the scalar ones", "[half]") {
   }
 }
 
-TEST_CASE("the kernel's wide readers equal the one-element ones: every half, every int8", "[half]") {
+TEST_CASE("bfloat16 → float32 is exact for every bfloat16", "[bfloat16]") {
+  // The definition: the 16 bits are the top half of a float32.
+  for (std::uint32_t b = 0; b < 65536; ++b) {
+    const float got = attn::bfloat16::to_float(attn::bfloat16::Bits(b));
+    std::uint32_t want_bits = b << 16, got_bits;
+    std::memcpy(&got_bits, &got, 4);
+    INFO("bfloat16 0x" << std::hex << b);
+    REQUIRE(got_bits == want_bits);
+  }
+}
+
+TEST_CASE("float32 → bfloat16 rounds to nearest, ties to even (PyTorch's rounding)", "[bfloat16]") {
+  using attn::bfloat16::Bits;
+  const auto from_bits = [](std::uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  };
+  const auto bf = [](float f) { return static_cast<std::uint32_t>(attn::bfloat16::from_float(f)); };
+  // Every finite bfloat16 (normals, subnormals, ±0) round-trips; the midpoint to its neighbour
+  // goes to the even one of the two; one float32 ulp either side goes to the nearer one.
+  for (std::uint32_t b = 0; b < 65536; ++b) {
+    if ((b & 0x7f80) == 0x7f80) continue;  // ∞ and NaN: below
+    INFO("bfloat16 0x" << std::hex << b);
+    REQUIRE(bf(from_bits(b << 16)) == b);
+    if ((b & 0x7fff) == 0x7f7f) continue;  // the largest finite: its upper neighbour is ∞, below
+    const std::uint32_t mid = (b << 16) | 0x8000;
+    REQUIRE(bf(from_bits(mid)) == ((b & 1) ? b + 1 : b));
+    REQUIRE(bf(from_bits(mid - 1)) == b);
+    REQUIRE(bf(from_bits(mid + 1)) == b + 1);
+  }
+  // Subnormal float32s round like any other (0x00008000 is a tie between 0 and 0x0001).
+  CHECK(bf(from_bits(0x00000001)) == 0x0000);
+  CHECK(bf(from_bits(0x00008000)) == 0x0000);
+  CHECK(bf(from_bits(0x00018000)) == 0x0002);
+  CHECK(bf(from_bits(0x807fffff)) == 0x8080);  // the largest subnormal rounds up to the smallest normal
+  CHECK(bf(std::numeric_limits<float>::denorm_min()) == 0);
+  CHECK(bf(-0.0f) == 0x8000);
+  // ±∞ stay; the largest finite float32 (above the largest bfloat16 by more than half an ulp)
+  // becomes ∞, as in PyTorch; the largest bfloat16 plus just under half an ulp stays finite.
+  CHECK(bf(INFINITY) == 0x7f80);
+  CHECK(bf(-INFINITY) == 0xff80);
+  CHECK(bf(std::numeric_limits<float>::max()) == 0x7f80);
+  CHECK(bf(-std::numeric_limits<float>::max()) == 0xff80);
+  CHECK(bf(from_bits(0x7f7f7fff)) == 0x7f7f);
+  CHECK(bf(from_bits(0x7f7f8000)) == 0x7f80);  // the midpoint to ∞ goes to the even one: ∞
+  // NaN, of any sign and payload, becomes PyTorch's 0x7FC0 (a quiet NaN).
+  for (std::uint32_t nan : {0x7fc00000u, 0x7f800001u, 0xffffffffu, 0xff800001u, 0x7fbfffffu}) {
+    INFO("nan 0x" << std::hex << nan);
+    CHECK(bf(from_bits(nan)) == 0x7fc0);
+  }
+  CHECK(std::isnan(attn::bfloat16::to_float(attn::bfloat16::from_float(NAN))));
+}
+
+TEST_CASE("vector bfloat16 conversions equal the scalar ones", "[bfloat16]") {
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<std::uint32_t> bits;
+  std::vector<float> x(4096);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    std::uint32_t u = bits(rng);
+    if (i % 5 == 0) u = (u & 0xffff0000u) | 0x8000u;       // ties
+    if (i % 7 == 0) u = (u & 0x807fffffu) | 0x7f800000u;   // ∞ and NaN
+    if (i % 11 == 0) u &= 0x807fffffu;                     // subnormals and zeros
+    if (i % 13 == 0) u = (u & 0x80000000u) | (0x7f7f8000u + (u & 0x7fffu));  // next to the largest
+    std::memcpy(&x[i], &u, 4);
+  }
+  std::vector<attn::bfloat16::Bits> b(x.size());
+  for (std::size_t i = 0; i + attn::simd::W <= x.size(); i += attn::simd::W)
+    attn::bfloat16::store(b.data() + i, attn::simd::load(x.data() + i));
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    INFO("x " << x[i]);
+    CHECK(b[i] == attn::bfloat16::from_float(x[i]));
+  }
+  std::vector<float> back(b.size());
+  for (std::size_t i = 0; i + attn::simd::W <= b.size(); i += attn::simd::W)
+    attn::simd::store(back.data() + i, attn::bfloat16::load(b.data() + i));
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    const float want = attn::bfloat16::to_float(b[i]);
+    if (std::isnan(want)) CHECK(std::isnan(back[i]));
+    else CHECK(back[i] == want);
+  }
+}
+
+TEST_CASE("the kernel's wide readers equal the one-element ones: every half and bfloat16, every int8", "[half]") {
   // half::load2 (8 halves → 2 vectors) and the int8 chunk (16 → 4 vectors) feed the decode path.
   using attn::kv::Stored;
   constexpr int W = attn::simd::W;
@@ -121,6 +204,20 @@ TEST_CASE("the kernel's wide readers equal the one-element ones: every half, eve
       }
     }
   }
+  std::vector<attn::bfloat16::Bits> bf16s(65536);
+  for (std::uint32_t h = 0; h < 65536; ++h) bf16s[h] = attn::bfloat16::Bits(h);
+  constexpr int BV = Stored<attn::bfloat16::Bits>::kVectors;
+  got.assign(BV * W, 0.0f);
+  for (std::size_t i = 0; i + BV * W <= bf16s.size(); i += BV * W) {
+    attn::simd::vfloat v[BV];
+    Stored<attn::bfloat16::Bits>::load_chunk(bf16s.data() + i, v);
+    for (int k = 0; k < BV; ++k) attn::simd::store(got.data() + k * W, v[k]);
+    for (int j = 0; j < BV * W; ++j) {
+      const float want = attn::bfloat16::to_float(bf16s[i + j]);
+      INFO("bfloat16 0x" << std::hex << static_cast<unsigned>(bf16s[i + j]));
+      REQUIRE(std::memcmp(&got[j], &want, 4) == 0);  // bit for bit, NaN payloads too
+    }
+  }
   std::vector<std::int8_t> bytes(256);
   for (int b = 0; b < 256; ++b) bytes[b] = std::int8_t(b - 128);
   constexpr int IV = Stored<std::int8_t>::kVectors;
@@ -133,8 +230,8 @@ TEST_CASE("the kernel's wide readers equal the one-element ones: every half, eve
   }
 }
 
-TEST_CASE("float16 and int8 keys and values", "[kv]") {
-  const auto type = GENERATE(attn::KvType::f16, attn::KvType::i8);
+TEST_CASE("float16, bfloat16 and int8 keys and values", "[kv]") {
+  const auto type = GENERATE(attn::KvType::f16, attn::KvType::bf16, attn::KvType::i8);
   const int dim = GENERATE(1, 3, 4, 16, 64, 65, 128);
   Case c;
   c.batch = 2;
@@ -173,7 +270,7 @@ TEST_CASE("int8 keys past the integer dot product's length, and tiny queries, st
 }
 
 TEST_CASE("stored keys and values with every variant", "[kv]") {
-  const auto type = GENERATE(attn::KvType::f32, attn::KvType::f16, attn::KvType::i8);
+  const auto type = GENERATE(attn::KvType::f32, attn::KvType::f16, attn::KvType::bf16, attn::KvType::i8);
   Case c;
   c.heads = 6;
   c.kv_heads = 3;
@@ -196,7 +293,7 @@ TEST_CASE("stored keys and values with every variant", "[kv]") {
 }
 
 TEST_CASE("ring buffers: exact sliding-window attention over wrapped slots", "[kv]") {
-  const auto type = GENERATE(attn::KvType::f32, attn::KvType::f16, attn::KvType::i8);
+  const auto type = GENERATE(attn::KvType::f32, attn::KvType::f16, attn::KvType::bf16, attn::KvType::i8);
   const int window = GENERATE(1, 5, 64, 100);
   const int seq_q = GENERATE(1, 3, 40);
   for (int seq_k : {seq_q, window + 7, 3 * window + seq_q + 1, 300}) {

@@ -1,10 +1,10 @@
 // libFuzzer target (built with clang, ASan and UBSan) for the C++ entry points: attention() and
 // attention_backward() on arbitrary shapes, layouts, strides, masks, score variants (causal
-// alignment, windows, softcap, ALiBi, sinks), K/V storage (float32, float16, int8, rings), scales
-// and values (NaN, ±Inf, denormals, huge), PackedLinear, and validate() on garbage params. Any
-// crash, out-of-bounds access or UB fails. Properties checked as well: a valid call succeeds;
-// finite inputs give no NaN whatever the scale; on ordinary inputs the outputs are finite and
-// every weights row sums to 1 (at most 1 with sinks) or is all zeros.
+// alignment, windows, softcap, ALiBi, sinks), K/V storage (float32, float16, bfloat16, int8,
+// rings), scales and values (NaN, ±Inf, denormals, huge), PackedLinear, and validate() on garbage
+// params. Any crash, out-of-bounds access or UB fails. Properties checked as well: a valid call
+// succeeds; finite inputs give no NaN whatever the scale; on ordinary inputs the outputs are
+// finite and every weights row sums to 1 (at most 1 with sinks) or is all zeros.
 #include <cmath>
 #include <cstdio>
 #include <cstdint>
@@ -153,8 +153,8 @@ void fuzz_attention(Reader& r) {
   const bool inputs_finite = finite(q) && finite(k) && finite(v) && finite(slopes) && finite(sinks) &&
                              (mask_kind != 2 || finite(fmask)) && std::isfinite(p.scale);
 
-  // K/V storage: float32 as filled, or float16 / int8 copies, optionally in a ring of slots.
-  const int storage = r.u8() % 4;  // 0, 1: float32; 2: float16; 3: int8
+  // K/V storage: float32 as filled, or float16 / bfloat16 / int8 copies, optionally in a ring.
+  const int storage = r.u8() % 5;  // 0, 1: float32; 2: float16; 3: int8; 4: bfloat16
   std::vector<std::uint16_t> k16(k.size()), v16(v.size());
   std::vector<std::int8_t> k8(k.size()), v8(v.size());
   std::vector<float> ks(std::size_t(p.batch) * p.kv_heads * max_k), vs(ks.size());
@@ -163,6 +163,12 @@ void fuzz_attention(Reader& r) {
     for (std::size_t i = 0; i < k.size(); ++i) k16[i] = attn::half::from_float(k[i]);
     for (std::size_t i = 0; i < v.size(); ++i) v16[i] = attn::half::from_float(v[i]);
     p.kv_type = attn::KvType::f16;
+    p.key = k16.data();
+    if (p.value) p.value = v16.data();
+  } else if (storage == 4) {
+    for (std::size_t i = 0; i < k.size(); ++i) k16[i] = static_cast<std::uint16_t>(attn::bfloat16::from_float(k[i]));
+    for (std::size_t i = 0; i < v.size(); ++i) v16[i] = static_cast<std::uint16_t>(attn::bfloat16::from_float(v[i]));
+    p.kv_type = attn::KvType::bf16;
     p.key = k16.data();
     if (p.value) p.value = v16.data();
   } else if (storage == 3) {

@@ -1,6 +1,6 @@
 // The standalone KV cache: createKVCache, append, attention(query, cache, null, options) against
-// the JS reference on the unquantised keys and values (float32 element-wise; float16 and int8 by
-// normalised mean squared error), chunked appends, truncate, reset, rings, every error path,
+// the JS reference on the unquantised keys and values (float32 element-wise; float16, bfloat16 and
+// int8 by normalised mean squared error), bfloat16's rounding, chunked appends, truncate, reset, rings, every error path,
 // bytes, memory returned on dispose and by the FinalizationRegistry.
 import assert from 'node:assert/strict';
 import { test, before } from 'node:test';
@@ -53,7 +53,7 @@ function data(seed = 1, s = shape) {
 test('each dtype against the reference on the unquantised keys and values', () => {
   const { batch, heads, kvHeads, seq, headDim, valueDim } = shape;
   const { query, key, value } = data();
-  for (const dtype of ['float32', 'float16', 'int8']) {
+  for (const dtype of ['float32', 'float16', 'bfloat16', 'int8']) {
     const cache = lib.createKVCache({ batch, kvHeads, headDim, valueDim, maxSeq: 64, dtype });
     cache.append(key, value);
     assert.equal(cache.length, seq);
@@ -68,15 +68,15 @@ test('each dtype against the reference on the unquantised keys and values', () =
       const want = referenceAttention(q, key, value, { ...options, batch, kvHeads, seqK: seq, headDim, valueDim }).out;
       const error = nmse(got, want);
       if (dtype === 'float32') assertClose(got, want, 'float32 cache');
-      assert.ok(error <= { float32: 1e-10, float16: 1e-6, int8: 1e-4 }[dtype], `${dtype} seqQ ${seqQ}: NMSE ${error}`);
+      assert.ok(error <= { float32: 1e-10, float16: 1e-6, bfloat16: 2e-5, int8: 1e-4 }[dtype], `${dtype} seqQ ${seqQ}: NMSE ${error}`);
     }
     cache.dispose();
   }
 });
 
-test('bytes per position: int8 < float16 < float32, int8 at most 0.27 of float32', () => {
+test('bytes per position: int8 < float16 = bfloat16 < float32, int8 at most 0.27 of float32', () => {
   const sizes = { kvHeads: 8, headDim: 128, maxSeq: 100 };
-  const bytes = Object.fromEntries(['float32', 'float16', 'int8'].map((dtype) => {
+  const bytes = Object.fromEntries(['float32', 'float16', 'bfloat16', 'int8'].map((dtype) => {
     const cache = lib.createKVCache({ ...sizes, dtype });
     const b = cache.bytes;
     cache.dispose();
@@ -84,13 +84,42 @@ test('bytes per position: int8 < float16 < float32, int8 at most 0.27 of float32
   }));
   assert.equal(bytes.float32, 100 * 8 * 128 * 2 * 4);
   assert.equal(bytes.float16 * 2, bytes.float32);
+  assert.equal(bytes.bfloat16 * 2, bytes.float32);
   assert.ok(bytes.int8 <= 0.27 * bytes.float32, `int8 ${bytes.int8} vs float32 ${bytes.float32}`);
+});
+
+test('a one-position bfloat16 cache returns the stored value: ties to even, NaN, ±Inf, the largest float32, subnormals', () => {
+  // One key: its weight is 1 whatever its score, so the output is the value as stored. The keys
+  // are ordinary numbers; the values carry what bfloat16 rounding must get right (PyTorch's
+  // c10::BFloat16: round to nearest even, NaN → NaN, past the largest bfloat16 → ∞).
+  const cases = [
+    [1 + 2 ** -8, 1],                        // a tie: to the even neighbour (1)
+    [1 + 3 * 2 ** -8, 1 + 2 ** -6],          // a tie: to the even neighbour (1 + 2^-6)
+    [1 + 2 ** -8 + 2 ** -20, 1 + 2 ** -7],   // just above a tie: up
+    [-(1 + 2 ** -8 - 2 ** -20), -1],         // just below a tie: down
+    [NaN, NaN],
+    [Infinity, Infinity],
+    [-Infinity, -Infinity],
+    [3.4028234663852886e38, Infinity],       // the largest float32 rounds past the largest bfloat16
+    [-3.3895313892515355e38, -3.3895313892515355e38],  // the largest bfloat16 itself
+    [1.5 * 2 ** -130, 1.5 * 2 ** -130],      // a subnormal bfloat16
+    [2 ** -140, 0],                          // below half the smallest subnormal
+    [0.1, 0.10009765625],
+  ];
+  const valueDim = cases.length;
+  const cache = lib.createKVCache({ kvHeads: 1, headDim: 4, valueDim, maxSeq: 2, dtype: 'bfloat16' });
+  cache.append(Float32Array.of(0.5, -0.25, 2, 1), Float32Array.from(cases, ([x]) => x));
+  const out = lib.attention(Float32Array.of(1, 2, 3, 4, -1, 0, 1, 0), cache, null, { heads: 2, seqQ: 1 });
+  for (let h = 0; h < 2; h++) {
+    cases.forEach(([x, want], c) => assert.ok(Object.is(out[h * valueDim + c], want), `value ${x}: got ${out[h * valueDim + c]}, want ${want}`));
+  }
+  cache.dispose();
 });
 
 test('chunked appends (5, 1, 1, 3) and bshd appends equal one append, bit for bit', () => {
   const s = { batch: 1, heads: 4, kvHeads: 2, seq: 10, headDim: 16, valueDim: 16 };
   const { query, key, value } = data(3, s);
-  for (const dtype of ['float32', 'float16', 'int8']) {
+  for (const dtype of ['float32', 'float16', 'bfloat16', 'int8']) {
     const whole = lib.createKVCache({ kvHeads: 2, headDim: 16, maxSeq: 10, dtype });
     const parts = lib.createKVCache({ kvHeads: 2, headDim: 16, maxSeq: 10, dtype });
     whole.append(key, value);
@@ -197,8 +226,8 @@ test('errors: overflow leaves the cache intact; shapes, dtype, options and use a
   assert.throws(() => lib.attention(q, cache, null, { heads: 4, seqQ: 3 }), /^RangeError: attention: options\.seqQ \(3\) is more than the KV cache's length 2/);
   assert.throws(() => lib.attention(q, cache, null, { heads: 4, seqQ: 1, causal: 'upper-left' }), /'upper-left' does not apply to a KV cache/);
   assert.throws(() => lib.attention(q.subarray(1), cache, null, { heads: 4, seqQ: 1 }), /^RangeError: attention: query has length 15, expected 16/);
-  assert.throws(() => lib.createKVCache({ kvHeads: 2, headDim: 4, maxSeq: 3, dtype: 'bfloat16' }),
-    /^TypeError: createKVCache: options\.dtype must be 'float32', 'float16' or 'int8', got string "bfloat16"$/);
+  assert.throws(() => lib.createKVCache({ kvHeads: 2, headDim: 4, maxSeq: 3, dtype: 'float8' }),
+    /^TypeError: createKVCache: options\.dtype must be 'float32', 'float16', 'bfloat16' or 'int8', got string "float8"$/);
   assert.throws(() => lib.createKVCache({ kvHeads: 2, headDim: 4 }), /^TypeError: createKVCache: options\.maxSeq is required/);
   assert.throws(() => lib.createKVCache({ kvHeads: 2, headDim: 4, maxSeq: 3, window: 4 }), /^RangeError: createKVCache: options\.maxSeq \(3\) must be at least options\.window \(4\)/);
   assert.throws(() => lib.createKVCache({ kvHeads: 0, headDim: 4, maxSeq: 3 }), /^RangeError: createKVCache: options\.kvHeads must be a positive integer, got 0$/);
@@ -243,14 +272,14 @@ test("a layer's createCache makes the same kind of KVCache, in every dtype and a
   };
   const exact = mha.forward(x, null, null, { causal: true });
   const standalone = lib.createKVCache({ kvHeads: numKvHeads, headDim: e / numHeads, maxSeq: 4 });
-  for (const dtype of ['float32', 'float16', 'int8']) {
+  for (const dtype of ['float32', 'float16', 'bfloat16', 'int8']) {
     const cache = mha.createCache({ maxSeq: 10, dtype });
     assert.equal(cache.constructor, standalone.constructor);
     assert.deepEqual([cache.kvHeads, cache.headDim, cache.valueDim, cache.dtype, cache.window], [numKvHeads, e / numHeads, e / numHeads, dtype, 0]);
     const got = decode(cache);
     assert.equal(cache.length, 10);
     const error = nmse(got, exact);
-    assert.ok(error <= { float32: 1e-12, float16: 1e-6, int8: 1e-4 }[dtype], `${dtype}: NMSE ${error}`);
+    assert.ok(error <= { float32: 1e-12, float16: 1e-6, bfloat16: 2e-5, int8: 1e-4 }[dtype], `${dtype}: NMSE ${error}`);
     cache.dispose();
   }
   assert.throws(() => mha.forward(x.subarray(0, e), null, null, { cache: standalone }), /^Error: MultiHeadAttention\.forward: options\.cache belongs to another MultiHeadAttention layer$/);
@@ -259,7 +288,7 @@ test("a layer's createCache makes the same kind of KVCache, in every dtype and a
   assert.equal(ring.window, 20);
   assert.ok(nmse(decode(ring), exact) <= 1e-6);
   assert.throws(() => mha.createCache({ window: 8, maxSeq: 4 }), /^RangeError: MultiHeadAttention\.createCache: options\.maxSeq \(4\) must be at least options\.window \(8\)/);
-  assert.throws(() => mha.createCache({ maxSeq: 4, dtype: 'int4' }), /^TypeError: MultiHeadAttention\.createCache: options\.dtype must be 'float32', 'float16' or 'int8'/);
+  assert.throws(() => mha.createCache({ maxSeq: 4, dtype: 'int4' }), /^TypeError: MultiHeadAttention\.createCache: options\.dtype must be 'float32', 'float16', 'bfloat16' or 'int8'/);
   ring.dispose();
   standalone.dispose();
   mha.dispose();

@@ -1,6 +1,6 @@
 // Type-checked with tsc --strict: correct calls compile, wrong ones must not (@ts-expect-error
 // fails the check if the types ever stop catching them).
-import { createAttention, loadAttention, type AttentionLibrary, type AttentionOptions, type RotaryOptions } from 'attention-wasm';
+import { createAttention, loadAttention, type AttentionLibrary, type AttentionOptions, type KVCacheDtype, type RotaryOptions } from 'attention-wasm';
 import { loadAttention as loadBaseline } from 'attention-wasm/simd128';
 
 const lib: AttentionLibrary = await loadAttention({ wasmUrl: new URL('https://cdn.example/attn.wasm') });
@@ -85,7 +85,11 @@ const llama = new lib.MultiHeadAttention({ embedDim: 8, numHeads: 2, rotary: { b
 const slopes: Float32Array | null = llama.config.alibi;
 console.log(local, overCache, bytes, slopes, llama.config.rotary?.rotaryDim);
 llama.dispose();
-// @ts-expect-error dtype is one of three
-lib.createKVCache({ kvHeads: 1, headDim: 4, maxSeq: 4, dtype: 'bfloat16' });
+const bf16 = lib.createKVCache({ kvHeads: 1, headDim: 4, maxSeq: 4, dtype: 'bfloat16' });
+const dtype: KVCacheDtype = bf16.dtype;
+console.log(dtype);
+bf16.dispose();
+// @ts-expect-error dtype is one of four
+lib.createKVCache({ kvHeads: 1, headDim: 4, maxSeq: 4, dtype: 'float8' });
 // @ts-expect-error causal takes two alignment names
 lib.attention(q, q, q, { heads: 2, seqQ: 1, headDim: 4, causal: 'top-left' });

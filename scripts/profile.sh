@@ -9,11 +9,14 @@
 # noinline (scripts/bench/profile-prelude.h); natively, g++ inlining only small functions. They
 # run a little slower than the shipped builds; the report prints both (time, or instructions).
 # Nothing here changes src/.
-#   bash scripts/profile.sh [B,H,Sq,Sk,D[,1]]     (default 1,12,512,512,64) → artifacts/profile/
+#   bash scripts/profile.sh [B,H,Sq,Sk,D[,1]] [--kv-heads N] [--cache DTYPE]
+#     (default 1,12,512,512,64; --cache: a decode step over a KV cache of that dtype) → artifacts/profile/
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export NODE_PATH=/usr/share/nodejs
-SHAPE=${1:-1,12,512,512,64}
+SHAPE=1,12,512,512,64
+if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then SHAPE=$1; shift; fi
+EXTRA=("$@")  # --kv-heads N, --cache DTYPE: passed to both drivers
 OUT=artifacts/profile
 mkdir -p "$OUT"
 EMSDK_CMAKE=/usr/share/emscripten/cmake/Modules/Platform/Emscripten.cmake
@@ -35,31 +38,31 @@ bash scripts/build.sh --wasm-only >&2  # the shipped module, for its own time
 
 echo "[profile] wasm SIMD128" >&2
 wasm_build build/profile/wasm-simd128 "" "--profiling-funcs"
-node scripts/bench/profile-wasm.mjs build/profile/wasm-simd128 "$SHAPE" > "$OUT/wasm-simd128.json"
-node scripts/bench/profile-wasm.mjs dist "$SHAPE" --seconds 3 > "$OUT/wasm-shipped.json"
+node scripts/bench/profile-wasm.mjs build/profile/wasm-simd128 "$SHAPE" "${EXTRA[@]}" > "$OUT/wasm-simd128.json"
+node scripts/bench/profile-wasm.mjs dist "$SHAPE" "${EXTRA[@]}" --seconds 3 > "$OUT/wasm-shipped.json"
 
 # Relaxed SIMD: the same target with -mrelaxed-simd, linked at -O1 without wasm-opt (Binaryen 108
 # cannot read relaxed opcodes; the package's relaxed modules get npm binaryen's wasm-opt after
 # linking, which also strips the function names this profile needs).
 echo "[profile] wasm relaxed SIMD" >&2
 wasm_build build/profile/wasm-relaxed "-mrelaxed-simd" "-O1 -sWASM_BIGINT=1 --profiling-funcs"
-node --experimental-wasm-relaxed-simd scripts/bench/profile-wasm.mjs build/profile/wasm-relaxed "$SHAPE" > "$OUT/wasm-relaxed.json"
-node --experimental-wasm-relaxed-simd scripts/bench/profile-wasm.mjs dist "$SHAPE" --seconds 3 --build attn-relaxed > "$OUT/wasm-relaxed-shipped.json"
+node --experimental-wasm-relaxed-simd scripts/bench/profile-wasm.mjs build/profile/wasm-relaxed "$SHAPE" "${EXTRA[@]}" > "$OUT/wasm-relaxed.json"
+node --experimental-wasm-relaxed-simd scripts/bench/profile-wasm.mjs dist "$SHAPE" "${EXTRA[@]}" --seconds 3 --build attn-relaxed > "$OUT/wasm-relaxed-shipped.json"
 
 echo "[profile] native SSE under callgrind" >&2
 cmake -S . -B build/profile/native -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DATTN_BENCH_ONLY=ON -DATTN_SANITIZE=OFF \
   -DCMAKE_CXX_FLAGS="-g $KEEP_PHASES_GCC" >/dev/null
 cmake --build build/profile/native --target attn_bench_native >&2
-build/profile/native/attn_bench_native --warm-ms 1000 --budget-ms 3000 "$SHAPE" > "$OUT/native-time.json"
+build/profile/native/attn_bench_native --warm-ms 1000 --budget-ms 3000 "${EXTRA[@]}" "$SHAPE" > "$OUT/native-time.json"
 valgrind --tool=callgrind --callgrind-out-file="$OUT/callgrind.out" \
-  build/profile/native/attn_bench_native --warm-ms 0 --budget-ms 0 "$SHAPE" > "$OUT/native-callgrind-run.json" 2>/dev/null
+  build/profile/native/attn_bench_native --warm-ms 0 --budget-ms 0 "${EXTRA[@]}" "$SHAPE" > "$OUT/native-callgrind-run.json" 2>/dev/null
 callgrind_annotate --inclusive=no --threshold=100 "$OUT/callgrind.out" > "$OUT/callgrind.txt"
 if [ -x build/bench/attn_bench_native ]; then  # the benchmark's own (inlined) build, for its instruction count
   valgrind --tool=callgrind --callgrind-out-file="$OUT/callgrind-shipped.out" \
-    build/bench/attn_bench_native --warm-ms 0 --budget-ms 0 "$SHAPE" > "$OUT/native-shipped-run.json" 2>/dev/null
+    build/bench/attn_bench_native --warm-ms 0 --budget-ms 0 "${EXTRA[@]}" "$SHAPE" > "$OUT/native-shipped-run.json" 2>/dev/null
   callgrind_annotate --inclusive=no --threshold=100 "$OUT/callgrind-shipped.out" > "$OUT/callgrind-shipped.txt"
 fi
 echo "{\"before\": $LOAD_BEFORE, \"after\": $(load)}" > "$OUT/load.json"
 
-node scripts/bench/profile-report.mjs "$OUT" "$SHAPE"
+node scripts/bench/profile-report.mjs "$OUT" "$SHAPE${EXTRA[*]:+ ${EXTRA[*]}}"

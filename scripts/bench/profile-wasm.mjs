@@ -4,7 +4,10 @@
 // name (the build must be linked with --profiling-funcs, as scripts/profile.sh does), and the
 // phases are summed from those names (phases.mjs).
 //   node [--experimental-wasm-relaxed-simd] scripts/bench/profile-wasm.mjs DIR [B,H,Sq,Sk,D[,1]] [--seconds 6] [--build attn]
-// DIR holds BUILD.mjs + BUILD.wasm (a single-threaded module: attn, attn-relaxed). Prints JSON.
+//        [--kv-heads N] [--cache float32|float16|bfloat16|int8]
+// DIR holds BUILD.mjs + BUILD.wasm (a single-threaded module: attn, attn-relaxed). --cache: the
+// keys and values sit in a KV cache of that dtype (a decode step: nothing copied in but the
+// query); --kv-heads: grouped K/V heads (default: one per head). Prints JSON.
 import { readFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { join, resolve } from 'node:path';
@@ -19,7 +22,9 @@ const dir = resolve(args[0]);
 const shapeArg = args.find((a) => /^\d+,/.test(a));
 const shape = shapeArg ? parseShape(shapeArg) : parseShape('1,12,512,512,64');
 const seconds = args.includes('--seconds') ? Number(args[args.indexOf('--seconds') + 1]) : 6;
-const build = args.includes('--build') ? args[args.indexOf('--build') + 1] : 'attn';
+const option = (name) => (args.includes(name) ? args[args.indexOf(name) + 1] : undefined);
+const build = option('--build') ?? 'attn';
+const cacheDtype = option('--cache');
 
 // The module straight from its factory, wrapped by the library's JS API (the loader would check
 // the .wasm against the shipped builds' fingerprints, which a profiling build does not match).
@@ -27,9 +32,15 @@ const { default: createAttnModule } = await import(pathToFileURL(join(dir, `${bu
 const wasmBinary = readFileSync(join(dir, `${build}.wasm`));
 const lib = createLibrary(await createAttnModule({ print: () => {}, printErr: () => {}, wasmBinary }));
 const { batch, heads, seqQ, seqK, headDim, causal } = shape;
-const [q, k, v] = [1, 2, 3].map((seed, i) => randomArray(batch * heads * (i ? seqK : seqQ) * headDim, seed));
+const kvHeads = Number(option('--kv-heads') ?? heads);
+const [q, k, v] = [1, 2, 3].map((seed, i) => randomArray(batch * (i ? kvHeads * seqK : heads * seqQ) * headDim, seed));
 const out = new Float32Array(q.length);
-const call = () => lib.attention(q, k, v, { batch, heads, seqQ, seqK, headDim, causal, out });
+let call = () => lib.attention(q, k, v, { batch, heads, kvHeads, seqQ, seqK, headDim, causal, out });
+if (cacheDtype) {
+  const cache = lib.createKVCache({ batch, kvHeads, headDim, maxSeq: seqK, dtype: cacheDtype });
+  cache.append(k, v);
+  call = () => lib.attention(q, cache, null, { heads, seqQ, causal, out });
+}
 
 const warmEnd = performance.now() + 1500;
 while (performance.now() < warmEnd) call();
@@ -76,7 +87,7 @@ times.sort((a, b) => a - b);
 const medianMs = times[times.length >> 1];
 const perCall = (ms) => (ms / total) * medianMs;
 console.log(JSON.stringify({
-  build: dir, shape: shapeArg ?? '1,12,512,512,64', simd: lib.info.simd, calls: times.length, medianMs,
+  build: dir, shape: shapeArg ?? '1,12,512,512,64', kvHeads, cache: cacheDtype ?? null, simd: lib.info.simd, calls: times.length, medianMs,
   phases: Object.fromEntries(Object.entries(phases).sort((a, b) => b[1] - a[1]).map(([p, ms]) => [p, { share: ms / total, msPerCall: perCall(ms) }])),
   top: [...functions].sort((a, b) => b[1] - a[1]).slice(0, 15).map(([key, ms]) => ({ fn: key.split('\u0000')[0], share: ms / total })),
 }));

@@ -5,9 +5,9 @@
 // thread count), configured as its documentation recommends; engines take turns of many calls in
 // rotated rounds (web/bench-schedule.mjs); the report says how each was configured, the
 // machine and its load. Then two sections (scripts/bench/sections.mjs): a decode step over KV
-// caches against onnxruntime-web (issue 13) and the score variants against plain attention
-// (issue 12). Results go to artifacts/bench/ as JSON; --readme rewrites the README's generated
-// tables of the sections that ran, from full runs of them.
+// caches against onnxruntime-web, and the score variants against plain attention. Results go to
+// artifacts/bench/ as JSON; --readme rewrites the generated tables of docs/performance.md for the
+// sections that ran, from full runs of them.
 //   node scripts/bench.mjs [--browser] [--quick] [--section shapes,decode,variants] [--shape B,H,Sq,Sk,D[,1]]
 //                          [--json FILE] [--readme]
 //   (npm run bench builds what it needs first; --section picks sections, default all; --shape
@@ -17,9 +17,9 @@ import { cpus, loadavg, release, type } from 'node:os';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { measurePeak } from './bench/peak.mjs';
-import { printReport, readmeBlock, targets } from './bench/report.mjs';
-import { updateReadme } from './bench/readme.mjs';
-import { decodeReadmeBlock, printSections, sectionTargets, variantsReadmeBlock } from './bench/section-report.mjs';
+import { figuresOfMerit, performanceBlock, printReport } from './bench/report.mjs';
+import { writeTable } from './bench/write-table.mjs';
+import { decodeBlock, printSections, sectionFigures, variantsBlock } from './bench/section-report.mjs';
 import { SECTION_NAMES, runSections } from './bench/sections.mjs';
 import { measureShape, TIMING } from '../web/bench-schedule.mjs';
 import { FULL_SHAPES, QUICK_SHAPES, flops, label, parseShape } from './bench/shapes.mjs';
@@ -174,13 +174,13 @@ printSections(run);
 if (sectionProblems.length) console.log(`\nbrowser console (sections): ${[...new Set(sectionProblems)].join(' | ')}`);
 console.log(`\nload average (1/5/15 min) ${run.loadavg.start.join(' ')} at start, ${run.loadavg.end.join(' ')} at end`);
 mkdirSync(dirname(jsonPath), { recursive: true });
-writeFileSync(jsonPath, JSON.stringify({ ...run, targets: [...(results.length ? targets(run) : []), ...sectionTargets(run)] }, null, 2));
+writeFileSync(jsonPath, JSON.stringify({ ...run, figuresOfMerit: [...(results.length ? figuresOfMerit(run) : []), ...sectionFigures(run)] }, null, 2));
 console.log(`\nresults: ${jsonPath}`);
 if (args.includes('--readme')) {
-  const blocks = [...(results.length ? [[kind, readmeBlock(run)]] : []),
-    ...(run.sections.decode ? [[`${kind}-decode`, decodeReadmeBlock(run)]] : []),
-    ...(run.sections.variants ? [[`${kind}-variants`, variantsReadmeBlock(run)]] : [])];
-  for (const [marker, block] of blocks) updateReadme(here('../README.md'), marker, block);
-  console.log(`README.md: regenerated from this run: ${blocks.map(([m]) => m).join(', ')}`);
+  const blocks = [...(results.length ? [[kind, performanceBlock(run)]] : []),
+    ...(run.sections.decode ? [[`${kind}-decode`, decodeBlock(run)]] : []),
+    ...(run.sections.variants ? [[`${kind}-variants`, variantsBlock(run)]] : [])];
+  for (const [marker, block] of blocks) writeTable(here('../docs/performance.md'), marker, block);
+  console.log(`docs/performance.md: regenerated from this run: ${blocks.map(([m]) => m).join(', ')}`);
 }
 process.exit(0);

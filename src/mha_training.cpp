@@ -210,8 +210,8 @@ const char* MultiHeadAttention::adam_step(const MhaGrads& g, float lr, float bet
   if (!ready()) return "multi-head attention: weights are not set";
   if (config_.sinks && !g.d_sinks) return "multi-head attention: missing gradient buffers";
   // Parameter groups: the four projections (weights then bias), then the sinks (i = 4, empty
-  // without sinks). Everything this step needs is allocated before anything changes (issue 16:
-  // a moment allocated without its twin, or projections 0…i−1 stepped before i ran out of memory).
+  // without sinks). Everything this step needs is allocated before anything changes (the
+  // failure it prevents: a moment allocated without its twin, or projections 0…i−1 stepped before i ran out of memory).
   const int groups = config_.sinks ? 5 : 4;
   FloatBuffer new_m[5], new_v[5], update;
   std::size_t most = 0;

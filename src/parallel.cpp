@@ -37,7 +37,7 @@ class Pool {
     threads_.clear();
     stopping_ = false;
     // A new worker has seen every job so far: it must wait for the next generation, not take
-    // the last one again (issue 16: a stale pass checked out of a job it never joined).
+    // the last one again (else it takes a stale pass, checked out of a job it never joined).
     const unsigned seen = generation_;
     for (int i = 0; i < workers; ++i) threads_.emplace_back([this, seen] { loop(seen); });
   }

@@ -1,4 +1,4 @@
-// The engines of the benchmark's decode section (issue 13): one decode step — one new position
+// The engines of the benchmark's decode section: one decode step — one new position
 // of every query head against S positions of keys and values — behind the interface of
 // web/bench-engines.mjs, so web/bench-host.mjs runs them in a Node process or a Chromium page.
 // shape: { batch, heads, kvHeads, seqQ: 1, seqK: S, headDim }; inputs { q, k, v } in 'bhsd'

@@ -1,9 +1,9 @@
-// This machine's WebAssembly multiply-add peak, from a tiny module written here byte by byte (so
+// The host's WebAssembly multiply-add peak, from a tiny module written here byte by byte (so
 // the Chromium page and Node measure the same code with no build step):
 //   'simd128': 7 chains of f32x4.mul and 7 of f32x4.add by one constant (SIMD128 has no fused
 //              multiply-add),
 //   'relaxed': 13 chains of f32x4.relaxed_madd by two constants (FMA where the CPU has it).
-// All chains are independent, so the issue rate limits it rather than latency, as in a well-fed
+// All chains are independent, so instruction throughput limits it rather than latency, as in a well-fed
 // matmul micro-kernel. 15 of x64's 16 vector registers: V8 keeps one as scratch, and one local
 // more makes it spill (the SIMD128 figure then drops to a third).
 const uleb = (n) => {

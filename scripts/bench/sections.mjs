@@ -1,9 +1,9 @@
 // The benchmark's sections after the main table, each a list of parts with their own hosts,
 // shapes and timing, run by the same scheduler (web/bench-schedule.mjs: interleaved turns,
 // medians of round medians):
-//   decode (issue 13): one decode step over a standalone KV cache per dtype, a plain attention()
+//   decode: one decode step over a standalone KV cache per dtype, a plain attention()
 //     call that copies K and V in, and onnxruntime-web fed the same K/V, single-threaded;
-//   variants (issue 12): the score variants against plain attention, and a causal sliding
+//   variants: the score variants against plain attention, and a causal sliding
 //     window against plain causal attention, single-threaded.
 import { TIMING, measureShape } from '../../web/bench-schedule.mjs';
 

@@ -60,7 +60,7 @@ export interface LoadOptions {
 
 /** What was loaded. */
 export interface LibraryInfo {
-  /** The package version, e.g. `'0.1.0'`. */
+  /** The package version, e.g. `'0.2.0'`. */
   readonly version: string;
   /** The build's SIMD level: `'relaxed-simd'` (fused multiply-add) or `'simd128'`. */
   readonly simd: 'relaxed-simd' | 'simd128';

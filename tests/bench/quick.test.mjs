@@ -1,8 +1,9 @@
 // `node scripts/bench.mjs --quick` (Node) and `--browser --quick` (headless Chromium) run end to
 // end — every engine on one shape, then the decode and variants sections on tiny shapes — and
 // write their JSON: each engine in its own process or page with its own thread count, results
-// that agree with ours, the configuration and the load recorded, the sections' tables and
-// targets. Times are never asserted here: this machine is shared, and speed lives in the benchmark.
+// that agree with ours, the configuration and the load recorded; the console report shows the
+// medians the JSON holds, and the tables written to docs/performance.md parse, with a figure in
+// every cell. Times are never asserted here: speed lives in the benchmark itself.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -11,7 +12,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { test } from 'node:test';
-import { decodeReadmeBlock, variantsReadmeBlock } from '../../scripts/bench/section-report.mjs';
+import { performanceBlock } from '../../scripts/bench/report.mjs';
+import { decodeBlock, variantsBlock } from '../../scripts/bench/section-report.mjs';
 
 const BENCH = fileURLToPath(new URL('../../scripts/bench.mjs', import.meta.url));
 
@@ -27,9 +29,36 @@ async function quickRun(...flags) {
   }
 }
 
+const escape = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+const number = (text) => Number(text.replace(/,/g, ''));
+
+// A markdown table (the first one in `markdown`) as rows of cells, header first.
+function parseTable(markdown) {
+  const lines = markdown.split('\n').filter((l) => l.startsWith('|'));
+  assert.ok(lines.length >= 3, `a table with a header, a rule and rows:\n${markdown}`);
+  assert.match(lines[1], /^\|(---\|)+$/, 'the second line is the header rule');
+  const rows = lines.filter((_, i) => i !== 1).map((l) => l.slice(1, -1).split(' | ').map((c) => c.trim()));
+  for (const row of rows) assert.equal(row.length, rows[0].length, `every row has ${rows[0].length} cells: ${row.join(' | ')}`);
+  return rows;
+}
+
+// The console report's row for `name` on `shape` shows the median the JSON holds (to its rounding).
+function checkConsoleMedian(stdout, shape, name, median) {
+  const line = stdout.match(new RegExp(`^${escape(shape)}\\s+${escape(name)}\\s+([\\d.,]+)\\s`, 'm'));
+  assert.ok(line, `the console report has a row for ${name} on ${shape}`);
+  assert.ok(Math.abs(number(line[1]) - median) <= 0.01 * median + 0.005, `${name}: console ${line[1]} ms, JSON ${median} ms`);
+}
+
+// The lines of the console report about one result of a section (its label, then indented rows).
+function sectionReport(stdout, label) {
+  const start = stdout.indexOf(`\n${label}: load average`);
+  assert.ok(start >= 0, `the console report has ${label}`);
+  const lines = stdout.slice(start + 1).split('\n');
+  const end = lines.findIndex((l, i) => i > 0 && !l.startsWith(' '));
+  return lines.slice(1, end).join('\n');
+}
+
 function checkRun({ stdout, run }, engines) {
-  assert.match(stdout, /how each engine ran/);
-  assert.match(stdout, /attention-wasm vs onnxruntime-web/);
   assert.equal(run.results.length, 1);
   const row = run.results[0];
   for (const name of engines) {
@@ -37,7 +66,15 @@ function checkRun({ stdout, run }, engines) {
     assert.ok(r && r.median > 0, `${name} was timed: ${JSON.stringify(r)}`);
     assert.ok(r.firstCall > 0, `${name}'s first call was timed`);
     assert.ok(r.maxDiff < 1e-5, `${name} computes what ours computes (max |Δ| ${r.maxDiff})`);
+    checkConsoleMedian(stdout, row.shape, name, r.median);
   }
+  // The table for docs/performance.md: one row per shape, a time in each of our and ORT's columns.
+  const [header, ...rows] = parseTable(performanceBlock(run));
+  assert.equal(rows.length, run.results.length);
+  header.forEach((column, i) => {
+    if (/^(attention-wasm|ORT) \d thread/.test(column)) assert.match(rows[0][i], /^[\d.,]+ ms$/, `${column}: ${rows[0][i]}`);
+    if (/^ORT ÷ ours/.test(column)) assert.match(rows[0][i], /^[\d.]+×$/, `${column}: ${rows[0][i]}`);
+  });
   // onnxruntime-web's thread count is per process/page: each host got its own.
   assert.equal(run.engines['onnxruntime-web ops 1T'].config.numThreads, 1);
   assert.equal(run.engines['onnxruntime-web MHA 2T'].config.numThreads, 2);
@@ -53,8 +90,6 @@ function checkRun({ stdout, run }, engines) {
 const DECODE_TOLERANCE = { 'cache float32': 1e-6, 'cache float16': 2e-3, 'cache int8': 2e-2, 'attention() copying K/V': 1e-5, ops: 1e-5, MHA: 1e-5, GQA: 1e-5 };
 
 function checkSections({ stdout, run }) {
-  assert.match(stdout, /decode \(issue 13\)/);
-  assert.match(stdout, /variants \(issue 12\)/);
   const [decode] = run.sections.decode;
   assert.deepEqual(decode.results.map((r) => r.shape.kvHeads), [4, 2], 'both decode shapes: kvHeads = heads and grouped');
   for (const result of decode.results) {
@@ -67,6 +102,7 @@ function checkSections({ stdout, run }) {
       }
       assert.ok(r.median > 0, `${result.label}: ${name} was timed: ${JSON.stringify(r)}`);
       assert.ok(r.maxDiff <= tolerance, `${result.label}: ${name} agrees with the float32 cache (max |Δ| ${r.maxDiff} > ${tolerance})`);
+      checkConsoleMedian(sectionReport(stdout, result.label), ' ', name, r.median);
     }
   }
   for (const [label, b] of Object.entries(run.sectionExtras.kvBytes)) {
@@ -79,12 +115,29 @@ function checkSections({ stdout, run }) {
   }
   assert.deepEqual(Object.keys(variants[0].engines).map((n) => n.replace(/^attention-wasm 1T /, '')),
     ['plain', 'window [448, 448]', "ALiBi (BLOOM's slopes)", 'sinks', 'softcap 50 (Gemma 2)']);
-  const targets = run.targets.map((t) => t.target).join('\n');
-  for (const t of [/float32 cache ≥ 3× onnxruntime-web/, /int8 cache ≥ 1\.8×/, /float16 cache ≥ 1\.3×/, /int8 bytes per token ≤ 0\.27×/, /softcap .* ≤ 1\.20× plain/, /window \[1023, 0\] ≥ 6× faster/]) {
-    assert.match(targets, t);
+  for (const result of variants) {
+    for (const [name, r] of Object.entries(result.engines)) checkConsoleMedian(sectionReport(stdout, result.label), ' ', name, r.median);
   }
-  assert.match(decodeReadmeBlock(run), /\| ours: cache int8 \| [\d.]+ \| /, 'the decode README table has figures');
-  assert.match(variantsReadmeBlock(run), /\| softcap 50 \(Gemma 2\) \| [\d.]+ \| /, 'the variants README table has figures');
+  // The figures of merit that the quick shapes measure come from this run, each with its goal.
+  const merit = (start) => run.figuresOfMerit.find((f) => f.what.startsWith(start));
+  for (const start of ['onnxruntime-web 1 thread ÷ ours', 'onnxruntime-web 2 threads ÷ ours', 'ours 2 threads ÷ ours 1 thread', 'int8 cache bytes per token']) {
+    assert.match(merit(start)?.figure ?? '', /^(\(\S+\)( kvHeads \d+)? [\d.]+×(, |$))+$/, `${start}: ${merit(start)?.figure}`);
+  }
+  for (const f of run.figuresOfMerit) assert.match(f.goal, /^[≤≥] [\d.]+/, `${f.what} has a goal`);
+  // docs/performance.md's decode table: a time and a ratio for every engine on both shapes (MHA
+  // has none for grouped K/V heads), the float32 cache the unit of the ratios.
+  const [decodeHeader, ...decodeRows] = parseTable(decodeBlock(run));
+  assert.equal(decodeHeader.length, 1 + 3 * decode.results.length);
+  for (const row of decodeRows) {
+    const cells = row[0] === 'ORT MHA' ? row.slice(1, 4) : row.slice(1);
+    for (const cell of cells) assert.match(cell, /^[\d.,]+$/, `${row[0]}: ${row.join(' | ')}`);
+  }
+  const f32 = decodeRows.find((row) => row[0] === 'ours: cache float32');
+  assert.deepEqual([f32[3], f32[6]], ['1.00', '1.00']);
+  // The variants table: one row per variant and shape, the first row of each shape its unit.
+  const [, ...variantRows] = parseTable(variantsBlock(run));
+  assert.equal(variantRows.length, variants.reduce((n, r) => n + Object.keys(r.engines).length, 0));
+  for (const row of variantRows) assert.match(row.slice(2).join(' '), /^[\d.,]+ [\d.]+ [\d.]+$/, row.join(' | '));
 }
 
 const ENGINES = ['attention-wasm 1T', 'attention-wasm 2T', 'onnxruntime-web ops 1T', 'onnxruntime-web MHA 1T',

@@ -1,14 +1,14 @@
 // The benchmark's scheduler and report on fake hosts (no engines, no timing): one engine at a
 // time, turns in rotated order, slow and failing engines, medians of round medians, the
-// cross-check of results, the ratios and the README table.
+// cross-check of results, the ratios, the figures of merit and the tables of docs/performance.md.
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { measurePeak } from '../../scripts/bench/peak.mjs';
-import { updateReadme } from '../../scripts/bench/readme.mjs';
-import { readmeBlock, summaryRows, targets } from '../../scripts/bench/report.mjs';
+import { figuresOfMerit, performanceBlock, summaryRows } from '../../scripts/bench/report.mjs';
+import { writeTable } from '../../scripts/bench/write-table.mjs';
 import { pairedRatio } from '../../scripts/bench/section-report.mjs';
 import { VARIANTS, visibleScores } from '../../scripts/bench/variant-engines.mjs';
 import { createBenchHost } from '../../web/bench-host.mjs';
@@ -85,7 +85,7 @@ test('an engine whose first call exceeds skipMs is reported as skipped, not time
 });
 
 const RUN = {
-  version: '0.1.0', where: 'Node v20.20.2', command: 'npm run bench', date: '2026-12-01T10:00:00.000Z',
+  version: '0.2.0', where: 'Node v20.20.2', command: 'npm run bench', date: '2026-12-01T10:00:00.000Z',
   machine: { cpu: 'AMD EPYC', cores: 2, os: 'Debian' }, loadavg: { start: [1.5, 1, 1], end: [2, 1, 1] },
   timing: { rounds: 7, turnMs: 400 }, peak: { simd128: 60, relaxed: 68 },
   engines: { 'onnxruntime-web ops 1T': { config: { version: '1.30.0' } } },
@@ -106,33 +106,36 @@ test('the summary compares ours with the faster ORT graph at the same thread cou
   assert.equal(row.ratio1, 28 / 20);
   assert.equal(row.ratio2, 16 / 10);
   assert.equal(row.scaling, 2);
-  const block = readmeBlock(RUN);
+  const block = performanceBlock(RUN);
   assert.match(block, /^Measured 2026-12-01 by `npm run bench` in Node v20\.20\.2 on AMD EPYC \(2 cores, shared\), load average 1\.5 at start/);
   assert.match(block, /\| \(1, 12, 512, 512, 64\) \| 20\.0 ms \| 28\.0 ms \| 10\.0 ms \| 16\.0 ms \| 400 ms \| — \| 19\.0 ms \| 1\.40× \| 1\.60× \|/);
 });
 
-test('the issue\'s targets are checked against the run\'s figures', () => {
+test('the figures of merit are computed from the run, each with its goal', () => {
   const run = { ...RUN, engines: { ...RUN.engines, 'attention-wasm 1T': { config: { simd: 'simd128' } } },
     extras: { coldStart: { importMs: 10, createMs: 5, firstCallMs: 7 }, wasmSizes: { 'attn.wasm': { bytes: 81000, gzip: 30000 } } } };
   run.results = [{ ...RUN.results[0], flops: 4 * 12 * 512 * 512 * 64 }];
-  const byTarget = Object.fromEntries(targets(run).map((t) => [t.target.slice(0, 22), t]));
-  assert.equal(byTarget['1 thread ≥ 1.6× onnxru'].met, false);  // 1.40×
-  assert.equal(byTarget['2 threads ≥ 1.5× onnxr'].met, true);  // 1.60×
-  assert.equal(byTarget['2 threads ≥ 1.8× our 1'].met, true);  // 2.00×
-  assert.match(byTarget['≥ 70 % of the SIMD128 '].figure, /^\(1,12,512,512,64\) 67 %$/);  // 40.3 GFLOP/s of 60
-  assert.equal(byTarget['first call on (1,8,128'].met, false);
-  assert.equal(byTarget['load (import + instanti'.slice(0, 22)].met, true);
-  assert.equal(byTarget['each .wasm ≤ 100 KB (≤'].met, true);
+  const figures = figuresOfMerit(run);
+  const byName = (start) => figures.find((f) => f.what.startsWith(start));
+  assert.deepEqual(byName('onnxruntime-web 1 thread ÷ ours 1 thread'), { what: 'onnxruntime-web 1 thread ÷ ours 1 thread, every shape (our simd128 build)',
+    goal: '≥ 1.6×', figure: '(1,12,512,512,64) 1.40×' });
+  assert.equal(byName('onnxruntime-web 2 threads').figure, '(1,12,512,512,64) 1.60×');
+  assert.equal(byName('ours 2 threads ÷ ours 1 thread').figure, '(1,12,512,512,64) 2.00×');
+  assert.equal(byName('share of the SIMD128 mul+add peak').figure, '(1,12,512,512,64) 67 %');  // 40.3 GFLOP/s of 60
+  assert.equal(byName('first call').figure, '7.0 ms');
+  assert.equal(byName('load in Node').figure, '15 ms');
+  assert.equal(byName('size of each .wasm').figure, 'attn.wasm 81.0 KB (30.0 KB)');
+  for (const f of figures) assert.match(f.goal, /^[≤≥] [\d.]+ ?(×|%|ms|KB)/, `${f.what} has a goal`);
 });
 
-test('the README table is replaced between its markers, and only there', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'bench-readme-'));
+test('a generated table is replaced between its markers, and only there', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'bench-tables-'));
   try {
-    const file = join(dir, 'README.md');
+    const file = join(dir, 'performance.md');
     writeFileSync(file, 'before\n<!-- bench:node -->\nold table\n<!-- /bench:node -->\nafter\n');
-    updateReadme(file, 'node', 'new table\n');
+    writeTable(file, 'node', 'new table\n');
     assert.equal(readFileSync(file, 'utf8'), 'before\n<!-- bench:node -->\nnew table\n<!-- /bench:node -->\nafter\n');
-    assert.throws(() => updateReadme(file, 'browser', 'x'), /no <!-- bench:browser --> … <!-- \/bench:browser --> markers/);
+    assert.throws(() => writeTable(file, 'browser', 'x'), /no <!-- bench:browser --> … <!-- \/bench:browser --> markers/);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -1,4 +1,4 @@
-// Headless Debian Chromium through playwright-core, with the flags this machine needs
+// Headless Debian Chromium through playwright-core, with the flags a test host needs
 // (no sandbox as root, no background networking on a closed network).
 import { mkdirSync } from 'node:fs';
 import { chromium } from 'playwright-core';

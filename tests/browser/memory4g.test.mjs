@@ -1,4 +1,4 @@
-// Past 2 GiB in headless Chromium (issue 13): the relaxed-SIMD builds, single-threaded and
+// Past 2 GiB in headless Chromium: the relaxed-SIMD builds, single-threaded and
 // threaded (a SharedArrayBuffer-backed memory in a cross-origin-isolated page), grow to 4 GiB:
 // caches adding up to about 3 GiB, attention over the last one (its keys past 2 GiB) against the
 // JS reference, out of memory near 4 GiB with the sized Error, and the instance still working.
@@ -13,7 +13,7 @@ import { launchBrowser } from './chromium.mjs';
 const GiB = 2 ** 30;
 const LIMIT = 2 ** 32 - 2 ** 16;
 const lacking = freemem() < 4 * GiB &&
-  `needs 4 GiB of free memory for a 4 GiB wasm memory; this machine has ${(freemem() / GiB).toFixed(1)} GiB free`;
+  `needs 4 GiB of free memory for a 4 GiB wasm memory; the host has ${(freemem() / GiB).toFixed(1)} GiB free`;
 if (lacking) console.log(`memory4g (browser): skipped: ${lacking}`);
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));

@@ -211,7 +211,7 @@ class Watchdog {
 
 }  // namespace
 
-// Resizing the pool after jobs ran, over and over (issue 16: workers started by a resize took a
+// Resizing the pool after jobs ran, over and over (a defect once: workers started by a resize took a
 // stale pass over the previous job, so run() could hang or return while a worker was still inside
 // the job). Every job must run each item exactly once, and no item may still be running when
 // parallel_for returns. Bounded by iterations and by time; the watchdog turns a hang into a failure.

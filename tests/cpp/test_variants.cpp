@@ -247,7 +247,7 @@ TEST_CASE("every variant at once, random shapes", "[variants]") {
   }
 }
 
-TEST_CASE("scores that overflow float32 never give NaN (issue 16: blocked and direct paths)", "[variants]") {
+TEST_CASE("scores that overflow float32 never give NaN (blocked and direct paths)", "[variants]") {
   // q = 1e9, k = [0, 1], v = [1, 2], scale 1e30: scores 0 and 1.4e39 → +∞: an argmax, out = 2.
   for (int seq_q : {5, 4, 1, 40}) {
     attn::AttentionParams p;

@@ -1,4 +1,4 @@
-// Past 2 GiB (issue 13): every build grows its memory up to all of wasm32's 4 GiB, the threaded
+// Past 2 GiB: every build grows its memory up to all of wasm32's 4 GiB, the threaded
 // one (shared memory) too. For each: caches adding up to about 3 GiB, then attention over the
 // last one, whose keys lie past 2 GiB (where an address read as a signed int32 is negative),
 // against the JS reference, and calls whose arguments are staged up there; then memory runs out
@@ -16,7 +16,7 @@ const LIMIT = 2 ** 32 - 2 ** 16;  // -sMAXIMUM_MEMORY=4GB: Emscripten stops one 
 // The module's whole memory, should the system back it (Linux backs only what is touched).
 const FREE_NEEDED = 4 * GiB;
 const lacking = freemem() < FREE_NEEDED &&
-  `needs ${FREE_NEEDED / GiB} GiB of free memory for a 4 GiB wasm memory; this machine has ${(freemem() / GiB).toFixed(1)} GiB free`;
+  `needs ${FREE_NEEDED / GiB} GiB of free memory for a 4 GiB wasm memory; the host has ${(freemem() / GiB).toFixed(1)} GiB free`;
 if (lacking) console.log(`memory4g: skipped: ${lacking}`);
 
 const FILLER = { kvHeads: 8, headDim: 128, maxSeq: 65536 };  // 256 MiB of keys and 256 MiB of values

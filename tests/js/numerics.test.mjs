@@ -1,4 +1,4 @@
-// The numerics contract (README "Guarantees"): NaN reaches the outputs it touches and only
+// The numerics contract (docs/api.md, "Guarantees"): NaN reaches the outputs it touches and only
 // those; ±Infinity scores; all-masked rows; scale 0, tiny and huge; denormals.
 import assert from 'node:assert/strict';
 import { before, test } from 'node:test';

@@ -1,8 +1,8 @@
 // Out of memory, for real (this file's process grows its module to the 4 GiB wasm32 limit, cheaply:
 // caches are not touched until used; each test file runs in its own process):
-// - issue 14 item 3: the arena gives back the block a huge call took, so a cache made next uses
+// - the arena gives back the block a huge call took, so a cache made next uses
 //   that memory instead of growing it; lib.trim(); out-of-memory errors give the sizes and a hint;
-// - issue 16 defect 2: adamStep with memory so full that its allocations fail one after another
+// - adamStep with memory so full that its allocations fail one after another
 //   fails cleanly each time (no half-allocated moments, no projection stepped, the step not
 //   counted) and, once memory is freed, takes exactly the step a fresh layer takes.
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// A bounded soak (issue 16): random valid and invalid calls on a two-thread instance for
+// A bounded soak: random valid and invalid calls on a two-thread instance for
 // ATTN_SOAK_SECONDS (default 30, at most 60 in npm test; set it higher for a long run): attention
 // with masks, causal and both layouts (outputs, weights and lse), the backward, layer training
 // steps and cache decoding, each checked against the double-precision JS reference; invalid calls

@@ -1,4 +1,4 @@
-// Training state (issue 14 items 1 and 2): a weight change invalidates the training tape (backward
+// Training state: a weight change invalidates the training tape (backward
 // then throws instead of returning gradients that match neither the old nor the new weights);
 // gradients accumulate over several forward/backward pairs; getWeights() and the optimizer state
 // round-trip exactly, so training stopped and resumed follows the uninterrupted run bit for bit.

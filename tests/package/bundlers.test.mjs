@@ -1,5 +1,5 @@
 // The packed package in bundled web apps, each run in headless Chromium (which runs relaxed SIMD,
-// so the relaxed builds are the ones used): Vite, Vite with the README's worker recipe (one
+// so the relaxed builds are the ones used): Vite, Vite with the worker recipe of docs/api.md (one
 // build in the worker's bundle), and webpack 5 with zero warnings.
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';

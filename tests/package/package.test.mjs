@@ -1,6 +1,6 @@
 // The package as users get it: `npm pack`, install the tarball into a scratch app, then use it
 // from Node ESM and CommonJS (both entry points) and type-check TypeScript consumers. Bundlers:
-// bundlers.test.mjs; the README's examples: readme.test.mjs.
+// bundlers.test.mjs; the documented examples: examples.test.mjs.
 import assert from 'node:assert/strict';
 import { readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -18,14 +18,16 @@ let app;
 before(() => { app = makeApp(); });
 after(() => app?.remove());
 
-test('the tarball holds the built files, the license and the screenshot, each once', () => {
+test('the tarball holds the built files, the license, the documentation and the screenshot, each once', () => {
   const files = app.tarball.files.map((f) => f.path).sort();
   const jsSources = readdirSync(join(REPO, 'src', 'js')).filter((f) => /\.(mjs|cjs)$/.test(f)).map((f) => `dist/${f}`);
   const builds = ['attn', 'attn-relaxed', 'attn-mt', 'attn-relaxed-mt'];
   const built = [...builds.flatMap((b) => [`${b}.mjs`, `${b}.wasm`]), 'attn-mt.worker.js', 'attn-relaxed-mt.worker.js',
     'fingerprints.mjs', 'index.d.ts', 'index.d.cts', 'node-mt/package.json',
     ...['attn-mt', 'attn-relaxed-mt'].flatMap((b) => [`node-mt/${b}-node.cjs`, `node-mt/${b}-node.worker.js`])];
-  const expected = ['LICENSE', 'README.md', 'package.json', 'web/screenshot.png', ...built.map((f) => `dist/${f}`), ...jsSources];
+  // The README links into docs/ and the changelog: they ship with it, so the links work in the package.
+  const docs = readdirSync(join(REPO, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`);
+  const expected = ['LICENSE', 'README.md', 'CHANGELOG.md', ...docs, 'package.json', 'web/screenshot.png', ...built.map((f) => `dist/${f}`), ...jsSources];
   assert.deepEqual(files, expected.sort());
   const pkg = JSON.parse(run('node', ['-p', 'JSON.stringify(require("attention-wasm/package.json"))'], app.dir));
   assert.equal(pkg.dependencies, undefined, 'no runtime dependencies');

@@ -1,4 +1,4 @@
-// The README's worker recipe: one build (attention-wasm/simd128) in a Web Worker.
+// The worker recipe of docs/api.md: one build (attention-wasm/simd128) in a Web Worker.
 import { loadAttention } from 'attention-wasm/simd128';
 
 const loading = loadAttention();  // starts at once; messages wait for it

@@ -1,11 +1,12 @@
-// Every `js` code block of README.md runs, verbatim, against the packed package installed in a
-// scratch app. The README's convention (stated under its first example):
+// Every `js` code block of README.md and docs/api.md runs, verbatim, against the packed package
+// installed in a scratch app (the convention, described in docs/development.md#tests):
 //   - a block runs as an ES module in Node;
 //   - a block whose first line is `// CommonJS` runs as CommonJS;
 //   - a block whose first line is `// Browser: FILE …` is file FILE of a small web app made of the
 //     browser blocks of its section (the page runs `main.js`); the app is bundled by Vite and run
 //     in headless Chromium, cross-origin isolated, and must log to the console without errors.
 // A block passes when it exits 0 (or, in the browser, logs) with nothing on stderr / no errors.
+// (links.test.mjs checks the documents' links.)
 import assert from 'node:assert/strict';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -14,61 +15,65 @@ import { startServer } from '../../scripts/serve.mjs';
 import { launchBrowser } from '../browser/chromium.mjs';
 import { bin, makeApp, REPO, run } from './app.mjs';
 
-// The README's js blocks: { section, line, code, kind: 'esm' | 'cjs' | 'browser', file? }.
-function blocks(markdown) {
+// The documents whose examples run.
+const EXAMPLES = ['README.md', 'docs/api.md'];
+const read = (doc) => readFileSync(join(REPO, doc), 'utf8');
+
+// A document's js blocks: { doc, section, line, code, kind: 'esm' | 'cjs' | 'browser', file? }.
+function blocks(doc) {
   const found = [];
   let section = '';
-  const lines = markdown.split('\n');
+  const lines = read(doc).split('\n');
   for (let i = 0; i < lines.length; i++) {
     if (/^#{1,4} /.test(lines[i])) section = lines[i].replace(/^#+ /, '');
     if (lines[i] !== '```js') continue;
     const start = i + 1;
-    while (lines[++i] !== '```') assert.ok(i < lines.length, `unclosed block at README.md:${start}`);
+    while (lines[++i] !== '```') assert.ok(i < lines.length, `unclosed block at ${doc}:${start}`);
     const code = lines.slice(start, i).join('\n') + '\n';
     const first = lines[start];
     const browser = first.match(/^\/\/ Browser: (\S+)/);
-    found.push({ section, line: start, code, kind: browser ? 'browser' : first === '// CommonJS' ? 'cjs' : 'esm', file: browser?.[1] });
+    found.push({ doc, section, line: start, code, kind: browser ? 'browser' : first === '// CommonJS' ? 'cjs' : 'esm', file: browser?.[1] });
   }
   return found;
 }
 
-const readme = readFileSync(join(REPO, 'README.md'), 'utf8');
-const all = blocks(readme);
+const all = EXAMPLES.flatMap(blocks);
+const name = (b) => `${b.doc}:${b.line}`;
 let app;
 before(() => { app = makeApp(); });
 after(() => app?.remove());
 
-test('the README has examples of every kind', () => {
+test('the examples have every kind', () => {
   const kinds = new Set(all.map((b) => b.kind));
   assert.deepEqual([...kinds].sort(), ['browser', 'cjs', 'esm']);
 });
 
-describe('README.md examples in Node', () => {
+describe('examples in Node', () => {
   for (const block of all.filter((b) => b.kind !== 'browser')) {
-    test(`README.md:${block.line} (${block.section}, ${block.kind})`, () => {
-      const file = join(app.dir, `readme-${block.line}.${block.kind === 'cjs' ? 'cjs' : 'mjs'}`);
+    test(`${name(block)} (${block.section}, ${block.kind})`, () => {
+      const file = join(app.dir, `example-${block.doc.replace(/\W/g, '-')}-${block.line}.${block.kind === 'cjs' ? 'cjs' : 'mjs'}`);
       writeFileSync(file, block.code);
       let output;
       try {
         output = run(process.execPath, [file], app.dir, { stdio: ['ignore', 'pipe', 'pipe'] });
       } catch (e) {
-        assert.fail(`README.md:${block.line} failed (exit ${e.status}):\n${e.stdout}${e.stderr}`);
+        assert.fail(`${name(block)} failed (exit ${e.status}):\n${e.stdout}${e.stderr}`);
       }
       assert.ok(typeof output === 'string');
     });
   }
 });
 
-describe('README.md examples in Chromium', () => {
-  const sections = [...new Set(all.filter((b) => b.kind === 'browser').map((b) => b.section))];
+describe('examples in Chromium', () => {
+  const sections = [...new Set(all.filter((b) => b.kind === 'browser').map((b) => `${b.doc}: ${b.section}`))];
   for (const section of sections) {
-    test(`README.md: ${section} (browser)`, async () => {
-      const dir = join(app.dir, `readme-browser-${sections.indexOf(section)}`);
+    test(`${section} (browser)`, async () => {
+      const dir = join(app.dir, `example-browser-${sections.indexOf(section)}`);
       mkdirSync(dir, { recursive: true });
-      const files = all.filter((b) => b.kind === 'browser' && b.section === section);
+      const files = all.filter((b) => b.kind === 'browser' && `${b.doc}: ${b.section}` === section);
       assert.ok(files.some((b) => b.file === 'main.js'), `the section's app has a main.js (${files.map((b) => b.file)})`);
       for (const b of files) writeFileSync(join(dir, b.file), b.code);
-      writeFileSync(join(dir, 'index.html'), '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>README</title>' +
+      writeFileSync(join(dir, 'index.html'), '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>example</title>' +
         '<link rel="icon" href="data:,"></head><body><script type="module" src="./main.js"></script></body></html>');
       run(bin('vite'), ['build', dir, '--logLevel', 'error', '--outDir', join(dir, 'site'), '--emptyOutDir'], app.dir);
       const server = await startServer({ root: join(dir, 'site') });

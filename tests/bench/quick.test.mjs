@@ -32,10 +32,20 @@ async function quickRun(...flags) {
 const escape = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 const number = (text) => Number(text.replace(/,/g, ''));
 
-// A markdown table (the first one in `markdown`) as rows of cells, header first.
-function parseTable(markdown) {
-  const lines = markdown.split('\n').filter((l) => l.startsWith('|'));
-  assert.ok(lines.length >= 3, `a table with a header, a rule and rows:\n${markdown}`);
+// The markdown tables of `markdown`, each as rows of cells, header first.
+function parseTables(markdown) {
+  const tables = [];
+  let previous = '';
+  for (const line of markdown.split('\n')) {
+    if (line.startsWith('|') && !previous.startsWith('|')) tables.push([]);
+    if (line.startsWith('|')) tables.at(-1).push(line);
+    previous = line;
+  }
+  return tables.map(parseTable);
+}
+
+function parseTable(lines) {
+  assert.ok(lines.length >= 3, `a table with a header, a rule and rows:\n${lines.join('\n')}`);
   assert.match(lines[1], /^\|(---\|)+$/, 'the second line is the header rule');
   const rows = lines.filter((_, i) => i !== 1).map((l) => l.slice(1, -1).split(' | ').map((c) => c.trim()));
   for (const row of rows) assert.equal(row.length, rows[0].length, `every row has ${rows[0].length} cells: ${row.join(' | ')}`);
@@ -69,7 +79,7 @@ function checkRun({ stdout, run }, engines) {
     checkConsoleMedian(stdout, row.shape, name, r.median);
   }
   // The table for docs/performance.md: one row per shape, a time in each of our and ORT's columns.
-  const [header, ...rows] = parseTable(performanceBlock(run));
+  const [[header, ...rows]] = parseTables(performanceBlock(run));
   assert.equal(rows.length, run.results.length);
   header.forEach((column, i) => {
     if (/^(attention-wasm|ORT) \d thread/.test(column)) assert.match(rows[0][i], /^[\d.,]+ ms$/, `${column}: ${rows[0][i]}`);
@@ -126,7 +136,7 @@ function checkSections({ stdout, run }) {
   for (const f of run.figuresOfMerit) assert.match(f.goal, /^[≤≥] [\d.]+/, `${f.what} has a goal`);
   // docs/performance.md's decode table: a time and a ratio for every engine on both shapes (MHA
   // has none for grouped K/V heads), the float32 cache the unit of the ratios.
-  const [decodeHeader, ...decodeRows] = parseTable(decodeBlock(run));
+  const [[decodeHeader, ...decodeRows], [, ...bytesRows]] = parseTables(decodeBlock(run));
   assert.equal(decodeHeader.length, 1 + 3 * decode.results.length);
   for (const row of decodeRows) {
     const cells = row[0] === 'ORT MHA' ? row.slice(1, 4) : row.slice(1);
@@ -134,8 +144,14 @@ function checkSections({ stdout, run }) {
   }
   const f32 = decodeRows.find((row) => row[0] === 'ours: cache float32');
   assert.deepEqual([f32[3], f32[6]], ['1.00', '1.00']);
+  // Its bytes table: one row per shape, a byte count for each dtype, float32's the largest.
+  assert.equal(bytesRows.length, decode.results.length);
+  for (const row of bytesRows) {
+    const [f32Bytes, f16Bytes, i8Bytes] = row.slice(1).map((c) => number(c.split(' ')[0]));
+    assert.ok(i8Bytes < f16Bytes && f16Bytes < f32Bytes, row.join(' | '));
+  }
   // The variants table: one row per variant and shape, the first row of each shape its unit.
-  const [, ...variantRows] = parseTable(variantsBlock(run));
+  const [[, ...variantRows]] = parseTables(variantsBlock(run));
   assert.equal(variantRows.length, variants.reduce((n, r) => n + Object.keys(r.engines).length, 0));
   for (const row of variantRows) assert.match(row.slice(2).join(' '), /^[\d.,]+ [\d.]+ [\d.]+$/, row.join(' | '));
 }

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "attention.h"
+#include "cache_rule.h"
 #include "kv_cache.h"
 #include "mha.h"
 #include "parallel.h"
@@ -268,7 +269,7 @@ struct JsKvCacheConfig {
   int batch = 1, kvHeads = 1, headDim = 1, valueDim = 1, maxSeq = 1, dtype = 0, window = 0;
 };
 
-std::string cache_allocate(attn::KvCache& cache, const JsKvCacheConfig& c) {
+attn::KvCacheConfig to_cache_config(const JsKvCacheConfig& c) {
   attn::KvCacheConfig config;
   config.batch = c.batch;
   config.kv_heads = c.kvHeads;
@@ -277,7 +278,51 @@ std::string cache_allocate(attn::KvCache& cache, const JsKvCacheConfig& c) {
   config.max_seq = c.maxSeq;
   config.dtype = static_cast<attn::KvType>(c.dtype);
   config.window = c.window;
-  return message(cache.allocate(config));
+  return config;
+}
+
+std::string cache_allocate(attn::KvCache& cache, const JsKvCacheConfig& c) {
+  return message(cache.allocate(to_cache_config(c)));
+}
+
+// What a call over a cache asks for (attn::CacheCall), from src/js/api.mjs: sizes 0 = not given.
+struct JsCacheCall {
+  int batch = 0, heads = 1, kvHeads = 0, headDim = 0, valueDim = 0, seqK = 0, seqQ = 1;
+  bool causal = false;
+  int align = 0, windowLeft = -1, windowRight = -1;
+};
+
+// attn::CacheCheck for JS, which words the message: conflict 0 = none; call and cache the values.
+struct JsCacheCheck {
+  int conflict = 0;
+  double call = 0, cache = 0;
+};
+
+JsCacheCheck to_js(const attn::CacheCheck& c) {
+  return {static_cast<int>(c.conflict), static_cast<double>(c.call), static_cast<double>(c.cache)};
+}
+
+// lib.attention(query, cache, …) checks its options here before anything is staged.
+JsCacheCheck cache_check(const attn::KvCache& cache, const JsCacheCall& c) {
+  attn::CacheCall call;
+  call.batch = c.batch;
+  call.heads = c.heads;
+  call.kv_heads = c.kvHeads;
+  call.head_dim = c.headDim;
+  call.value_dim = c.valueDim;
+  call.seq_k = c.seqK;
+  call.seq_q = c.seqQ;
+  call.causal = c.causal;
+  call.align = static_cast<attn::Align>(c.align);
+  call.window_left = c.windowLeft;
+  call.window_right = c.windowRight;
+  attn::AttentionParams unused;
+  return to_js(attn::resolve(call, cache, unused));
+}
+
+// MultiHeadAttention.createCache checks the layer against the cache's config here.
+JsCacheCheck mha_check_cache(const attn::MultiHeadAttention& m, const JsKvCacheConfig& c) {
+  return to_js(m.check_cache(to_cache_config(c)));
 }
 
 // key and value: [batch, kvHeads, seq, dim] or, with bshd, [batch, seq, kvHeads, dim].
@@ -289,16 +334,16 @@ std::string cache_append(attn::KvCache& cache, std::uintptr_t key, std::uintptr_
 }
 
 std::string cache_truncate(attn::KvCache& cache, int n) { return message(cache.truncate(n)); }
-std::string cache_check_queries(const attn::KvCache& cache, int seq_q) { return message(cache.check_queries(seq_q)); }
 double cache_bytes(const attn::KvCache& cache) { return static_cast<double>(cache.bytes()); }
 // Where its keys start in wasm memory (tests check caches placed past 2 GiB).
 double cache_address(const attn::KvCache& cache) { return static_cast<double>(cache.key_address()); }
 
-// attention() over a cache: the call's query, outputs, masks and variants; K, V from the cache.
+// attention() over a cache: the call's query, outputs, masks and variants; K, V from the cache,
+// the score rule the call's own once resolve() has checked it against the cache.
 std::string run_attention_cached(const JsAttentionCall& c, const attn::KvCache& cache) {
   attn::AttentionParams p = to_params(c);
-  cache.describe(p);
-  if (const char* err = cache.check_queries(p.seq_q)) return err;
+  const attn::CacheCheck check = attn::resolve(attn::cache_call(p), cache, p);
+  if (!check.ok()) return attn::message(check);
   return message(attn::attention(p));
 }
 
@@ -474,6 +519,7 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .function("setAdamState", &mha_set_adam_state)
       .function("forward", &mha_forward)
       .function("forwardCached", &mha_forward_cached)
+      .function("checkCache", &mha_check_cache)
       .function("forwardTrain", &mha_forward_train)
       .function("backward", &mha_backward)
       .function("sgdStep", &mha_sgd_step)
@@ -497,7 +543,23 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .function("held", &attn::KvCache::held)
       .function("bytes", &cache_bytes)
       .function("address", &cache_address)
-      .function("checkQueries", &cache_check_queries);
+      .function("check", &cache_check);
+  value_object<JsCacheCall>("CacheCall")
+      .field("batch", &JsCacheCall::batch)
+      .field("heads", &JsCacheCall::heads)
+      .field("kvHeads", &JsCacheCall::kvHeads)
+      .field("headDim", &JsCacheCall::headDim)
+      .field("valueDim", &JsCacheCall::valueDim)
+      .field("seqK", &JsCacheCall::seqK)
+      .field("seqQ", &JsCacheCall::seqQ)
+      .field("causal", &JsCacheCall::causal)
+      .field("align", &JsCacheCall::align)
+      .field("windowLeft", &JsCacheCall::windowLeft)
+      .field("windowRight", &JsCacheCall::windowRight);
+  value_object<JsCacheCheck>("CacheCheck")
+      .field("conflict", &JsCacheCheck::conflict)
+      .field("call", &JsCacheCheck::call)
+      .field("cache", &JsCacheCheck::cache);
   function("attentionCached", &run_attention_cached);
   function("version", &version);
   function("heapInUse", &heap_in_use);

@@ -95,12 +95,9 @@ const char* KvCache::allocate(const KvCacheConfig& c) {
 
 int KvCache::held() const { return length_ - first_; }
 
-const char* KvCache::check_queries(int seq_q) const {
-  if (seq_q < 1 || seq_q > length_) return "kv cache: the queries must be among the positions appended (1 <= seq_q <= length)";
-  const int window = config_.window > 0 ? config_.window : 0;
-  const std::int64_t needed = window ? std::max<std::int64_t>(0, std::int64_t(length_) - seq_q - (window - 1)) : 0;
-  if (needed < first_) return "kv cache: these queries need positions the ring no longer holds (fewer queries, or a larger max_seq)";
-  return nullptr;
+int KvCache::first_held(int staged) const {
+  if (config_.window == 0) return first_;
+  return static_cast<int>(std::max<std::int64_t>(first_, std::int64_t(length_) + staged - config_.max_seq));
 }
 
 bool KvCache::has_room(int seq) const {
@@ -145,7 +142,7 @@ const char* KvCache::stage(const float* key, const Strides& ks, const float* val
         }
       }
     }
-  if (config_.window > 0) first_ = std::max(first_, length_ + seq - config_.max_seq);  // overwritten
+  first_ = first_held(seq);  // a ring's overwritten positions
   return nullptr;
 }
 
@@ -180,13 +177,7 @@ void KvCache::describe(AttentionParams& p, int staged) const {
     p.key_scale = p.value_scale = nullptr;
   }
   p.kv_ring = c.window > 0 ? c.max_seq : 0;
-  p.kv_first = first_;
-  if (c.window > 0) {  // exact sliding-window attention over everything appended
-    p.causal = true;
-    p.align = Align::lower_right;
-    p.window_left = p.window_left == kNoLimit ? c.window - 1 : std::min(p.window_left, c.window - 1);
-    p.window_right = 0;
-  }
+  p.kv_first = first_held(staged);
 }
 
 }  // namespace attn

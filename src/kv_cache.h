@@ -1,7 +1,8 @@
 // A KV cache: keys and values of the positions seen so far, kept in wasm memory in float32,
 // float16, bfloat16 or int8 (a symmetric scale per position and kv head), so a decode step reads
-// them in place instead of copying them in. Linear (max_seq positions) or, for sliding-window layers, a
-// ring of max_seq slots that never overflows. attention() reads it through describe().
+// them in place instead of copying them in. Linear (max_seq positions) or, for sliding-window
+// layers, a ring of max_seq slots that never overflows. Attention over it goes through resolve()
+// (cache_rule.h), which checks the call against the cache and then calls describe().
 //
 // Storage is [batch, kv_heads, slots, dim] for K (dim = head_dim) and V (dim = value_dim): the
 // rows of one kv head are contiguous, so a decode step streams each head's keys and values
@@ -53,17 +54,16 @@ class KvCache {
 
   int length() const { return length_; }  // positions appended (a ring counts all of them)
   int held() const;                        // positions stored now: [length − held, length)
-  // nullptr if attention for the last seq_q positions can be exact (a ring still holds every
-  // key they see), else why not.
-  const char* check_queries(int seq_q) const;
+  // The first position still held once `staged` more are written (a ring overwrites the oldest).
+  int first_held(int staged = 0) const;
   const KvCacheConfig& config() const { return config_; }
   bool allocated() const { return k_.data != nullptr; }
   std::size_t bytes() const;               // memory of K, V and scales
   std::uintptr_t key_address() const { return reinterpret_cast<std::uintptr_t>(k_.get()); }
 
-  // Fills p.key, p.value, p.kv_type, scales, strides, kv_ring, kv_first and seq_k for attention
-  // over every position held (queries are the last seq_q positions); a ring also sets causal
-  // (lower-right) and intersects p's window with [window − 1, 0]: exact sliding-window attention.
+  // Fills p.key, p.value, p.kv_type, sizes, scales, strides, kv_ring, kv_first and seq_k (the
+  // `staged` positions included): where the keys and values are, nothing about the score rule,
+  // which is the call's (resolve() in cache_rule.h checks it against the cache first).
   void describe(AttentionParams& p, int staged = 0) const;
 
  private:

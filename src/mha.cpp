@@ -10,6 +10,7 @@
 
 #include "parallel.h"
 #include "rotary.h"
+#include "score_rule.h"
 
 namespace attn {
 
@@ -108,11 +109,8 @@ void MultiHeadAttention::attention_variants(AttentionParams& p, bool causal, Ali
   p.scale = 1.0f / std::sqrt(static_cast<float>(head_dim()));
   p.causal = causal;
   p.align = align;
-  // A ring cache's describe() may have narrowed the window already: intersect.
-  if (config_.window_left != kNoLimit)
-    p.window_left = p.window_left == kNoLimit ? config_.window_left : std::min(p.window_left, config_.window_left);
-  if (config_.window_right != kNoLimit)
-    p.window_right = p.window_right == kNoLimit ? config_.window_right : std::min(p.window_right, config_.window_right);
+  p.window_left = config_.window_left;
+  p.window_right = config_.window_right;
   p.softcap = config_.softcap;
   p.alibi_slopes = alibi_.get();
   p.alibi_batch_stride = 0;
@@ -174,6 +172,14 @@ const char* MultiHeadAttention::get_weight(Projection which, float* w, float* b)
   return nullptr;
 }
 
+CacheCheck MultiHeadAttention::check_cache(const KvCacheConfig& c) const {
+  AttentionParams p;
+  attention_variants(p, true, Align::lower_right);  // decoding: causal over every position
+  CacheCall call = cache_call(p);
+  call.batch = 0;  // the forward's, checked there
+  return check_config(call, c);
+}
+
 const char* MultiHeadAttention::forward(const MhaForward& f) const {
   if (!ready()) return "multi-head attention: weights are not set";
   if (!f.query || !f.out || f.batch < 1 || f.seq_q < 1 || (!f.cache && f.seq_k < 1))
@@ -181,22 +187,27 @@ const char* MultiHeadAttention::forward(const MhaForward& f) const {
   const int e = config_.embed_dim, kv = kv_features(), hd = head_dim();
   KvCache* cache = f.cache;
   if (cache) {
-    const KvCacheConfig& c = cache->config();
-    if (!cache->allocated()) return "multi-head attention: the cache is not allocated";
-    if (c.kv_heads != config_.num_kv_heads || c.head_dim != hd || c.value_dim != hd)
-      return "multi-head attention: the cache's kv_heads, head_dim or value_dim differ from the layer's";
-    if (c.batch != f.batch) return "multi-head attention: batch differs from the cache's";
     if (f.key || f.value) return "multi-head attention: with a cache, key and value come from the query";
     if (config_.kdim != e || config_.vdim != e)
       return "multi-head attention: a cache needs kdim == vdim == embed_dim";
-    if (!cache->has_room(f.seq_q)) return "multi-head attention: the cache is full";
+    if (f.tape) return "multi-head attention: training (a tape) does not work with a cache";
   }
-  if (cache && f.tape) return "multi-head attention: training (a tape) does not work with a cache";
-  if (cache && f.align == Align::upper_left)
-    return "multi-head attention: upper-left alignment does not apply to a cache (its queries are the last positions)";
   if (f.positions && !cache && f.key && f.seq_k != f.seq_q)
     return "multi-head attention: positions need seq_k == seq_q (they are used for queries and keys alike)";
   const int seq_k = cache ? f.seq_q : f.seq_k;  // the keys projected here
+
+  // The score rule: the layer's (causal always with a cache: decoding), which a cache only
+  // checks (cache_rule.h), never changes; with a cache it also says where the keys are.
+  AttentionParams p;
+  attention_variants(p, cache != nullptr || f.causal, f.align);
+  p.batch = f.batch;
+  p.seq_q = f.seq_q;
+  if (cache) {
+    p.seq_k = 0;  // every position the cache holds, and the new ones
+    if (const CacheCheck check = resolve(cache_call(p, f.seq_q), *cache, p); !check.ok()) return message(check);
+  } else {
+    p.seq_k = seq_k;
+  }
   const int rows_q = f.batch * f.seq_q;
   const int rows_k = f.batch * seq_k;
 
@@ -215,29 +226,30 @@ const char* MultiHeadAttention::forward(const MhaForward& f) const {
   float* scratch = v_buf + kv_n;
 
   proj_[0].apply(f.query, e, rows_q, q_buf, e, scratch);
-  AttentionParams p;
   const float* key = f.key ? f.key : f.query;
   const float* value = f.value ? f.value : key;
   proj_[1].apply(key, config_.kdim, rows_k, k_buf, kv, scratch);
   proj_[2].apply(value, config_.vdim, rows_k, v_buf, kv, scratch);
-  // Rotary positions: a cache's continue from its length; else keys at 0… and queries at
-  // off + t (off as for causal), unless positions are given (then for both).
-  const std::int64_t key_offset = cache ? cache->length() : 0;
-  const std::int64_t query_offset = cache ? key_offset : f.align == Align::upper_left ? 0 : seq_k - f.seq_q;
+  // Rotary positions, unless given (then for both): queries at score::offset + t, the positions
+  // the score rule puts them at; keys at 0…, or with a cache at the queries' (they are the same
+  // new positions, after the cached ones).
+  const std::int64_t query_offset = score::offset(p);
+  const std::int64_t key_offset = cache ? query_offset : 0;
   if (const char* err = rotate(q_buf, f.batch, f.seq_q, config_.num_heads, f.positions, f.positions_batch_stride,
                                f.positions ? 0 : query_offset, false))
     return err;
   if (const char* err = rotate(k_buf, f.batch, seq_k, config_.num_kv_heads, f.positions, f.positions_batch_stride,
                                f.positions ? 0 : key_offset, false))
     return err;
-  p.key = k_buf;
-  p.value = v_buf;
-  p.k = p.v = dense_bshd(config_.num_kv_heads, seq_k, hd);
+  const Strides kv_strides = dense_bshd(config_.num_kv_heads, seq_k, hd);
   if (cache) {  // the new positions join the cached ones (kept only if everything succeeds)
-    if (const char* err = cache->stage(k_buf, p.k, v_buf, p.v, f.seq_q)) return err;
-    cache->describe(p, f.seq_q);
+    if (const char* err = cache->stage(k_buf, kv_strides, v_buf, kv_strides, f.seq_q)) return err;
+  } else {
+    p.key = k_buf;
+    p.value = v_buf;
+    p.k = p.v = kv_strides;
   }
-  const int keys = p.seq_k = cache ? p.seq_k : seq_k;  // every key attended to
+  const int keys = p.seq_k;  // every key attended to
   p.query = q_buf;
   p.out = a_buf;
   p.weights = f.weights;
@@ -245,12 +257,9 @@ const char* MultiHeadAttention::forward(const MhaForward& f) const {
   p.mask_type = f.mask_type;
   p.key_padding = f.key_padding;
   p.key_padding_batch_stride = keys;
-  p.batch = f.batch;
-  p.seq_q = f.seq_q;
   p.q = p.o = dense_bshd(config_.num_heads, f.seq_q, hd);
   p.w = dense_bhsd(config_.num_heads, f.seq_q, keys);
   p.m = mask_strides(f.mask_shape, config_.num_heads, f.seq_q, keys);
-  attention_variants(p, cache != nullptr || f.causal, f.align);
   MhaTape tape;  // filled here, moved into *f.tape only when complete
   if (f.tape) {  // keep each row's log-sum-exp: the backward pass then skips a forward
     if (!tape.lse_.allocate(static_cast<std::size_t>(f.batch) * config_.num_heads * f.seq_q))

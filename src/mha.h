@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "attention.h"
+#include "cache_rule.h"
 #include "kv_cache.h"
 #include "linear.h"
 
@@ -101,7 +102,7 @@ struct MhaForward {
   MaskType mask_type = MaskType::none;
   MaskShape mask_shape = MaskShape::plane;
   const std::uint8_t* key_padding = nullptr;  // [batch, seq_k_total], nonzero = ignore that key
-  bool causal = false;                        // always on with a cache
+  bool causal = false;                        // always on with a cache (decoding)
   Align align = Align::lower_right;           // of causal, window and ALiBi (upper_left: not with a cache)
   // Rotary positions of the new rows, [seq_q] or [batch, seq_q] (positions_batch_stride 0 or
   // seq_q), used for the queries and (self-attention, or a cache) the keys alike. Default: with
@@ -174,6 +175,10 @@ class MultiHeadAttention {
     c.window = window;
     return c;
   }
+  // Whether a cache of config c can serve this layer's forward (cache_rule.h): its sizes, and a
+  // ring's window against the layer's (a ring must keep every key the layer's window sees).
+  // The batch is the forward's and is checked there.
+  CacheCheck check_cache(const KvCacheConfig& c) const;
   int head_dim() const { return config_.embed_dim / config_.num_heads; }
   int kv_features() const { return config_.num_kv_heads * head_dim(); }
 
@@ -188,7 +193,8 @@ class MultiHeadAttention {
   // Rotates rows [batch, seq, heads, head_dim] (bshd) in place by their positions (inverse: back).
   const char* rotate(float* x, int batch, int seq, int heads, const std::int32_t* positions,
                      std::ptrdiff_t positions_batch_stride, std::int64_t offset, bool inverse) const;
-  // The attention params every forward and backward shares: sizes, scale and the variants.
+  // The attention params every forward and backward shares: sizes, scale and the variants, and
+  // the score rule (causal with this alignment, and the layer's window).
   void attention_variants(AttentionParams& p, bool causal, Align align) const;
 
   PackedLinear proj_[4];  // q, k, v, o

@@ -33,7 +33,9 @@ export function startDecode(lib, strings, language) {
     cache.append(a, a);
     const query = lib.linear(a, WQ, { inFeatures: E, outFeatures: E });
     const weights = new Float32Array(cache.length);
-    const out = lib.attention(query, cache, null, { heads: 1, seqQ: 1, weightsOut: weights });
+    // A ring keeps the WINDOW − 1 positions before each query: the call says it looks no further.
+    const window = windowed.checked ? [WINDOW - 1, 0] : null;
+    const out = lib.attention(query, cache, null, { heads: 1, seqQ: 1, window, weightsOut: weights });
     steps.push({ query, weights, out, length: cache.length, bytes: cache.bytes });
   }
 

@@ -1,13 +1,13 @@
 // The library object that loadAttention() resolves to: checks arguments, copies tensors into
 // one reused heap block, runs the kernel, copies the results out into caller-owned arrays.
 import { coreError, HeapArena, kernelWorkspaceBytes, wasmMemoryLimit } from './heap.mjs';
-import { makeKVCacheClass } from './kvcache.mjs';
+import { CONFLICT, isAnyKVCache, makeKVCacheClass } from './kvcache.mjs';
 import { makeMultiHeadAttention } from './mha.mjs';
 import { makeRotary } from './rotary.mjs';
-import { VARIANT_OPTIONS, resolveVariants } from './variants.mjs';
+import { VARIANT_OPTIONS, resolveCausal, resolveVariants, resolveWindow } from './variants.mjs';
 import {
   checkFloat32, checkKnownKeys, checkMask, checkOptionalTensor, checkTensor, describe, dim, elementCount, given, kindOf,
-  resolveShape, tensorParts,
+  plural, resolveShape, tensorParts,
 } from './shapes.mjs';
 
 const ATTENTION_OPTIONS = ['batch', 'heads', 'kvHeads', 'seqQ', 'seqK', 'headDim', 'valueDim', 'layout',
@@ -50,8 +50,18 @@ export function createLibrary(M, { threads = M.numThreads(), threadsReason = 're
     return call.copyOut;
   }
 
+  // Only attention(query, cache, null, options) takes a cache: a KVCache anywhere else is refused,
+  // saying `why`.
+  function refuseCaches(fn, args, why) {
+    for (const [name, arg] of Object.entries(args)) {
+      if (isAnyKVCache(arg)) throw new TypeError(`${fn}: ${name} is a KVCache; ${why}`);
+    }
+  }
+  const TAKES_NO_CACHE = (fn) => `${fn} does not take a cache (only attention(query, cache, null, options) does)`;
+
   function attention(query, key, value, options) {
-    if (key instanceof KVCache) return attentionOverCache(query, key, value, options);
+    if (isAnyKVCache(key)) return attentionOverCache(query, key, value, options);
+    refuseCaches('attention', { query, value }, 'a cache goes in the key argument, with value null: attention(query, cache, null, options)');
     const shape = resolveShape('attention', options, ATTENTION_OPTIONS);
     const variants = resolveVariants(shape, options);
     const parts = tensorParts(shape);
@@ -78,40 +88,32 @@ export function createLibrary(M, { threads = M.numThreads(), threadsReason = 're
   }
 
   // attention(query, cache, null, options): keys and values (and kvHeads, headDim, valueDim, seqK)
-  // come from the cache; the queries are its last seqQ positions (causal is lower-right).
+  // come from the cache; the queries are its last seqQ positions. Causal and the window are the
+  // call's own, exactly as over arrays: the cache only refuses a call it cannot answer exactly
+  // (src/cache_rule.h decides, here and in C++).
   function attentionOverCache(query, cache, value, options) {
     const fn = 'attention';
     const core = KVCache.coreFor(cache, fn);
     if (given(value)) throw new TypeError(`${fn}: value must be null when key is a KVCache (the cache holds the values), got ${describe(value)}`);
     checkKnownKeys(fn, options, ATTENTION_OPTIONS, 'options', ' with at least heads and seqQ');
-    const length = core.length();
-    if (length === 0) throw new RangeError(`${fn}: the KV cache is empty; append keys and values before attending over it`);
-    const fromCache = { batch: cache.batch, kvHeads: cache.kvHeads, headDim: cache.headDim, valueDim: cache.valueDim, seqK: length };
-    for (const [name, have] of Object.entries(fromCache)) {
-      if (given(options[name]) && options[name] !== have) {
-        throw new RangeError(`${fn}: options.${name} (${describe(options[name])}) differs from the KV cache's ${name === 'seqK' ? 'length' : name} ${have}`);
-      }
-    }
+    const size = (name, fallback) => dim(options, name, fallback, 'options', fn);
+    const { causal, align } = resolveCausal(fn, options.causal);
+    const [windowLeft, windowRight] = resolveWindow(fn, options.window);
+    const call = { heads: size('heads'), seqQ: size('seqQ'), causal, align, windowLeft, windowRight };
+    for (const name of ['batch', 'kvHeads', 'headDim', 'valueDim', 'seqK']) call[name] = size(name, 0);  // 0: the cache's
+    const check = core.check(call);
+    if (check.conflict) throw cacheCallError(fn, check, cache, options, core.length());
+    const fromCache = { batch: cache.batch, kvHeads: cache.kvHeads, headDim: cache.headDim, valueDim: cache.valueDim, seqK: core.length() };
     const shape = resolveShape(fn, { ...options, ...fromCache }, ATTENTION_OPTIONS);
-    if (shape.seqQ > length) {
-      throw new RangeError(`${fn}: options.seqQ (${shape.seqQ}) is more than the KV cache's length ${length}: the queries are the last seqQ positions appended`);
-    }
     const variants = resolveVariants(shape, options);
-    if (variants.align === 1) throw new RangeError(`${fn}: options.causal 'upper-left' does not apply to a KV cache, whose queries are its last seqQ positions ('lower-right')`);
-    if (cache.window && options.causal === false) {
-      throw new RangeError(`${fn}: options.causal cannot be false over a sliding-window cache (window ${cache.window}): its attention is causal`);
-    }
-    const ringError = core.checkQueries(shape.seqQ);
-    if (ringError) {
-      throw new RangeError(`${fn}: this ring (window ${cache.window}, maxSeq ${cache.maxSeq}) no longer holds every key the last ` +
-        `${shape.seqQ} positions see; attend with fewer queries, or use maxSeq ≥ window − 1 + seqQ`);
-    }
     const parts = tensorParts(shape);
     checkTensor(shape, 'query', query, parts.query);
     return attendAndCopy(fn, shape, variants, parts, { query }, options, core);
   }
 
   function attentionWeights(query, key, options) {
+    refuseCaches('attentionWeights', { query, key }, `${TAKES_NO_CACHE('attentionWeights')}: pass the keys as a Float32Array, ` +
+      'or use attention(query, cache, null, { heads, seqQ, weightsOut }) for the weights over a cache');
     const shape = resolveShape('attentionWeights', options, WEIGHTS_OPTIONS);
     const variants = resolveVariants(shape, options);
     const parts = tensorParts(shape);
@@ -125,6 +127,8 @@ export function createLibrary(M, { threads = M.numThreads(), threadsReason = 're
   }
 
   function attentionBackward(query, key, value, dOut, options) {
+    refuseCaches('attentionBackward', { query, key, value, dOut }, `${TAKES_NO_CACHE('attentionBackward')}: the backward pass ` +
+      'needs the keys and values as Float32Arrays (a cache holds them for decoding, which has no gradients)');
     const shape = resolveShape('attentionBackward', options, BACKWARD_OPTIONS);
     const variants = resolveVariants(shape, options);
     const parts = tensorParts(shape);
@@ -207,4 +211,38 @@ export function createLibrary(M, { threads = M.numThreads(), threadsReason = 're
     linear: live('linear', linear), rotary: live('rotary', rotary), createKVCache: live('createKVCache', createKVCache),
     memoryUsage, trim, MultiHeadAttention, dispose,
   });
+}
+
+const shownWindow = (w) => (given(w) && Array.isArray(w) ? `[${w.map(String).join(', ')}]` : 'none');
+
+// The RangeError for attention(query, cache, null, options) refused by the cache rule: `check`
+// is { conflict, call, cache } (the call's value and the cache's), `length` the cache's.
+function cacheCallError(fn, { conflict, call, cache: have }, cache, options, length) {
+  const sizeName = { [CONFLICT.batch]: 'batch', [CONFLICT.kvHeads]: 'kvHeads', [CONFLICT.headDim]: 'headDim', [CONFLICT.valueDim]: 'valueDim' }[conflict];
+  if (sizeName) return new RangeError(`${fn}: options.${sizeName} (${describe(options[sizeName])}) differs from the KV cache's ${sizeName} ${have}`);
+  const W = cache.window;
+  const ring = `this ring (window ${W}, maxSeq ${cache.maxSeq})`;
+  const hf = `[${W - 1}, 0] (Hugging Face's sliding_window ${W})`;
+  switch (conflict) {
+    case CONFLICT.heads: return new RangeError(`${fn}: options.heads (${call}) must be a multiple of the KV cache's kvHeads (${have})`);
+    case CONFLICT.seqK: return new RangeError(`${fn}: options.seqK (${describe(options.seqK)}) differs from the KV cache's length ${have}`);
+    case CONFLICT.empty: return new RangeError(`${fn}: the KV cache is empty; append keys and values before attending over it`);
+    case CONFLICT.seqQ:
+      return new RangeError(`${fn}: options.seqQ (${call}) is more than the KV cache's length ${have}: the queries are the last seqQ positions appended`);
+    case CONFLICT.upperLeft:
+      return new RangeError(`${fn}: options.causal 'upper-left' does not apply to a KV cache, whose queries are its last seqQ positions ('lower-right')`);
+    case CONFLICT.windowUnbounded:
+      return new RangeError(`${fn}: ${ring} keeps only the ${plural(W - 1, 'position')} before each query, so options.window must limit how far ` +
+        `back a query looks: window ${hf} or narrower, got ${shownWindow(options.window)}; for attention over every position use a linear cache (maxSeq)`);
+    case CONFLICT.windowWider:
+      return new RangeError(`${fn}: options.window ${shownWindow(options.window)} looks back ${call} positions, more than ${ring} keeps ` +
+        `(the ${W - 1} before each query); use window ${hf} or narrower, or a ring with window ≥ ${call + 1}`);
+    case CONFLICT.overwritten: {
+      const seqQ = call, left = options.window[0];
+      return new RangeError(`${fn}: ${ring} no longer holds every key the last ${seqQ} positions see: the first of them looks back to ` +
+        `position ${length - seqQ - left}, and the ring holds positions ${have} … ${length - 1}; attend with at most ` +
+        `${length - left - have} queries at a time, or use maxSeq ≥ ${left + seqQ} (the window's left side + seqQ)`);
+    }
+    default: return new RangeError(`${fn}: the KV cache cannot serve this call (conflict ${conflict})`);
+  }
 }

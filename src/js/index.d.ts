@@ -214,8 +214,14 @@ export interface AttentionLibrary {
   /**
    * Attention over a {@link KVCache}: `kvHeads`, `headDim`, `valueDim`, `batch` and `seqK`
    * (= `cache.length`) come from the cache (they may be given, and must then match); the queries
-   * `[batch, heads, seqQ, headDim]` are its last `seqQ` positions, so `causal` is lower-right.
-   * Every option works, including the score variants, `weightsOut` and `lseOut`.
+   * `[batch, heads, seqQ, headDim]` are its last `seqQ` positions, so `causal: true` is
+   * lower-right (`'upper-left'` is rejected). The cache never changes what is computed: `causal`
+   * and `window` are this call's, exactly as with arrays — not causal unless `causal: true`, no
+   * window unless `window` is given. A ring (`window: W`) keeps only the `W − 1` positions before
+   * each query, so over a ring `window` is required, with a left side ≤ `W − 1` (Hugging Face's
+   * `sliding_window = W` is `window: [W − 1, 0]`, causal by itself); a wider or missing window is a
+   * RangeError naming both. Every option works, including the score variants, `weightsOut` and
+   * `lseOut`.
    */
   attention(query: Float32Array, cache: KVCache, value: null, options: Omit<AttentionOptions, 'kvHeads' | 'headDim' | 'valueDim' | 'seqK' | 'batch'> &
     Partial<Pick<AttentionOptions, 'kvHeads' | 'headDim' | 'valueDim' | 'seqK' | 'batch'>>): Float32Array;
@@ -513,8 +519,10 @@ export interface KVCacheOptions {
   dtype?: KVCacheDtype | null;
   /**
    * A sliding-window layer's cache (Mistral, Gemma): a ring of `maxSeq` slots (≥ window) that
-   * never overflows; attention over it is exact sliding-window attention — causal, lower-right,
-   * each query sees itself and the `window − 1` positions before it.
+   * never overflows. It keeps the `window − 1` positions before each query (and every later one),
+   * so it serves calls whose `window` looks back at most that far: Hugging Face's
+   * `sliding_window = W` is a ring of `window: W` and attention's `window: [W − 1, 0]`. A call
+   * that looks further back is refused, never answered with fewer keys.
    */
   window?: number | null;
 }
@@ -546,7 +554,8 @@ export interface KVCache {
    * Appends `seq` positions: key `[batch, kvHeads, seq, headDim]` (`'bhsd'`, default) or
    * `[batch, seq, kvHeads, headDim]` (`'bshd'`), value likewise with `valueDim`; converted or
    * quantised as stored. `seq` defaults to what the key's length gives. Appending past `maxSeq`
-   * (or, for a ring, more than `maxSeq − window + 1` at once) throws a RangeError and appends nothing.
+   * (for a ring: more than `maxSeq − min(length, window − 1)` at once) throws a RangeError and
+   * appends nothing.
    */
   append(key: Float32Array, value: Float32Array, options?: { seq?: number | null; layout?: Layout | null } | null): void;
   /** Forgets every position, so a new sequence can start. */
@@ -636,6 +645,10 @@ export interface MultiHeadAttention {
    * A KV cache for this layer (kvHeads = numKvHeads, headDim = valueDim = headDim) with fixed
    * `batch` (default 1) and `maxSeq`, stored as `dtype` (default `'float32'`), optionally a
    * sliding-window ring (`window`). The same kind of object as {@link AttentionLibrary.createKVCache}.
+   * A ring must keep every key the layer's window sees: `window` ≥ `config.window[0] + 1`
+   * (Hugging Face's `sliding_window = W`: `config.window` `[W − 1, 0]`, ring `window: W`); a
+   * layer without a window needs a linear cache. Otherwise a RangeError naming both windows.
+   * Depends only on the config, so it may be made before `setWeights`.
    */
   createCache(options: { batch?: number | null; maxSeq?: number | null; dtype?: KVCacheDtype | null; window?: number | null }): KVCache;
   /**

@@ -4,10 +4,10 @@
 // lib.attention(query, cache, null, options)); MultiHeadAttention.createCache() makes the same
 // kind for a layer.
 import { checkMemory, coreError } from './heap.mjs';
-import { checkFloat32, checkKnownKeys, describe, dim, given } from './shapes.mjs';
+import { checkFloat32, checkKnownKeys, describe, dim, given, plural } from './shapes.mjs';
 
 export const DTYPES = ['float32', 'float16', 'bfloat16', 'int8'];
-const DTYPE_CODE = { float32: 0, float16: 1, int8: 2, bfloat16: 3 };  // attn::KvType
+export const DTYPE_CODE = { float32: 0, float16: 1, int8: 2, bfloat16: 3 };  // attn::KvType
 const DTYPE_BYTES = { float32: 4, float16: 2, bfloat16: 2, int8: 1 };
 const CACHE_OPTIONS = ['batch', 'kvHeads', 'headDim', 'valueDim', 'maxSeq', 'dtype', 'window'];
 const APPEND_OPTIONS = ['seq', 'layout'];
@@ -36,15 +36,33 @@ export function resolveStorage(fn, options, maxSeqGiven) {
   return { dtype, window, maxSeq };
 }
 
+// attn::CacheConflict (src/cache_rule.h): why a call over a cache was refused.
+export const CONFLICT = Object.freeze({
+  none: 0, notAllocated: 1, batch: 2, kvHeads: 3, headDim: 4, valueDim: 5, heads: 6, seqK: 7, empty: 8, seqQ: 9,
+  upperLeft: 10, windowUnbounded: 11, windowWider: 12, overwritten: 13, noRoom: 14,
+});
+
+// Every KVCache of every instance of the library in this realm: a cache passed to another
+// instance is told apart from an object that is no cache at all.
+const EVERY_CACHE = new WeakSet();
+export const isAnyKVCache = (value) => EVERY_CACHE.has(value);
+export const FOREIGN_CACHE = 'a KVCache of another attention-wasm instance (another loadAttention() or createAttention() ' +
+  'call); a cache lives in the wasm memory of the instance that made it';
+
 // Throws a RangeError naming `fn` unless `seq` more positions fit in `cache` (holding `length`):
-// a ring must keep the window − 1 positions before them. `names` says how the message calls the
-// cache, the ring and the count (for append: the cache, this ring, seq).
+// a ring must keep, besides them, the positions before them that their window reaches (the last
+// min(length, window − 1)). `names` says how the message calls the cache, the ring and the count
+// (for append: the cache, this ring, seq).
 export function checkRoom(fn, { maxSeq, window }, length, seq, names = { cache: 'the cache', ring: 'this ring', seq: 'seq' }) {
   if (window) {
-    const needed = Math.min(length + seq, window - 1 + seq);
-    if (needed > maxSeq) {
-      throw new RangeError(`${fn}: appending ${seq} positions to ${names.ring} needs ${needed} slots (the window − 1 = ${window - 1} ` +
-        `positions before them, and them), more than maxSeq ${maxSeq}; append at most ${maxSeq - window + 1} at a time or make maxSeq ≥ window − 1 + ${seq}`);
+    const before = Math.min(length, window - 1);
+    if (before + seq > maxSeq) {
+      const now = maxSeq - before, always = maxSeq - (window - 1);
+      throw new RangeError(`${fn}: appending ${seq} positions at length ${length} to ${names.ring} (window ${window}, maxSeq ${maxSeq}) ` +
+        `needs ${before + seq} slots, more than maxSeq: ${seq} for them and ${before} for the positions before them that their window ` +
+        `reaches (the last min(length, window − 1) = ${before}); append at most ${now} now` +
+        (now !== always ? ` (${always} once the ring holds ${plural(window - 1, 'position')})` : '') +
+        `, or make maxSeq ≥ ${window - 1 + seq} (window − 1 + ${seq}) to append ${seq} at any length`);
     }
   } else if (length + seq > maxSeq) {
     throw new RangeError(`${fn}: ${names.cache} has room for ${maxSeq - length} more positions (maxSeq ${maxSeq}, length ${length}), got ${names.seq} ${seq}`);
@@ -61,6 +79,7 @@ export function makeKVCacheClass(M, arena, registry) {
       this.#core = core;
       this.#owner = owner;
       registry.register(this, core, this);
+      EVERY_CACHE.add(this);
       for (const [name, value] of Object.entries(sizes)) Object.defineProperty(this, name, { value, enumerable: true });
     }
 
@@ -96,7 +115,8 @@ export function makeKVCacheClass(M, arena, registry) {
       const order = layout === 'bshd' ? `batch ${batch} × seq ${seq} × kvHeads ${kvHeads}` : `batch ${batch} × kvHeads ${kvHeads} × seq ${seq}`;
       checkFloat32('key', key, seq * perPosition, `${order} × headDim ${headDim}`, fn);
       checkFloat32('value', value, batch * kvHeads * seq * valueDim, `${order} × valueDim ${valueDim}`, fn);
-      checkRoom(fn, this, core.length(), seq);
+      const length = core.length();
+      checkRoom(fn, this, length, seq);
       arena.call(fn, { key, value }, {}, 0, (call) => {
         const error = core.append(call.address('key'), call.address('value'), seq, layout === 'bshd');
         if (error) throw coreError(M, error);
@@ -139,10 +159,23 @@ export function makeKVCacheClass(M, arena, registry) {
       return this.#core;
     }
 
-    // (internal) The C++ core for lib.attention() or the layer that owns it (null: any caller).
-    static coreFor(cache, fn, owner = null) {
-      if (!(cache instanceof KVCache)) throw new TypeError(`${fn}: expected a KVCache, got ${describe(cache)}`);
-      if (owner && cache.#owner !== owner) throw new Error(`${fn}: options.cache belongs to another MultiHeadAttention layer`);
+    // (internal) The C++ core for lib.attention() (`name` 'key') or for the layer that owns it
+    // (`owner`; `name` 'options.cache').
+    static coreFor(cache, fn, { owner = null, name = 'key' } = {}) {
+      if (!(cache instanceof KVCache)) {
+        if (isAnyKVCache(cache)) {
+          const instead = owner ? "it works only with the layer that made it: make one with this layer's createCache({ maxSeq })"
+            : "use it with that instance's attention(), or make the cache with this instance's createKVCache()";
+          throw new TypeError(`${fn}: ${name} is ${FOREIGN_CACHE}; ${instead}`);
+        }
+        throw new TypeError(`${fn}: ${name} must be a KVCache, got ${describe(cache)}`);
+      }
+      if (owner && cache.#owner !== owner) {
+        const whose = cache.#owner === null
+          ? 'was made by lib.createKVCache(), not by this layer: a layer stores its own projected (and rotated) keys and values in a cache it makes'
+          : 'belongs to another MultiHeadAttention layer (it holds that layer\'s keys and values)';
+        throw new Error(`${fn}: ${name} ${whose}; make one with this layer's createCache({ maxSeq })`);
+      }
       if (!cache.#core) throw new Error(`${fn}: the KV cache was disposed`);
       return cache.#core;
     }

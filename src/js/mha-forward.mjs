@@ -1,7 +1,7 @@
 // MultiHeadAttention.forward's arguments: checked (before the heap is touched) and resolved into
 // a plan — the sizes, what to stage, what the C++ side will allocate — and then the C++ args.
 import { kernelWorkspaceBytes } from './heap.mjs';
-import { checkRoom } from './kvcache.mjs';
+import { checkRoom, isAnyKVCache } from './kvcache.mjs';
 import { bool, checkFloat32, checkKnownKeys, checkMask, describe, dim, given, kindOf } from './shapes.mjs';
 import { resolveCausal } from './variants.mjs';
 
@@ -48,12 +48,12 @@ function checkPositions(rotary, positions, batch, seqQ, seqK, cache) {
 // Checks forward(query, key, value, options) for a layer with `config`; `cacheCore(cache)` returns
 // the core of a KVCache (throwing unless it is this layer's). The plan: `inputs`, `outputs` and
 // `workspace` for the arena, `cacheCore` (or null), and what forwardArgs and the caller need.
-export function planForward(config, KVCache, cacheCoreOf, query, key, value, options) {
+export function planForward(config, cacheCoreOf, query, key, value, options) {
   checkKnownKeys(FN, options ?? {}, FORWARD_OPTIONS);
   const opts = options ?? {};
   const size = (name, fallback) => dim(opts, name, fallback, 'options', FN);
   const { embedDim: e, kdim, vdim, numHeads, numKvHeads, headDim } = config;
-  if (given(opts.cache) && !(opts.cache instanceof KVCache)) {
+  if (given(opts.cache) && !isAnyKVCache(opts.cache)) {
     throw new TypeError(`${FN}: options.cache must be a KVCache from createCache(), got ${describe(opts.cache)}`);
   }
   const cacheCore = given(opts.cache) ? cacheCoreOf(opts.cache) : null;
@@ -67,12 +67,13 @@ export function planForward(config, KVCache, cacheCoreOf, query, key, value, opt
 
   let seqK;
   let seqTotal;
+  let length = 0;
   if (cache) {
     if (given(key) || given(value)) throw new TypeError(`${FN}: with options.cache, key and value must be null (they are projected from the query)`);
     if (given(opts.seqK)) throw new TypeError(`${FN}: options.seqK is not used with options.cache (keys come from the cache)`);
     if (opts.causal === false) throw new RangeError(`${FN}: options.causal cannot be false with options.cache: cached decoding is always causal`);
     if (kdim !== e || vdim !== e) throw new RangeError(`${FN}: options.cache needs kdim == vdim == embedDim (this layer has kdim ${kdim}, vdim ${vdim})`);
-    const length = cacheCore.length();
+    length = cacheCore.length();
     checkRoom(FN, cache, length, seqQ, { cache: 'options.cache', ring: 'options.cache (a ring)', seq: 'seqQ' });
     seqTotal = length + seqQ;
   } else {

@@ -5,13 +5,13 @@
 // backward (mha-training.mjs), the optimizer steps and state (mha-optimizer.mjs). Its KV caches
 // are the library's KVCache (kvcache.mjs). Tensors are staged through the library's heap arena.
 import { coreError } from './heap.mjs';
-import { resolveStorage } from './kvcache.mjs';
+import { CONFLICT, DTYPE_CODE, resolveStorage } from './kvcache.mjs';
 import { configureCore, resolveConfig } from './mha-config.mjs';
 import { forwardArgs, planForward } from './mha-forward.mjs';
 import { Optimizer } from './mha-optimizer.mjs';
 import { TrainingTape } from './mha-training.mjs';
 import { readWeights, writeWeights } from './mha-weights.mjs';
-import { checkKnownKeys, dim, given } from './shapes.mjs';
+import { checkKnownKeys, dim, given, plural } from './shapes.mjs';
 
 const CACHE_OPTIONS = ['batch', 'maxSeq', 'dtype', 'window'];
 
@@ -80,7 +80,8 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
     forward(query, key = null, value = null, options = {}) {
       const fn = 'MultiHeadAttention.forward';
       const core = this.#withWeights('forward');
-      const plan = planForward(this.config, KVCache, (cache) => KVCache.coreFor(cache, fn, this), query, key, value, options);
+      const plan = planForward(this.config, (cache) => KVCache.coreFor(cache, fn, { owner: this, name: 'options.cache' }),
+        query, key, value, options);
       const { cacheCore, train, weightsOut, out, outCount } = plan;
       return arena.call(fn, plan.inputs, plan.outputs, plan.workspace, (call) => {
         const args = forwardArgs(call, plan);
@@ -118,16 +119,21 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
     /**
      * A KV cache for incremental decoding with this layer: `batch` and `maxSeq` are fixed; `dtype`
      * ('float32', 'float16', 'bfloat16', 'int8') and `window` (a sliding-window ring) as for lib.createKVCache.
+     * A ring must keep every key the layer's window sees (window ≥ config.window's left side + 1).
+     * It depends only on the config, so it may be made before setWeights().
      */
     createCache(options) {
-      this.#withWeights('createCache');
+      const core = this.#live('createCache');
       const fn = 'MultiHeadAttention.createCache';
       checkKnownKeys(fn, options, CACHE_OPTIONS, 'options', ' with maxSeq');
       const size = (name, fallback) => dim(options, name, fallback, 'options', fn);
       const batch = size('batch', 1);
       const { dtype, window, maxSeq } = resolveStorage(fn, options, given(options.maxSeq) ? size('maxSeq') : undefined);
       const { numKvHeads: kvHeads, headDim } = this.config;
-      return newCache(fn, { batch, kvHeads, headDim, valueDim: headDim, maxSeq, dtype, window }, this);
+      const sizes = { batch, kvHeads, headDim, valueDim: headDim, maxSeq, dtype, window };
+      const check = core.checkCache({ ...sizes, dtype: DTYPE_CODE[dtype] });
+      if (check.conflict) throw layerCacheError(fn, check, this.config, window);
+      return newCache(fn, sizes, this);
     }
 
     /** Frees the layer's wasm memory (its packed weights). Harmless to call twice. */
@@ -157,4 +163,20 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
   }
 
   return { MultiHeadAttention };
+}
+
+// Why a ring cannot serve a layer (the cache rule of src/cache_rule.h): the ring keeps the
+// window − 1 positions before each query, and the layer's config.window may look back no further.
+function layerCacheError(fn, { conflict, call }, config, window) {
+  const hf = `Hugging Face's sliding_window W is config.window [W − 1, 0] and a ring of window W`;
+  if (conflict === CONFLICT.windowUnbounded) {
+    const has = config.window ? `config.window [${config.window.join(', ')}] has no left limit` : 'it has no config.window';
+    return new RangeError(`${fn}: this layer attends to every earlier position (${has}), but a ring (options.window ${window}) keeps only ` +
+      `the ${plural(window - 1, 'position')} before each query; use a linear cache ({ maxSeq }), or a layer with config.window [${window - 1}, 0] (${hf})`);
+  }
+  if (conflict === CONFLICT.windowWider) {
+    return new RangeError(`${fn}: config.window [${config.window.join(', ')}] looks back ${call} positions, more than a ring with ` +
+      `options.window ${window} keeps (the ${window - 1} before each query); use options.window ≥ ${call + 1} (${hf})`);
+  }
+  return new RangeError(`${fn}: this layer cannot decode with such a cache (conflict ${conflict})`);
 }

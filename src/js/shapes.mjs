@@ -18,6 +18,9 @@ export function describe(value) {
 // The typed-array kind by its tag, so arrays from another realm (an iframe, a vm context) pass.
 export const kindOf = (value) => Object.prototype.toString.call(value).slice(8, -1);
 
+// '1 position', '3 positions'.
+export const plural = (n, word) => `${n} ${word}${n === 1 ? '' : 's'}`;
+
 // `null` and `undefined` both mean "not given".
 export const given = (value) => value !== undefined && value !== null;
 
@@ -46,8 +49,11 @@ export function dim(object, name, fallback, label = 'options', fn = '') {
     return fallback;
   }
   if (typeof value !== 'number') throw new TypeError(`${from(fn)}${label}.${name} must be a number, got ${describe(value)}`);
-  if (!Number.isInteger(value) || value < 1 || value > MAX_DIM) {
+  if (!Number.isInteger(value) || value < 1) {
     throw new RangeError(`${from(fn)}${label}.${name} must be a positive integer, got ${value}`);
+  }
+  if (value > MAX_DIM) {
+    throw new RangeError(`${from(fn)}${label}.${name} must be at most ${MAX_DIM} (2^31 − 1: sizes are 32-bit integers), got ${value}`);
   }
   return value;
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "attention.h"
+#include "cache_rule.h"
 #include "half.h"
 #include "kv_cache.h"
 #include "reference.h"
@@ -76,14 +77,21 @@ void append(attn::KvCache& cache, const Data& d, int from, int n, bool bshd = fa
 }
 
 // Attention for the queries at positions [end − seq_q, end) of d (end: d.seq by default) over the
-// cache; p brings the variants.
+// cache, through resolve(); p brings the variants (causal, window, …).
 std::vector<float> attend(const attn::KvCache& cache, const Data& d, int seq_q, attn::AttentionParams p = {},
                           int end = -1) {
   if (end < 0) end = d.seq;
   std::vector<float> out(std::size_t(d.batch) * d.heads * seq_q * d.value_dim, NAN);
-  cache.describe(p);
+  attn::CacheCall call;
+  call.heads = d.heads;
+  call.seq_q = seq_q;
+  call.causal = p.causal;
+  call.window_left = p.window_left;
+  call.window_right = p.window_right;
+  const attn::CacheCheck check = attn::resolve(call, cache, p);
+  INFO("conflict " << int(check.conflict));
+  REQUIRE(check.ok());
   p.heads = d.heads;
-  p.seq_q = seq_q;
   p.q = attn::dense_bhsd(d.heads, d.seq, d.head_dim);  // rows of the full q, offset below
   p.query = d.q.data() + (end - seq_q) * p.q.row;
   p.out = out.data();
@@ -252,15 +260,14 @@ TEST_CASE("rings: exact sliding-window attention over wrapped slots, equal to a 
     append(ring, d, at, n);
     append(linear, d, at, n);
     const int seq_q = n;  // the queries are the positions just appended
-    REQUIRE(ring.check_queries(seq_q) == nullptr);
     INFO("window " << window << " length " << at + n);
-    REQUIRE(attend(ring, d, seq_q, {}, at + n) == attend(linear, d, seq_q, windowed, at + n));
+    REQUIRE(attend(ring, d, seq_q, windowed, at + n) == attend(linear, d, seq_q, windowed, at + n));
   }
   CHECK(ring.length() == d.seq);
   CHECK(ring.held() == window - 1 + chunk);
   // Against the reference (unquantised) for the last step.
   if (dtype == attn::KvType::f32) {
-    const auto got = attend(ring, d, 1);
+    const auto got = attend(ring, d, 1, windowed);
     const auto want = reference(d, 1, window);
     for (std::size_t i = 0; i < got.size(); ++i) CHECK(std::abs(got[i] - want[i]) <= 2e-5 + 1e-4 * std::abs(want[i]));
   }
@@ -276,9 +283,8 @@ TEST_CASE("a ring refuses appends and truncations that would lose the window", "
   CHECK(ring.length() == 6);
   for (int t = 6; t < 30; ++t) append(ring, d, t, 1);  // a decode step always fits
   CHECK(ring.held() == 6);
-  CHECK(ring.check_queries(1) == nullptr);
-  CHECK(ring.check_queries(3) == nullptr);   // length 30: keys back to 30 − 3 − 3 = 24, the first held
-  CHECK(ring.check_queries(4) != nullptr);   // would need position 23
+  CHECK(ring.first_held() == 24);
+  CHECK(ring.first_held(2) == 26);  // two more would overwrite 24 and 25
   CHECK(ring.truncate(29) == nullptr);       // the 3 positions before 29 (26..28) are held
   CHECK(ring.truncate(26) != nullptr);       // would need 23..25, and 23 was overwritten
   CHECK(ring.length() == 29);

@@ -3,11 +3,13 @@
 // Tolerance |got − want| <= 5e-5 + 1e-4·|want|: three chained float GEMMs around the attention.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
 #include <random>
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include "mha.h"
@@ -324,7 +326,7 @@ TEST_CASE("KV cache: reset, exact fill, overflow leaves it intact, wrong use", "
   CHECK(cache.length() == 4);
 
   f.seq_q = 1;
-  CHECK(std::string(L.mha.forward(f)) == "multi-head attention: the cache is full");
+  CHECK(std::string(L.mha.forward(f)) == "kv cache: no room for these positions (max_seq)");
   CHECK(cache.length() == 4);
 
   cache.reset();
@@ -334,10 +336,10 @@ TEST_CASE("KV cache: reset, exact fill, overflow leaves it intact, wrong use", "
   REQUIRE(L.mha.forward(f) == nullptr);  // a new sequence gives the same result
   CHECK(again == out);
 
-  CHECK(std::string(other.mha.forward(f)) == "multi-head attention: the cache's kv_heads, head_dim or value_dim differ from the layer's");
+  CHECK(std::string(other.mha.forward(f)) == "kv cache: the call's kv_heads differ from the cache's");
   cache.reset();
   f.batch = 2;
-  CHECK(std::string(L.mha.forward(f)) == "multi-head attention: batch differs from the cache's");
+  CHECK(std::string(L.mha.forward(f)) == "kv cache: the call's batch differs from the cache's");
   f.batch = 1;
   f.key = x.data();
   CHECK(std::string(L.mha.forward(f)) == "multi-head attention: with a cache, key and value come from the query");
@@ -700,6 +702,63 @@ TEST_CASE("a Mistral-style window layer: a ring cache decodes as the full window
   std::vector<int> chunks = {3};
   for (int t = 3; t < seq; ++t) chunks.push_back(1);
   expect_near(forward_cached(L, x, seq, chunks, attn::KvType::f32, window, window + 2), full, 2e-5, "ring decoding");
+}
+
+TEST_CASE("a ring must keep every key the layer's window sees: refused otherwise, exact when it does", "[mha][variants][cache]") {
+  attn::MhaConfig c{16, 2, 1, 16, 16, false};
+  c.rotary_dim = 8;
+  Layer unbounded(c, false, 51);  // no window: every earlier position
+  c.window_left = 15;
+  c.window_right = 0;
+  Layer wide(c, false, 52);
+  c.window_left = 7;
+  Layer eight(c, false, 53);  // Hugging Face sliding_window 8
+  struct Row {
+    Layer* layer;
+    int ring;
+    attn::CacheConflict conflict;
+    std::int64_t call, cache;
+  };
+  const Row rows[] = {
+      {&unbounded, 0, attn::CacheConflict::none, 0, 0},
+      {&unbounded, 8, attn::CacheConflict::window_unbounded, attn::kNoLimit, 8},
+      {&wide, 8, attn::CacheConflict::window_wider, 15, 8},
+      {&wide, 16, attn::CacheConflict::none, 0, 0},
+      {&eight, 8, attn::CacheConflict::none, 0, 0},
+      {&eight, 7, attn::CacheConflict::window_wider, 7, 7},
+      {&eight, 20, attn::CacheConflict::none, 0, 0},  // a wider ring keeps more than needed: exact
+      {&eight, 0, attn::CacheConflict::none, 0, 0},
+  };
+  const int seq = 24;
+  const auto x = random_vec(static_cast<std::size_t>(seq) * 16, 54);
+  for (const Row& row : rows) {
+    INFO("layer window " << row.layer->config.window_left << ", ring " << row.ring);
+    const attn::KvCacheConfig cc = row.layer->mha.cache_config(1, std::max(row.ring + 2, 1) + (row.ring ? 0 : seq), attn::KvType::f32, row.ring);
+    const attn::CacheCheck check = row.layer->mha.check_cache(cc);
+    CHECK(int(check.conflict) == int(row.conflict));
+    CHECK(check.call == row.call);
+    CHECK(check.cache == row.cache);
+    attn::KvCache cache;
+    REQUIRE(cache.allocate(cc) == nullptr);
+    std::vector<float> out(static_cast<std::size_t>(3) * 16);
+    attn::MhaForward f;
+    f.query = x.data();
+    f.out = out.data();
+    f.seq_q = 3;
+    f.cache = &cache;
+    const char* err = row.layer->mha.forward(f);
+    if (row.conflict == attn::CacheConflict::none) {
+      REQUIRE(err == nullptr);
+      cache.reset();
+      std::vector<int> chunks = {3};
+      for (int t = 3; t < seq; ++t) chunks.push_back(1);
+      expect_near(forward_cached(*row.layer, x, seq, chunks, attn::KvType::f32, row.ring, cc.max_seq),
+                  forward_full(*row.layer, x, seq), 2e-5, "decoding equals the full causal forward");
+    } else {
+      CHECK(std::string(err) == attn::message(check));
+      CHECK(cache.length() == 0);  // nothing staged, nothing kept
+    }
+  }
 }
 
 TEST_CASE("layer variant errors", "[mha][variants]") {

@@ -189,7 +189,7 @@ test('a ring (window) gives exact sliding-window attention with true positions, 
       const length = at + 3;
       const q = new Float32Array(2 * 3 * 8);
       for (let h = 0; h < 2; h++) q.set(query.subarray(indexOf('bhsd', 2, 30, 8, 0, h, length - 3, 0), indexOf('bhsd', 2, 30, 8, 0, h, length, 0)), h * 3 * 8);
-      const got = lib.attention(q, ring, null, { heads: 2, seqQ: 3, alibiSlopes });
+      const got = lib.attention(q, ring, null, { heads: 2, seqQ: 3, causal: true, window: [window - 1, 0], alibiSlopes });
       const want = referenceAttention(q, key.subarray(0, length * 8), value.subarray(0, length * 8),
         { heads: 2, kvHeads: 1, seqQ: 3, seqK: length, headDim: 8, causal: true, window: [window - 1, 0], alibiSlopes }).out;
       if (dtype === 'float32') assertClose(got, want, `ring at length ${length}`);
@@ -197,10 +197,9 @@ test('a ring (window) gives exact sliding-window attention with true positions, 
     }
     assert.equal(ring.length, 30);
     assert.throws(() => ring.append(new Float32Array(4 * 8), new Float32Array(4 * 8)),
-      /^RangeError: KVCache\.append: appending 4 positions to this ring needs 8 slots \(the window − 1 = 4 positions before them, and them\), more than maxSeq 7/);
-    assert.throws(() => lib.attention(query.subarray(0, 2 * 4 * 8), ring, null, { heads: 2, seqQ: 4 }),
-      /^RangeError: attention: this ring \(window 5, maxSeq 7\) no longer holds every key the last 4 positions see/);
-    assert.throws(() => lib.attention(query.subarray(0, 2 * 8), ring, null, { heads: 2, seqQ: 1, causal: false }), /cannot be false over a sliding-window cache/);
+      /^RangeError: KVCache\.append: appending 4 positions at length 30 to this ring \(window 5, maxSeq 7\) needs 8 slots, more than maxSeq: 4 for them and 4 for the positions before them/);
+    assert.throws(() => lib.attention(query.subarray(0, 2 * 4 * 8), ring, null, { heads: 2, seqQ: 4, window: [4, 0] }),
+      /^RangeError: attention: this ring \(window 5, maxSeq 7\) no longer holds every key the last 4 positions see: the first of them looks back to position 22, and the ring holds positions 23 … 29; attend with at most 3 queries at a time, or use maxSeq ≥ 8/);
     assert.throws(() => ring.truncate(25), /^RangeError: KVCache\.truncate: this ring \(window 5, maxSeq 7\) no longer holds the 4 positions before 25; it can go back to 27 at the earliest/);
     ring.dispose();
   }
@@ -221,7 +220,7 @@ test('errors: overflow leaves the cache intact; shapes, dtype, options and use a
   assert.throws(() => cache.append(k, v, { step: 1 }), /^TypeError: KVCache\.append: unknown option 'step'/);
   assert.throws(() => lib.attention(q, cache, null, { heads: 4, seqQ: 1, headDim: 8 }), /^RangeError: attention: options\.headDim \(number 8\) differs from the KV cache's headDim 4$/);
   assert.throws(() => lib.attention(q, cache, null, { heads: 4, seqQ: 1, kvHeads: 4 }), /^RangeError: attention: options\.kvHeads \(number 4\) differs from the KV cache's kvHeads 2$/);
-  assert.throws(() => lib.attention(q, cache, null, { heads: 3, seqQ: 1 }), /^RangeError: attention: options\.heads \(3\) must be a multiple of options\.kvHeads \(2\)$/);
+  assert.throws(() => lib.attention(q, cache, null, { heads: 3, seqQ: 1 }), /^RangeError: attention: options\.heads \(3\) must be a multiple of the KV cache's kvHeads \(2\)$/);
   assert.throws(() => lib.attention(q, cache, v, { heads: 4, seqQ: 1 }), /^TypeError: attention: value must be null when key is a KVCache/);
   assert.throws(() => lib.attention(q, cache, null, { heads: 4, seqQ: 3 }), /^RangeError: attention: options\.seqQ \(3\) is more than the KV cache's length 2/);
   assert.throws(() => lib.attention(q, cache, null, { heads: 4, seqQ: 1, causal: 'upper-left' }), /'upper-left' does not apply to a KV cache/);
@@ -282,11 +281,22 @@ test("a layer's createCache makes the same kind of KVCache, in every dtype and a
     assert.ok(error <= { float32: 1e-12, float16: 1e-6, bfloat16: 2e-5, int8: 1e-4 }[dtype], `${dtype}: NMSE ${error}`);
     cache.dispose();
   }
-  assert.throws(() => mha.forward(x.subarray(0, e), null, null, { cache: standalone }), /^Error: MultiHeadAttention\.forward: options\.cache belongs to another MultiHeadAttention layer$/);
-  // A ring (window 20 ≥ every distance here) decodes like a linear cache.
-  const ring = mha.createCache({ window: 20, maxSeq: 26, dtype: 'float16' });
+  assert.throws(() => mha.forward(x.subarray(0, e), null, null, { cache: standalone }),
+    /^Error: MultiHeadAttention\.forward: options\.cache was made by lib\.createKVCache\(\), not by this layer: a layer stores its own projected \(and rotated\) keys and values in a cache it makes; make one with this layer's createCache\(\{ maxSeq \}\)$/);
+  // This layer has no window, so a ring (which keeps only its window) cannot serve it, even
+  // while the sequence is shorter than the window.
+  assert.throws(() => mha.createCache({ window: 20, maxSeq: 26, dtype: 'float16' }), /^RangeError: MultiHeadAttention\.createCache: this layer attends to every earlier position/);
+  const windowed = new lib.MultiHeadAttention({ embedDim: e, numHeads, numKvHeads, window: [19, 0] });
+  windowed.setWeights(mha.getWeights());
+  const ring = windowed.createCache({ window: 20, maxSeq: 26, dtype: 'float16' });
   assert.equal(ring.window, 20);
-  assert.ok(nmse(decode(ring), exact) <= 1e-6);
+  const viaRing = (() => {
+    const outs = [windowed.forward(x.subarray(0, 6 * e), null, null, { cache: ring })];
+    for (let t = 6; t < 10; t++) outs.push(windowed.forward(x.subarray(t * e, (t + 1) * e), null, null, { cache: ring }));
+    return Float32Array.from(outs.flatMap((o) => [...o]));
+  })();
+  assert.ok(nmse(viaRing, exact) <= 1e-6);  // window 20 ≥ every distance here: the same as no window
+  windowed.dispose();
   assert.throws(() => mha.createCache({ window: 8, maxSeq: 4 }), /^RangeError: MultiHeadAttention\.createCache: options\.maxSeq \(4\) must be at least options\.window \(8\)/);
   assert.throws(() => mha.createCache({ maxSeq: 4, dtype: 'int4' }), /^TypeError: MultiHeadAttention\.createCache: options\.dtype must be 'float32', 'float16', 'bfloat16' or 'int8'/);
   ring.dispose();

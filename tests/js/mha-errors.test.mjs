@@ -40,7 +40,8 @@ function cases() {
   const unbiased = layer({ bias: false });
   const withSinks = layer({ sinks: true });
   const cache = mha.createCache({ maxSeq: 1 });
-  const ring = mha.createCache({ window: 2 });
+  const local = layer({ window: [1, 0] });
+  const ring = local.createCache({ window: 2 });
   const crossCache = cross.createCache({ maxSeq: 4 });
   const good = mha.getWeights();
   const state = mha.getOptimizerState();
@@ -88,16 +89,16 @@ function cases() {
     ['forward', f({ positions: Int32Array.of(0) }, x2, null, x, rotary), RangeError, 'options.positions are used for queries and keys alike, so seqK (2) must equal seqQ (1)'],
     ['forward', f({ positions: Int32Array.of(4) }, null, null, x, rotary), RangeError, 'options.positions[0] is 4, outside the rotary tables [0, 4)'],
     // forward: options.cache
-    ['forward', f({ cache: {} }), TypeError, 'options.cache must be a KVCache from createCache(), got Object'],
-    ['forward', f({ cache: crossCache }), Error, 'options.cache belongs to another MultiHeadAttention layer'],
+    ['forward', f({ cache: {} }), TypeError, "options.cache must be a KVCache from createCache(), got Object"],
+    ['forward', f({ cache: crossCache }), Error, "options.cache belongs to another MultiHeadAttention layer (it holds that layer's keys and values); make one with this layer's createCache({ maxSeq })"],
     ['forward', f({ cache, batch: 2 }, null, null, x2), RangeError, 'options.batch (2) differs from options.cache.batch (1)'],
     ['forward', f({ cache }, x), TypeError, 'with options.cache, key and value must be null (they are projected from the query)'],
     ['forward', f({ cache, seqK: 1 }), TypeError, 'options.seqK is not used with options.cache (keys come from the cache)'],
     ['forward', f({ cache, causal: false }), RangeError, 'options.causal cannot be false with options.cache: cached decoding is always causal'],
     ['forward', f({ cache: crossCache }, null, null, x, cross), RangeError, 'options.cache needs kdim == vdim == embedDim (this layer has kdim 4, vdim 6)'],
     ['forward', f({ cache }, null, null, x2), RangeError, 'options.cache has room for 1 more positions (maxSeq 1, length 0), got seqQ 2'],
-    ['forward', f({ cache: ring }, null, null, new Float32Array(3 * e)), RangeError,
-      'appending 3 positions to options.cache (a ring) needs 3 slots (the window − 1 = 1 positions before them, and them), more than maxSeq 2; append at most 1 at a time'],
+    ['forward', f({ cache: ring }, null, null, new Float32Array(3 * e), local), RangeError,
+      'appending 3 positions at length 0 to options.cache (a ring) (window 2, maxSeq 2) needs 3 slots, more than maxSeq: 3 for them and 0 for the positions before them that their window reaches (the last min(length, window − 1) = 0); append at most 2 now (1 once the ring holds 1 position), or make maxSeq ≥ 4 (window − 1 + 3) to append 3 at any length'],
     ['forward', f({ cache, causal: 'upper-left' }), RangeError, "options.causal 'upper-left' does not apply to options.cache"],
     ['forward', f({ cache, train: true }), TypeError, 'options.train does not work with options.cache (a cache has no gradients)'],
     ['forward', f({}, null, null, x, unset), Error, 'call setWeights() first'],
@@ -152,7 +153,6 @@ function cases() {
     ['setOptimizerState', () => mha.setOptimizerState({ ...state, v: { ...state.v, bq: new Float32Array(8).fill(-1) } }), RangeError,
       'state.v.bq[0] must be finite and >= 0 (a second moment), got -1'],
     // createCache
-    ['createCache', () => unset.createCache({ maxSeq: 2 }), Error, 'call setWeights() first'],
     ['createCache', () => mha.createCache(), TypeError, 'options must be an object with maxSeq, got undefined'],
     ['createCache', () => mha.createCache({ maxSeq: 2, kvHeads: 2 }), TypeError, "unknown option 'kvHeads' (known options: batch, maxSeq, dtype, window)"],
     ['createCache', () => mha.createCache({ maxSeq: 2, batch: -1 }), RangeError, 'options.batch must be a positive integer, got -1'],

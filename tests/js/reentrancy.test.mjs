@@ -47,7 +47,7 @@ test('several independent instances in one process', async () => {
   layerB.setWeights(weights);
   const cacheA = layerA.createCache({ maxSeq: 4 });
   assert.throws(() => layerB.forward(new Float32Array(8), null, null, { cache: cacheA }),
-    /^TypeError: MultiHeadAttention\.forward: options\.cache must be a KVCache from createCache\(\)/);
+    /^TypeError: MultiHeadAttention\.forward: options\.cache is a KVCache of another attention-wasm instance \(another loadAttention\(\) or createAttention\(\) call\); a cache lives in the wasm memory of the instance that made it; it works only with the layer that made it: make one with this layer's createCache\(\{ maxSeq \}\)$/);
   cacheA.dispose();
   layerA.dispose();
   layerB.dispose();

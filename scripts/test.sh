@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # npm test: set up, build, then run every suite.
-#   1. Catch2 through ctest: native SIMD (ASan + UBSan), native scalar, the threaded tests under
-#      ThreadSanitizer (attn_tests_tsan), wasm SIMD128 and wasm relaxed SIMD under Node; then
+#   1. Catch2 through ctest: native SIMD (ASan + UBSan) and native scalar, both also replaying the
+#      fuzz corpus; the threaded tests under ThreadSanitizer (attn_tests_tsan), wasm SIMD128 and
+#      wasm relaxed SIMD under Node; then
 #      60 s of libFuzzer on the C++ entry points (ATTN_FUZZ_SECONDS to change it)
 #   2. node --test: the JS API (on SIMD128, then again on relaxed SIMD under
 #      node --experimental-wasm-relaxed-simd), the demo page and the relaxed builds in headless

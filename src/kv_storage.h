@@ -15,17 +15,6 @@
 #include "half.h"
 #include "simd.h"
 
-// The wasm builds do not unroll loops in general (-fno-unroll-loops, for size): the loops over a
-// fixed number of vectors here are unrolled by pragma so their vectors stay in registers (the
-// same macro as microkernel.h's).
-#if !defined(ATTN_UNROLL)
-#if defined(__clang__)
-#define ATTN_UNROLL _Pragma("clang loop unroll(full)")
-#else
-#define ATTN_UNROLL
-#endif
-#endif
-
 namespace attn::kv {
 
 using simd::vfloat;

@@ -12,13 +12,8 @@
 
 #include "simd.h"
 
-// The tile loops have compile-time trip counts and must be unrolled completely (each
-// accumulator a register), also in builds that turn general loop unrolling off for size.
-#if defined(__clang__)
-#define ATTN_UNROLL _Pragma("clang loop unroll(full)")
-#else
-#define ATTN_UNROLL
-#endif
+// The tile loops have compile-time trip counts, unrolled completely by ATTN_UNROLL (simd.h): each
+// accumulator a register.
 
 namespace attn::kernel {
 

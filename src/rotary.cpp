@@ -9,8 +9,6 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
-#include <limits>
-#include <memory>
 #include <utility>
 
 #include "buffer.h"
@@ -28,15 +26,6 @@ using simd::W;
 // Rows per block: one table of cos/sin, and at most this many steps of the angle recurrence.
 constexpr int kRowsPerBlock = 32;
 
-template <class T>
-using Buffer = std::unique_ptr<T, FloatBuffer::Free>;
-
-template <class T>
-Buffer<T> allocate(std::size_t n) {
-  if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) return nullptr;
-  return Buffer<T>(static_cast<T*>(allocate_bytes(n * sizeof(T))));  // the one allocation path (buffer.h)
-}
-
 inline std::int64_t position_of(const RotaryParams& p, int group, int t) {
   return p.positions ? p.positions[group * p.positions_batch_stride + t] : p.position_offset + t;
 }
@@ -50,13 +39,12 @@ inline std::size_t table_row_floats(const RotaryParams& p) {
 // Per call, in double: θ_c = 1 / base^(2c / rotary_dim) (Hugging Face's inv_freq, but in double),
 // and cos/sin of θ_c for stepping an angle from position p to p + 1.
 struct Frequencies {
-  Buffer<double> data;  // theta, step_cos, step_sin: h each
+  HeapBuffer<double> data;  // theta, step_cos, step_sin: h each
   int h = 0;
   bool allocate_for(const RotaryParams& p) {
     h = p.rotary_dim / 2;
     if (p.cos) return true;  // tables given: no angles to compute
-    data = allocate<double>(3 * static_cast<std::size_t>(h));
-    if (!data) return false;
+    if (!data.allocate(3 * static_cast<std::size_t>(h))) return false;
     for (int c = 0; c < h; ++c) {
       theta()[c] = 1.0 / std::pow(p.base, 2.0 * c / p.rotary_dim);
       trig::sincos(theta()[c], &step_sin()[c], &step_cos()[c]);
@@ -221,8 +209,8 @@ const char* rotary(const RotaryParams& p) {
     const int group = item / blocks, t0 = item % blocks * kRowsPerBlock;
     const int t1 = std::min(t0 + kRowsPerBlock, p.seq);
     FloatBuffer table;
-    Buffer<double> state = allocate<double>(2 * static_cast<std::size_t>(h));
-    if (!table.allocate(static_cast<std::size_t>(kRowsPerBlock) * row_floats) || !state) {
+    HeapBuffer<double> state;
+    if (!table.allocate(static_cast<std::size_t>(kRowsPerBlock) * row_floats) || !state.allocate(2 * static_cast<std::size_t>(h))) {
       error = "rotary: out of memory";
       return;
     }

@@ -12,6 +12,15 @@
 #include <cstring>
 #include <limits>
 
+// Loops over a compile-time number of vectors (the micro-kernel's tiles, the K/V readers' vector
+// groups) must be unrolled completely so each vector stays in a register, also in the wasm builds,
+// which turn general loop unrolling off for size (-fno-unroll-loops): write them ATTN_UNROLL for.
+#if defined(__clang__)
+#define ATTN_UNROLL _Pragma("clang loop unroll(full)")
+#else
+#define ATTN_UNROLL
+#endif
+
 #if !defined(ATTN_SCALAR)
 #include <xsimd/xsimd.hpp>
 #if defined(__EMSCRIPTEN__)

@@ -5,7 +5,7 @@
 // slopes (configureCore).
 import { coreError } from './heap.mjs';
 import { bool, checkKnownKeys, describe, dim, given, kindOf } from './shapes.mjs';
-import { resolveSoftcap, resolveWindow } from './variants.mjs';
+import { checkSlopes, resolveSoftcap, resolveWindow } from './variants.mjs';
 
 const FN = 'MultiHeadAttention';
 const CONFIG_KEYS = ['embedDim', 'numHeads', 'numKvHeads', 'kdim', 'vdim', 'bias', 'rotary', 'window', 'softcap', 'alibi', 'sinks'];
@@ -59,12 +59,7 @@ function resolveRotary(value, headDim) {
 function resolveAlibi(value, numHeads) {
   if (!given(value) || value === false) return undefined;
   if (value === true) return bloomAlibiSlopes(numHeads);
-  if (kindOf(value) !== 'Float32Array') {
-    throw new TypeError(`${FN}: config.alibi must be true (BLOOM's slopes), false or a Float32Array [numHeads], got ${describe(value)}`);
-  }
-  if (value.length !== numHeads) throw new RangeError(`${FN}: config.alibi has length ${value.length}, expected numHeads ${numHeads}`);
-  const bad = value.findIndex((x) => !Number.isFinite(x));
-  if (bad >= 0) throw new RangeError(`${FN}: config.alibi[${bad}] is ${value[bad]}; slopes must be finite`);
+  checkSlopes(FN, 'config.alibi', value, [[numHeads, `numHeads ${numHeads}`]], "true (BLOOM's slopes), false or a Float32Array [numHeads]");
   return Float32Array.from(value);
 }
 

@@ -48,14 +48,21 @@ function checkValues(fn, label, array, ok, what) {
   }
 }
 
+// ALiBi slopes, for attention() and the layer's config alike: a Float32Array (else a TypeError
+// that says it must be `typeHint`) of finite slopes, whose length is one of `shapes`'
+// ([length, how the message names it]).
+export function checkSlopes(fn, label, value, shapes, typeHint = 'a Float32Array') {
+  if (kindOf(value) !== 'Float32Array') throw new TypeError(`${fn}: ${label} must be ${typeHint}, got ${describe(value)}`);
+  if (!shapes.some(([length]) => length === value.length)) {
+    throw new RangeError(`${fn}: ${label} has length ${value.length}, expected ${shapes.map(([, name]) => name).join(' or ')}`);
+  }
+  checkValues(fn, label, value, Number.isFinite, 'slopes must be finite');
+}
+
 // alibiSlopes: Float32Array [heads] or [batch, heads] → { array, batchStride }.
 export function resolveAlibi(fn, value, batch, heads, label = 'options.alibiSlopes') {
   if (!given(value)) return undefined;
-  if (kindOf(value) !== 'Float32Array') throw new TypeError(`${fn}: ${label} must be a Float32Array, got ${describe(value)}`);
-  if (value.length !== heads && value.length !== batch * heads) {
-    throw new RangeError(`${fn}: ${label} has length ${value.length}, expected ${heads} ([heads]) or ${batch * heads} ([batch ${batch}, heads ${heads}])`);
-  }
-  checkValues(fn, label, value, Number.isFinite, 'slopes must be finite');
+  checkSlopes(fn, label, value, [[heads, `${heads} ([heads])`], [batch * heads, `${batch * heads} ([batch ${batch}, heads ${heads}])`]]);
   return { array: value, batchStride: value.length === heads ? 0 : heads };
 }
 

@@ -1,6 +1,6 @@
 // Every relative link and image of the README, the changelog and docs/ points at a file that
 // exists and, with a #fragment, at a heading of that file (as GitHub names its anchors), so moving
-// or renaming a section cannot leave a dead link behind.
+// or renaming a section cannot leave a dead link behind; and the README stays short.
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
@@ -53,3 +53,8 @@ test('the anchors are GitHub\'s', () => {
     'threads-in-the-browser-1', 'mhaforward-backward--training', 'loadattentionoptions--promiseattentionlibrary', 'dk-and-a-link']);
 });
 
+
+test('the README stays a page read in minutes: at most 300 lines, the rest in docs/', () => {
+  const lines = read('README.md').split('\n').length;
+  assert.ok(lines <= 300, `README.md has ${lines} lines; move the detail to docs/ and link it`);
+});

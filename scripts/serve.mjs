@@ -4,7 +4,7 @@
 // installed; with the right MIME types for .mjs and .wasm.
 //   node scripts/serve.mjs [--port 8080] [--no-isolation]
 import { createReadStream, existsSync } from 'node:fs';
-import { stat } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import { extname, join, normalize, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -31,13 +31,21 @@ function defaultMounts() {
   return mounts;
 }
 
+// Puts `prelude` at the start of a page's <head> (after its doctype when it has no <head>).
+function withPrelude(html, prelude) {
+  const head = html.match(/<head(\s[^>]*)?>/i) ?? html.match(/^\s*<!doctype[^>]*>/i);
+  const at = head ? head.index + head[0].length : 0;
+  return html.slice(0, at) + prelude + html.slice(at);
+}
+
 // Starts the server; resolves to { url, close() }. Responses carry ISOLATION_HEADERS unless
 // `isolated` is false, plus `headers`. `mounts` adds URL prefixes (ending in '/') → folders (null
 // takes a default one away). `root` serves one whole folder instead (e.g. a bundler's output),
-// with '/' as its index.html.
-export function startServer({ port = 0, host = '127.0.0.1', headers: extra = {}, root, isolated = true, mounts = {} } = {}) {
+// with '/' as its index.html, beside `mounts`. `prelude`, if given, is put at the start of every
+// HTML page's <head> (the browser tests' console capture).
+export function startServer({ port = 0, host = '127.0.0.1', headers: extra = {}, root, isolated = true, mounts = {}, prelude } = {}) {
   const headers = { ...(isolated ? ISOLATION_HEADERS : {}), ...extra };
-  const served = Object.entries(root ? { '/': root } : { ...defaultMounts(), ...mounts })
+  const served = Object.entries(root ? { ...mounts, '/': root } : { ...defaultMounts(), ...mounts })
     .filter(([, dir]) => dir).sort(([a], [b]) => b.length - a.length);  // the longest prefix wins
   const server = createServer(async (req, res) => {
     const path = decodeURIComponent(new URL(req.url, 'http://x').pathname);
@@ -57,9 +65,11 @@ export function startServer({ port = 0, host = '127.0.0.1', headers: extra = {},
       res.writeHead(404, { 'Content-Type': 'text/plain', ...headers }).end('not found');
       return;
     }
-    res.writeHead(200, { 'Content-Type': TYPES[extname(file)] ?? 'application/octet-stream', 'Content-Length': size,
-      'Cache-Control': 'no-cache', ...headers });
+    const type = TYPES[extname(file)] ?? 'application/octet-stream';
+    const page = prelude && extname(file) === '.html' ? Buffer.from(withPrelude(await readFile(file, 'utf8'), prelude)) : null;
+    res.writeHead(200, { 'Content-Type': type, 'Content-Length': page ? page.length : size, 'Cache-Control': 'no-cache', ...headers });
     if (req.method === 'HEAD') res.end();
+    else if (page) res.end(page);
     else createReadStream(file).pipe(res);
   });
   return new Promise((resolve, reject) => {

@@ -8,10 +8,11 @@ say() { printf '[setup] %s\n' "$*"; }
 
 # Debian packages: the toolchain (emscripten 3.1.6 with clang-14; clang's sanitizer and libFuzzer
 # runtimes; clang-19, lld-19 and llvm-19, which emcc runs for the relaxed-SIMD builds), the
-# header-only libraries (xsimd 8.1, Catch2 2.x), and Chromium with Latin and Chinese fonts for
-# the page tests.
+# header-only libraries (xsimd 8.1, Catch2 2.x), and the three browser engines of the page tests
+# with Latin and Chinese fonts: Chromium, Firefox ESR, and WebKitGTK's WebDriver (Safari's engine;
+# its browser needs a display: Xvfb, with xauth for xvfb-run and Mesa's software GL).
 APT_PACKAGES=(emscripten libxsimd-dev catch2 libclang-rt-14-dev clang-19 lld-19 llvm-19 chromium fonts-liberation
-  fonts-wqy-microhei)
+  fonts-wqy-microhei firefox-esr webkit2gtk-driver xvfb xauth libgl1-mesa-dri)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -1,5 +1,7 @@
 // Headless Debian Chromium through playwright-core, with the flags a test host needs
-// (no sandbox as root, no background networking on a closed network).
+// (no sandbox as root, no background networking on a closed network): the Chromium driver of the
+// harness (browsers.mjs, for tests that run in every engine), and Playwright's own page for the
+// Chromium tests that click and type.
 import { mkdirSync } from 'node:fs';
 import { chromium } from 'playwright-core';
 
@@ -11,7 +13,9 @@ export async function launchBrowser() {
     executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
     headless: true,
     args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync'],
+      '--disable-component-update', '--disable-sync',
+      // Pages that are not in front must not be slowed down (the benchmark keeps several open).
+      '--disable-background-timer-throttling', '--disable-renderer-backgrounding', '--disable-backgrounding-occluded-windows'],
   });
 }
 

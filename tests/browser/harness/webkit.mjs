@@ -1,0 +1,133 @@
+// The harness's WebKit driver: Debian's WebKitGTK (the WebKit/JavaScriptCore engine Safari uses)
+// through WebKitWebDriver — classic W3C WebDriver over HTTP — under xvfb-run, since its
+// MiniBrowser needs a display and has no headless mode. One WebDriver session (one MiniBrowser
+// window) per page. WebDriver classic has no console events: the console, uncaught errors and
+// failed loads of the page's main thread come from capture.js, which the harness's server puts
+// first in every page (a worker's console is out of reach).
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { createServer } from 'node:net';
+import { writeFile } from 'node:fs/promises';
+
+const DRIVER = process.env.WEBKIT_WEBDRIVER_PATH ?? '/usr/bin/WebKitWebDriver';
+// Tall enough for a full-page screenshot of the demo page in one window.
+const SCREEN = '1600x16000x24';
+const CAPABILITIES = {
+  capabilities: {
+    alwaysMatch: {
+      'webkitgtk:browserOptions': { args: ['--automation'] },
+      // A Catch2 suite or a benchmark can keep a script waiting for minutes.
+      timeouts: { script: 600000, pageLoad: 120000 },
+    },
+  },
+};
+
+async function freePort() {
+  const server = createServer().listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address();
+  server.close();
+  return port;
+}
+
+export async function launch() {
+  const port = await freePort();
+  // Its own process group, so that close() ends xvfb-run, Xvfb, the driver and its browsers.
+  const child = spawn('xvfb-run', ['-a', '-s', `-screen 0 ${SCREEN}`, DRIVER, `--port=${port}`, '--host=127.0.0.1'],
+    { detached: true, stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (d) => { stderr += d; });
+  const exited = once(child, 'exit').then(([code]) => { throw new Error(`WebKitWebDriver exited (${code}): ${stderr.trim()}`); });
+  exited.catch(() => {});
+  const base = `http://127.0.0.1:${port}`;
+  const stop = () => {
+    process.off('exit', stop);
+    try { process.kill(-child.pid, 'SIGTERM'); } catch { /* already gone */ }
+  };
+  process.on('exit', stop);  // a test process that ends without close() leaves nothing running
+
+  async function call(method, path, body) {
+    const response = await fetch(`${base}${path}`, {
+      method, headers: { 'Content-Type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const { value } = await response.json();
+    if (value?.error) throw new Error(`WebKitWebDriver ${method} ${path.replace(/^\/session\/[^/]+/, '')}: ${value.error}: ${value.message}`);
+    return value;
+  }
+
+  try {
+    const deadline = Date.now() + 30000;
+    for (;;) {
+      const ready = await Promise.race([exited, fetch(`${base}/status`).then((r) => r.json()).then((r) => r.value?.ready, () => false)]);
+      if (ready) break;
+      if (Date.now() > deadline) throw new Error(`WebKitWebDriver did not start within 30 s: ${stderr.trim()}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  } catch (error) {
+    stop();
+    throw error;
+  }
+
+  const newSession = () => call('POST', '/session', CAPABILITIES);
+  let spare = await newSession();  // tells the version; the first page reuses it
+  const sessions = new Set([spare.sessionId]);
+  // The window cannot be narrower than its toolbar: the narrowest viewport it gives.
+  await call('POST', `/session/${spare.sessionId}/window/rect`, { width: 200, height: 600 });
+  const [minWidth] = await call('POST', `/session/${spare.sessionId}/execute/sync`, { script: 'return [innerWidth];', args: [] });
+
+  return {
+    name: 'WebKitGTK',
+    via: 'WebKitWebDriver, under Xvfb',
+    version: spare.capabilities.browserVersion,
+    minWidth,
+    async open(url, { viewport }) {
+      const { sessionId } = spare ?? await newSession();
+      spare = null;
+      sessions.add(sessionId);
+      const s = (path, body, method = body === undefined ? 'GET' : 'POST') => call(method, `/session/${sessionId}${path}`, body);
+      const run = (expression) => s('/execute/sync', { script: `return ${expression};`, args: [] });
+      // The window's rect includes its toolbar: resize until the page's viewport is `size`.
+      async function setViewport({ width, height }) {
+        let rect = { width, height };
+        for (let i = 0; i < 3; i++) {
+          await s('/window/rect', rect);
+          const [w, h] = await run('[innerWidth, innerHeight]');
+          if (w === width && h === height) return;
+          rect = { width: rect.width + width - w, height: rect.height + height - h };
+        }
+        throw new Error(`WebKitGTK: could not size the viewport to ${width}×${height} (its window gives at least ${minWidth} px)`);
+      }
+      await setViewport(viewport);
+      await s('/url', { url });
+      if (!await run("Array.isArray(window.__pageProblems)")) {
+        throw new Error(`WebKitGTK: ${url} was not served by the harness's serve() (tests/browser/browsers.mjs), so its console is not captured`);
+      }
+      let size = viewport;
+      return {
+        run,
+        problems: () => run('window.__pageProblems.slice()'),
+        async screenshot(path, { fullPage }) {
+          const height = fullPage ? await run('document.documentElement.scrollHeight') : size.height;
+          if (height > size.height) await setViewport({ width: size.width, height });
+          try {
+            await writeFile(path, Buffer.from(await s('/screenshot'), 'base64'));
+          } finally {
+            if (height > size.height) await setViewport(size);
+          }
+        },
+        async setViewport(next) {
+          await setViewport(next);
+          size = next;
+        },
+        async close() {
+          sessions.delete(sessionId);
+          await s('', undefined, 'DELETE');
+        },
+      };
+    },
+    async close() {
+      for (const id of sessions) await call('DELETE', `/session/${id}`).catch(() => {});
+      stop();
+    },
+  };
+}

@@ -1,6 +1,7 @@
 // What the loader needs to know about a browser (or a Web Worker): where each build's files are,
 // how to fetch and compile a .wasm, and how to start a threaded build's workers when its files
 // are not where a bundler put them.
+import { browserCores } from './threads.mjs';
 
 const here = () => globalThis.location?.href;
 
@@ -56,8 +57,9 @@ export function browserPlatform(files, entry) {
     builds: Object.keys(files),
     env: () => ({
       isNode: false,
-      isolated: globalThis.crossOriginIsolated === true && typeof SharedArrayBuffer === 'function',
-      cores: globalThis.navigator?.hardwareConcurrency ?? 1,
+      crossOriginIsolated: globalThis.crossOriginIsolated === true,
+      sharedMemory: typeof SharedArrayBuffer === 'function',
+      ...browserCores(globalThis.navigator),
     }),
     locate: (file, baseUrl) => (baseUrl === undefined ? files[file].url() : new URL(file, folderUrl(baseUrl))).href,
     read: compile,

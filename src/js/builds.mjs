@@ -1,7 +1,8 @@
 // The package's four builds (SIMD128 or relaxed SIMD, single-threaded or threaded), which one
 // to load, and which one a given module is. Relaxed SIMD (f32x4.relaxed_madd, fused multiply-add
-// on most CPUs) is in Chromium-based browsers without flags; Node 20 needs
-// --experimental-wasm-relaxed-simd, which only the application can set.
+// on most CPUs) runs without flags in Chrome/Edge 114+ and Firefox 146+, not in Safari (WebKit)
+// as of this writing; Node 20 needs --experimental-wasm-relaxed-simd, which only the application
+// can set.
 import BUILT from './fingerprints.mjs';
 import { fingerprint } from './fingerprint.mjs';
 
@@ -31,8 +32,8 @@ function validates(bytes) {
 export const hasWasmSimd = () => validates(SIMD_PROBE);
 export const hasRelaxedSimd = () => validates(RELAXED_PROBE);
 
-export const RELAXED_HINT = 'Chromium-based browsers (Chrome, Edge 114+) run relaxed SIMD without flags; ' +
-  'Node.js 20 needs `node --experimental-wasm-relaxed-simd` (attention-wasm never sets V8 flags itself)';
+export const RELAXED_HINT = 'Chrome/Edge 114+ and Firefox 146+ run relaxed SIMD without flags (Safari does not, ' +
+  'as of this writing); Node.js 20 needs `node --experimental-wasm-relaxed-simd` (attention-wasm never sets V8 flags itself)';
 
 let warned = false;
 

@@ -33,15 +33,18 @@ export interface LoadOptions {
    */
   baseUrl?: string | URL | null;
   /**
-   * `'auto'` (default): relaxed SIMD where the engine runs it (Chromium-based browsers; Node with
-   * `--experimental-wasm-relaxed-simd`), else SIMD128. `'relaxed'` asks for it (where it cannot
+   * `'auto'` (default): relaxed SIMD where the engine runs it (Chrome/Edge 114+, Firefox 146+; not
+   * Safari as of this writing; Node with `--experimental-wasm-relaxed-simd`), else SIMD128. `'relaxed'` asks for it (where it cannot
    * run: one warning that says how to enable it, and SIMD128; or an Error with `strict`);
    * `'simd128'` forces the baseline. Relaxed results differ from SIMD128 ones in the last bits.
    */
   simd?: 'auto' | 'relaxed' | 'simd128' | null;
   /**
    * Threads for the kernel. `'auto'` (default): as many as cores (up to `maxThreads`) where
-   * threads can run — Node, and browser pages that are cross-origin isolated — else 1. A number
+   * threads can run — Node, and browser pages that are cross-origin isolated and have
+   * SharedArrayBuffer (WebKitGTK gives none even then) — else 1. In browsers the cores are
+   * `navigator.hardwareConcurrency`, except that WebKit (Safari, iOS browsers) reports 4 for any
+   * machine with fewer than 8 cores: 'auto' takes 2 there, never more threads than cores. A number
    * asks for exactly that many (where they cannot run: a warning, once, and 1 thread, or an
    * Error with `strict`). `1` forces a single-threaded build.
    */
@@ -68,7 +71,10 @@ export interface LibraryInfo {
   readonly simdReason: string;
   /** Threads the kernel uses (the calling thread included). */
   readonly threads: number;
-  /** Why that many, e.g. `'auto: 2 of 2 cores'` or `'not cross-origin isolated (no SharedArrayBuffer)'`. */
+  /**
+   * Why that many, e.g. `'auto: 2 of 2 cores'`, `'not cross-origin isolated (no SharedArrayBuffer)'` or
+   * `'cross-origin isolated, but this browser gives pages no SharedArrayBuffer'`.
+   */
   readonly threadsReason: string;
 }
 

@@ -9,7 +9,7 @@ import { createLibrary } from './api.mjs';
 import { BUILDS, buildFor, chooseSimd, hasRelaxedSimd, hasWasmSimd, identify, RELAXED_HINT } from './builds.mjs';
 import BUILT from './fingerprints.mjs';
 import { describe } from './shapes.mjs';
-import { chooseThreads, ISOLATION_HINT } from './threads.mjs';
+import { chooseThreads, noThreads } from './threads.mjs';
 import { warmUp } from './warmup.mjs';
 
 const OPTIONS = ['wasmUrl', 'wasmBinary', 'baseUrl', 'simd', 'threads', 'maxThreads', 'strict', 'warmUp'];
@@ -86,9 +86,8 @@ async function planPinned(opts, env, platform) {
     const other = buildFor(build.simd, !build.threaded).wasm;
     throw new TypeError(`loadAttention: ${is}, but options.threads is ${opts.threads} (that needs ${other})`);
   }
-  if (build.threaded && !env.isNode && !env.isolated) {
-    throw loadError(`${is}, which needs a cross-origin-isolated page (SharedArrayBuffer). ${ISOLATION_HINT}.`);
-  }
+  const blocked = build.threaded && noThreads(env);
+  if (blocked) throw loadError(`${is}, which needs shared memory, but ${blocked.problem}. ${blocked.hint}.`);
   const { threads, reason: threadsReason } = build.threaded ? chooseThreads(opts, env)
     : { threads: 1, reason: `${opts.wasmBinary ? 'wasmBinary' : 'wasmUrl'} is the single-threaded build` };
   return { build, threads, threadsReason, simdReason: `${source} is ${build.wasm}`, module: Promise.resolve(module) };
@@ -146,7 +145,7 @@ async function workersLoaded(module, build) {
 }
 
 // platform: entry (its package path, for messages); builds (the .wasm files it offers, default
-// all); env() → { isNode, isolated, cores }; locate(file, baseUrl) → where that .wasm is;
+// all); env() → { isNode, crossOriginIsolated, sharedMemory, cores, coresNote? } (threads.mjs); locate(file, baseUrl) → where that .wasm is;
 // compile(where) → WebAssembly.Module; read(url) → bytes (options.wasmUrl); start(build,
 // moduleOptions, opts) → Emscripten's module promise; afterThreadsStarted(module) (optional).
 // Returns { loadAttention, createAttention }: the first shares one instance, the second makes a

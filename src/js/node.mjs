@@ -38,7 +38,7 @@ function locate(file, baseUrl) {
 // Shared with node-simd128.mjs, which offers one build.
 export const nodePlatform = {
   entry: 'attention-wasm',
-  env: () => ({ isNode: true, isolated: true, cores: availableParallelism() }),
+  env: () => ({ isNode: true, cores: availableParallelism() }),
   locate,
   read,
   compile: async (where) => WebAssembly.compile(await read(where)),

@@ -84,7 +84,7 @@ test('wasmUrl and wasmBinary pin the threaded build, from anywhere', async () =>
 test('what cannot work is an Error that says why', async () => {
   const { result } = await load(plainSite, '/dist/index.mjs', { wasmBinaryFrom: '/dist/attn-mt.wasm' });
   assert.equal(result.error, 'Error: attention-wasm: options.wasmBinary is attn-mt.wasm, the threaded simd128 build, which ' +
-    'needs a cross-origin-isolated page (SharedArrayBuffer). Serve it with Cross-Origin-Opener-Policy: same-origin and ' +
+    'needs shared memory, but this page is not cross-origin isolated (no SharedArrayBuffer). Serve it with Cross-Origin-Opener-Policy: same-origin and ' +
     'Cross-Origin-Embedder-Policy: require-corp.');
   const wrong = await load(site, '/dist/index.mjs', { wasmUrl: '/dist/attn.wasm', threads: 2 });
   assert.match(wrong.result.error, /^TypeError: loadAttention: options\.wasmUrl \(\/dist\/attn\.wasm\) is attn\.wasm, the single-threaded simd128 build, but options\.threads is 2 \(that needs attn-mt\.wasm\)$/);

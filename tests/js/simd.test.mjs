@@ -30,8 +30,8 @@ function load(flags, options) {
   return JSON.parse(execFileSync(process.execPath, args, { encoding: 'utf8', timeout: 20000 }));
 }
 
-const HOW = 'Chromium-based browsers (Chrome, Edge 114+) run relaxed SIMD without flags; Node.js 20 needs ' +
-  '`node --experimental-wasm-relaxed-simd` (attention-wasm never sets V8 flags itself).';
+const HOW = 'Chrome/Edge 114+ and Firefox 146+ run relaxed SIMD without flags (Safari does not, as of this writing); ' +
+  'Node.js 20 needs `node --experimental-wasm-relaxed-simd` (attention-wasm never sets V8 flags itself).';
 
 test('Node without the flag: auto gets simd128; relaxed warns once and falls back, or rejects with strict', () => {
   const auto = load([], {});
@@ -52,7 +52,7 @@ test('Node without the flag: auto gets simd128; relaxed warns once and falls bac
     const wasmBinary = readFileSync(new URL(${JSON.stringify(file.href)}));
     await createAttention({ wasmBinary }).catch((e) => console.log(e.message));`;
   const message = execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 20000 });
-  assert.match(message, /^attention-wasm: could not load options\.wasmBinary: CompileError: .* \(if it is a relaxed-SIMD build: this engine does not run relaxed SIMD; Chromium-based/);
+  assert.match(message, /^attention-wasm: could not load options\.wasmBinary: CompileError: .* \(if it is a relaxed-SIMD build: this engine does not run relaxed SIMD; Chrome\/Edge 114\+ and Firefox 146\+/);
 });
 
 test('Node with the flag: auto gets relaxed-simd (1 and 2 threads); simd128 forces the baseline', () => {

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { after, before, test } from 'node:test';
-import { chooseThreads } from '../../dist/threads.mjs';
+import { browserCores, chooseThreads } from '../../dist/threads.mjs';
 import { createAttention, EXPECTED_SIMD, makeInputs, randomTensor, rng } from './helpers.mjs';
 
 let single, threaded;
@@ -17,15 +17,18 @@ after(() => {
 });
 
 test('chooseThreads: auto, requests, caps, and the not-isolated fallback', () => {
-  const node = { isNode: true, isolated: true, cores: 4 };
-  const page = { isNode: false, isolated: false, cores: 8 };
-  const isolated = { isNode: false, isolated: true, cores: 8 };
+  const node = { isNode: true, cores: 4 };
+  const page = { isNode: false, crossOriginIsolated: false, sharedMemory: false, cores: 8 };
+  const isolated = { isNode: false, crossOriginIsolated: true, sharedMemory: true, cores: 8 };
   assert.deepEqual(chooseThreads({}, node), { threads: 4, reason: 'auto: 4 of 4 cores' });
   assert.deepEqual(chooseThreads({ maxThreads: 2 }, isolated), { threads: 2, reason: 'auto: 2 of 8 cores' });
   assert.deepEqual(chooseThreads({}, { ...node, cores: 1 }), { threads: 1, reason: 'one core' });
+  assert.deepEqual(chooseThreads({ maxThreads: 1 }, node), { threads: 1, reason: 'auto: 1 of 4 cores' }, 'capped, not one core');
   assert.deepEqual(chooseThreads({ threads: 1 }, node), { threads: 1, reason: 'requested 1 thread' });
   assert.deepEqual(chooseThreads({ threads: 3 }, isolated), { threads: 3, reason: 'requested 3 threads' });
   assert.deepEqual(chooseThreads({}, page), { threads: 1, reason: 'not cross-origin isolated (no SharedArrayBuffer)' });
+  // Not isolated, even with a SharedArrayBuffer constructor (older browsers had one): no threads.
+  assert.deepEqual(chooseThreads({}, { ...page, sharedMemory: true }).threads, 1);
   // strict: the Error says what is missing and how to get it, not what a fallback would do.
   assert.throws(() => chooseThreads({ threads: 2, strict: true }, page), (e) => {
     assert.equal(e.message, 'attention-wasm: 2 threads were requested, but this page is not cross-origin isolated (no ' +
@@ -43,6 +46,41 @@ test('chooseThreads: auto, requests, caps, and the not-isolated fallback', () =>
   }
   assert.equal(warnings.length, 1, 'warns once');
   assert.match(warnings[0], /; using 1 thread\. Serve it with Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp\.$/);
+});
+
+test('chooseThreads: an isolated page without SharedArrayBuffer (WebKitGTK) is told so, not to add the headers', () => {
+  const webkit = { isNode: false, crossOriginIsolated: true, sharedMemory: false, cores: 2 };
+  const reason = 'cross-origin isolated, but this browser gives pages no SharedArrayBuffer';
+  assert.deepEqual(chooseThreads({}, webkit), { threads: 1, reason });
+  const problem = 'attention-wasm: 2 threads were requested, but this browser gives pages no SharedArrayBuffer, not even ' +
+    'cross-origin-isolated ones (WebKitGTK is one such browser)';
+  const hint = 'The page already sends the isolation headers; no header changes this.';
+  assert.throws(() => chooseThreads({ threads: 2, strict: true }, webkit), { message: `${problem}. ${hint}` });
+  const warnings = [];
+  const warn = console.warn;
+  console.warn = (m) => warnings.push(m);
+  try {
+    assert.deepEqual(chooseThreads({ threads: 2 }, webkit), { threads: 1, reason });
+    assert.deepEqual(chooseThreads({ threads: 3 }, webkit), { threads: 1, reason });
+  } finally {
+    console.warn = warn;
+  }
+  assert.deepEqual(warnings, [`${problem}; using 1 thread. ${hint}`], 'its own warning, once, without the header advice');
+});
+
+test("browserCores: WebKit's 4 (any machine with fewer than 8 cores) counts as 2; other engines' counts as they are", () => {
+  const apple = 'Apple Computer, Inc.';
+  const note = 'WebKit reports 4 cores for any machine with fewer than 8, so 2 are assumed';
+  assert.deepEqual(browserCores({ hardwareConcurrency: 4, vendor: apple }), { cores: 2, coresNote: note });
+  assert.deepEqual(browserCores({ hardwareConcurrency: 8, vendor: apple }), { cores: 8 });
+  assert.deepEqual(browserCores({ hardwareConcurrency: 1, vendor: apple }).cores, 1);
+  assert.deepEqual(browserCores({ hardwareConcurrency: 4, vendor: 'Google Inc.' }), { cores: 4 });
+  assert.deepEqual(browserCores({ hardwareConcurrency: 2, vendor: '' }), { cores: 2 });
+  assert.deepEqual(browserCores(undefined), { cores: 1 });
+  // What 'auto' then asks for in an isolated WebKit page with shared memory (Safari).
+  const safari = { isNode: false, crossOriginIsolated: true, sharedMemory: true, ...browserCores({ hardwareConcurrency: 4, vendor: apple }) };
+  assert.deepEqual(chooseThreads({}, safari), { threads: 2, reason: `auto: 2 (${note})` });
+  assert.deepEqual(chooseThreads({ threads: 4 }, safari).threads, 4, 'an explicit count is taken as asked');
 });
 
 test('loadAttention options for threads are checked', async () => {

@@ -5,8 +5,9 @@
 #      wasm relaxed SIMD under Node; then
 #      60 s of libFuzzer on the C++ entry points (ATTN_FUZZ_SECONDS to change it)
 #   2. node --test: the JS API (on SIMD128, then again on relaxed SIMD under
-#      node --experimental-wasm-relaxed-simd), the demo page and the relaxed builds in headless
-#      Chromium, the packed package, and a run of the quick benchmark (times are never asserted)
+#      node --experimental-wasm-relaxed-simd), the demo page in headless Chromium, the browser
+#      suites (builds, Catch2, demo, Vite bundle, memory past 2 GiB) in Chromium, Firefox ESR and
+#      WebKitGTK, the packed package, and a run of the quick benchmark (times are never asserted)
 # A suite that runs no test fails: a Catch2 binary built by clang >= 15 can silently run nothing
 # (its main is never called), and a runner that finds nothing exits 0.
 set -euo pipefail

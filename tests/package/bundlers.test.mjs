@@ -1,6 +1,7 @@
 // The packed package in bundled web apps, each run in headless Chromium (which runs relaxed SIMD,
-// so the relaxed builds are the ones used): Vite, Vite with the worker recipe of docs/api.md (one
-// build in the worker's bundle), and webpack 5 with zero warnings.
+// so the relaxed builds are the ones used): Vite with the worker recipe of docs/api.md (one build in
+// the worker's bundle), and webpack 5 with zero warnings. (The plain Vite app runs in every
+// engine: tests/browser/engines.test.mjs.)
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -38,16 +39,6 @@ async function resultOf(folder) {
 }
 
 const files = (folder) => readdirSync(folder, { recursive: true }).filter((f) => statSync(join(folder, f)).isFile());
-
-test('Vite: all four builds are emitted; Chromium loads the threaded relaxed-SIMD one', async () => {
-  run(bin('vite'), ['build', '--logLevel', 'error', '--outDir', 'site', '--emptyOutDir'], app.dir);
-  const wasm = files(join(app.dir, 'site')).filter((f) => f.endsWith('.wasm'));
-  for (const build of ['attn', 'attn-mt', 'attn-relaxed', 'attn-relaxed-mt']) {
-    assert.ok(wasm.some((f) => new RegExp(`(^|/)${build}-[^/]*\\.wasm$`).test(f)), `vite emitted ${build}.wasm: ${wasm}`);
-  }
-  const info = await resultOf(join(app.dir, 'site'));
-  assert.deepEqual([info.simd, info.threads > 1], ['relaxed-simd', true], info.threadsReason);
-});
 
 test('Vite, the worker recipe: attention-wasm/simd128 puts one build in the worker', async () => {
   run(bin('vite'), ['build', 'worker-app', '--logLevel', 'error', '--outDir', '../site-worker', '--emptyOutDir'], app.dir);

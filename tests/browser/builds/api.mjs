@@ -1,7 +1,8 @@
-// The JS API in Chromium on every build it picks: the default (relaxed SIMD here) with 1 and 2
-// threads and the forced SIMD128 baseline, each against the double-precision JS reference, and
-// the two thread counts of one build bit for bit. Leaves a summary in window.__result for
-// tests/browser/relaxed.test.mjs.
+// The JS API on the builds an engine loads: one library per entry of ?runs= (a JSON list of
+// createAttention options), each checked against the double-precision JS reference, and a digest
+// of all its outputs' bits, so that tests/browser/engines.test.mjs can tell which runs (and which
+// engines) computed bit-identical results. Leaves { runs: [{ options, info, errors, digest }] }
+// or { error } in window.__result.
 import { createAttention } from '/dist/index.mjs';
 import { referenceAttention, referenceAttentionBackward, referenceLinear, referenceMha } from '/tests/js/reference.mjs';
 
@@ -70,21 +71,24 @@ function run(lib) {
   return { outputs, errors };
 }
 
-const same = (a, b) => a.length === b.length && a.every((x, i) => x.length === b[i].length && x.every((v, j) => Object.is(v, b[i][j])));
+// FNV-1a over the bits of every output, in order.
+function digest(outputs) {
+  let h = 0x811c9dc5;
+  for (const out of outputs) {
+    for (const word of new Uint32Array(out.buffer, out.byteOffset, out.length)) h = Math.imul(h ^ word, 0x01000193) >>> 0;
+  }
+  return h.toString(16).padStart(8, '0');
+}
 
 try {
-  const result = { builds: [] };
   const runs = [];
-  for (const options of [{ threads: 1 }, { threads: 2 }, { simd: 'simd128', threads: 1 }, { simd: 'simd128', threads: 2 }]) {
+  for (const options of JSON.parse(new URLSearchParams(location.search).get('runs'))) {
     const lib = await createAttention(options);
     const { outputs, errors } = run(lib);
-    runs.push(outputs);
-    result.builds.push({ options, info: { ...lib.info }, errors });
+    runs.push({ options, info: { ...lib.info }, errors, digest: digest(outputs) });
     lib.dispose();
   }
-  result.identicalAcrossThreads = { relaxed: same(runs[0], runs[1]), simd128: same(runs[2], runs[3]) };
-  result.identicalAcrossLevels = same(runs[0], runs[2]);
-  window.__result = result;
+  window.__result = { runs };
 } catch (error) {
   window.__result = { error: `${error.name}: ${error.message}` };
 }

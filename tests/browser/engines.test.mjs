@@ -1,0 +1,254 @@
+// The browser suites in each engine Debian ships — Chromium, Firefox ESR and WebKitGTK (Safari's
+// engine), through tests/browser/browsers.mjs — sharing one build, one pair of servers (cross-origin
+// isolated and not) and one Vite bundle of the packed package:
+//   - the build each engine loads by default, isolated and not (expected.mjs), and what a request
+//     for threads is told where they cannot run;
+//   - the JS API on every build the engine runs, against the JS reference, bit-identical across
+//     thread counts, and SIMD128 results bit-identical across engines;
+//   - the Catch2 suite of each SIMD level the engine runs;
+//   - the demo page: every section computed, the walk-through against the reference, a playground
+//     run in its Web Worker, the console clean, no sideways scrolling (desktop, 中文, phone);
+//   - the packed package bundled by Vite;
+//   - wasm memory past 2 GiB on each thread count the engine runs (when 4 GiB are free).
+// At the end it prints what it measured per engine (the README's support table).
+// ATTN_BROWSERS=webkit node --test tests/browser/engines.test.mjs runs one engine.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, readdirSync } from 'node:fs';
+import { freemem } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before, describe, test } from 'node:test';
+import { referenceAttention, referenceLinear } from '../js/reference.mjs';
+import { bin, EXPECTED as BUNDLE_OUT, makeApp, run } from '../package/app.mjs';
+import { ARTIFACTS, launch, serve, testedEngines } from './browsers.mjs';
+import { checkDefaultBuild, EXPECTED, levelsIn } from './expected.mjs';
+
+const REPO = fileURLToPath(new URL('../..', import.meta.url));
+const GiB = 2 ** 30;
+const SHOTS = new URL('engines/', ARTIFACTS);
+const memoryLacking = freemem() < 4 * GiB &&
+  `needs 4 GiB of free memory for a 4 GiB wasm memory; the host has ${(freemem() / GiB).toFixed(1)} GiB free`;
+
+let isolated, plain, site, app;
+const measured = {};   // engine → what the support table says
+const digests = {};    // engine → { simd128, 'relaxed-simd' }: the API page's outputs, bit for bit
+before(async () => {
+  isolated = await serve({ root: REPO });  // the pages need build/, dist/, web/ and tests/
+  plain = await serve({ root: REPO, isolated: false });
+  app = makeApp();
+  run(bin('vite'), ['build', '--logLevel', 'error', '--outDir', 'site', '--emptyOutDir'], app.dir);
+  site = await serve({ root: join(app.dir, 'site') });
+  mkdirSync(SHOTS, { recursive: true });
+});
+after(async () => {
+  for (const server of [isolated, plain, site]) await server?.close();
+  app?.remove();
+  const rows = Object.entries(measured).map(([engine, m]) => `| ${m.browser} | ${m.build} | ${m.threads} | ${m.memory ?? 'not measured'} |`);
+  console.log(['# measured per engine:', '| engine | build (isolated page) | threads | past 2 GiB |', '|---|---|---|---|', ...rows].join('\n# '));
+});
+
+// Opens `path` on `server`, waits for window.__result and returns it with the page's problems.
+async function result(browser, server, path, timeout = 60000) {
+  const page = await browser.open(`${server.url}${path}`);
+  try {
+    const value = await page.waitFor(() => window.__result, undefined, { timeout });
+    return { ...value, problems: await page.problems(), cores: await page.evaluate(() => navigator.hardwareConcurrency) };
+  } finally {
+    await page.close();
+  }
+}
+const apiPage = (runs) => `tests/browser/builds/api.html?runs=${encodeURIComponent(JSON.stringify(runs))}`;
+const simdOption = (level) => (level === 'relaxed-simd' ? 'relaxed' : 'simd128');
+
+// Catch2 lists its test cases (and exits with their count) in Node.
+function catch2Count(level) {
+  const relaxed = level === 'relaxed-simd';
+  const listed = spawnSync(process.execPath, [...(relaxed ? ['--experimental-wasm-relaxed-simd'] : []),
+    `build/wasm/attn_tests_wasm${relaxed ? '_relaxed' : ''}.cjs`, '--list-test-names-only'], { cwd: REPO, encoding: 'utf8' });
+  const count = listed.stdout.split('\n').filter((line) => line.trim()).length;
+  assert.ok(count > 0 && listed.status === count, `node lists ${count} test cases (exit ${listed.status})`);
+  return count;
+}
+
+test('Vite emits all four builds of the packed package', () => {
+  const wasm = readdirSync(join(app.dir, 'site'), { recursive: true }).filter((f) => f.endsWith('.wasm'));
+  for (const build of ['attn', 'attn-mt', 'attn-relaxed', 'attn-relaxed-mt']) {
+    assert.ok(wasm.some((f) => new RegExp(`(^|/)${build}-[^/]*\\.wasm$`).test(f)), `vite emitted ${build}.wasm: ${wasm}`);
+  }
+});
+
+for (const engine of testedEngines()) {
+  const want = EXPECTED[engine];
+  describe(engine, () => {
+    let browser;
+    before(async () => {
+      browser = await launch(engine);
+      measured[engine] = { browser: `${browser.name} ${browser.version}` };
+    });
+    after(async () => { await browser?.close(); });
+
+    test(`the default build: ${want.simd}, ${want.threads ? 'threads when cross-origin isolated' : 'one thread'}`, async () => {
+      const inIsolated = await result(browser, isolated, apiPage([{}]));
+      assert.equal(inIsolated.error, undefined, inIsolated.error);
+      assert.deepEqual(inIsolated.problems, []);
+      const { info } = inIsolated.runs[0];
+      checkDefaultBuild(engine, info, { isolated: true, cores: inIsolated.cores });
+      Object.assign(measured[engine], { build: info.simd, threads: `${info.threads} (${info.threadsReason})` });
+      // Not isolated: one thread, and a request for two is told to add the headers.
+      const inPlain = await result(browser, plain, apiPage([{}, { threads: 2 }]));
+      assert.equal(inPlain.error, undefined, inPlain.error);
+      checkDefaultBuild(engine, inPlain.runs[0].info, { isolated: false, cores: inPlain.cores });
+      assert.equal(inPlain.runs[1].info.threads, 1);
+      assert.deepEqual(inPlain.problems, ['warning: attention-wasm: 2 threads were requested, but this page is not cross-origin ' +
+        'isolated (no SharedArrayBuffer); using 1 thread. Serve it with Cross-Origin-Opener-Policy: same-origin and ' +
+        'Cross-Origin-Embedder-Policy: require-corp.']);
+    });
+
+    if (!want.threads) {
+      test('threads asked for in an isolated page without SharedArrayBuffer: one thread, and the reason (no header advice)', async () => {
+        const r = await result(browser, isolated, apiPage([{ threads: 2 }]));
+        assert.equal(r.error, undefined, r.error);
+        assert.deepEqual([r.runs[0].info.threads, r.runs[0].info.threadsReason], [1, want.noThreadsReason]);
+        assert.deepEqual(r.problems, ['warning: attention-wasm: 2 threads were requested, but this browser gives pages no ' +
+          'SharedArrayBuffer, not even cross-origin-isolated ones (WebKitGTK is one such browser); using 1 thread. The page ' +
+          'already sends the isolation headers; no header changes this.']);
+      });
+    }
+
+    test(`the JS API on every build it runs (${levelsIn(engine).join(', ')}${want.threads ? ', 1 and 2 threads' : ''}) against the reference`, async () => {
+      const threadCounts = want.threads ? [1, 2] : [1];
+      const runs = levelsIn(engine).flatMap((level) => threadCounts.map((threads) => ({ simd: simdOption(level), threads })));
+      const r = await result(browser, isolated, apiPage(runs));
+      assert.equal(r.error, undefined, r.error);
+      assert.deepEqual(r.problems, []);
+      assert.deepEqual(r.runs.map((x) => [x.info.simd, x.info.threads]),
+        levelsIn(engine).flatMap((level) => threadCounts.map((threads) => [level, threads])), 'each run got the build it asked for');
+      for (const { options, errors } of r.runs) {
+        for (const [fn, ratio] of Object.entries(errors)) assert.ok(ratio <= 1, `${JSON.stringify(options)} ${fn}: ${ratio.toFixed(2)}× the tolerance`);
+      }
+      digests[engine] = {};
+      for (const level of levelsIn(engine)) {
+        const of = r.runs.filter((x) => x.info.simd === level).map((x) => x.digest);
+        assert.equal(new Set(of).size, 1, `${level}: bit-identical across thread counts (${of})`);
+        digests[engine][level] = of[0];
+      }
+      if (digests[engine]['relaxed-simd']) {
+        assert.notEqual(digests[engine]['relaxed-simd'], digests[engine].simd128, 'relaxed SIMD (fused multiply-add) really ran');
+      }
+    });
+
+    for (const level of levelsIn(engine)) {
+      test(`the Catch2 suite (${level}) passes, every test case of it`, async () => {
+        const expected = catch2Count(level);
+        const suite = level === 'relaxed-simd' ? 'attn_tests_wasm_relaxed_web' : 'attn_tests_wasm_web';
+        const { code, output, problems } = await result(browser, isolated, `tests/browser/builds/catch2.html?suite=${suite}`, 240000);
+        assert.equal(code, 0, output);
+        const summary = output.match(/All tests passed \((\d+) assertions? in (\d+) test cases?\)/);
+        assert.ok(summary, output.slice(-2000));
+        assert.equal(Number(summary[2]), expected, 'test cases run');
+        assert.deepEqual(problems, []);
+      });
+    }
+
+    test('the demo page: every section computed, the walk-through against the reference, a playground run, no sideways scrolling', async () => {
+      const page = await browser.open(`${isolated.url}web/`);
+      try {
+        await page.waitFor(() => document.body.dataset.ready, undefined, { timeout: 60000 });
+        const { ready, status, state, cores } = await page.evaluate(() => ({
+          ready: document.body.dataset.ready, status: document.getElementById('status').textContent,
+          state: window.attentionDemo, cores: navigator.hardwareConcurrency,
+        }));
+        assert.equal(ready, 'true', status);
+        checkDefaultBuild(engine, state.info, { isolated: true, cores });
+        for (const part of ['walk', 'words', 'heads', 'position', 'decode', 'masks']) assert.ok(state[part], `the ${part} section computed`);
+        const { inputs, wq, wk, wv, options, weights, outputs } = state.walk;
+        const [q, k, v] = [wq, wk, wv].map((w) => referenceLinear(inputs, 4, 4, w, null, 4));
+        const wanted = referenceAttention(q, k, v, { ...options, mask: new Uint8Array(options.mask) });
+        for (const [name, got, exp] of [['weights', weights, wanted.weights], ['outputs', outputs, wanted.out]]) {
+          got.forEach((x, i) => assert.ok(Math.abs(x - exp[i]) <= 2e-5 + 1e-4 * Math.abs(exp[i]), `walk-through ${name}[${i}]: ${x} vs ${exp[i]}`));
+        }
+        // Every table of every section shows numbers, none of them NaN, and no section an error.
+        const sections = await page.evaluate(() => [...document.querySelectorAll('section[aria-labelledby]')].map((s) => ({
+          id: s.getAttribute('aria-labelledby'), errors: s.querySelectorAll('.error').length,
+          nan: [...s.querySelectorAll('td')].filter((td) => /NaN/.test(td.textContent)).length,
+        })));
+        assert.ok(sections.length >= 10, `${sections.length} sections`);
+        for (const s of sections) assert.deepEqual([s.id, s.errors, s.nan], [s.id, 0, 0], `section ${s.id}`);
+        // English text is set in a Latin font, not the CJK font further down the stack (which
+        // WebKitGTK fell to when it skipped system-ui): the same words differ in width.
+        const widths = await page.evaluate(() => ['', '"WenQuanYi Micro Hei"'].map((font) => {
+          const span = document.createElement('span');
+          span.textContent = 'The lecture’s “transpose” step, in Latin letters';
+          span.style.fontFamily = font;
+          document.body.append(span);
+          const width = span.getBoundingClientRect().width;
+          span.remove();
+          return width;
+        }));
+        assert.notEqual(widths[0], widths[1], `English text is not set in WenQuanYi Micro Hei (${widths[0]} px)`);
+        // The playground computes in a Web Worker of its own.
+        await page.evaluate(() => document.querySelector('#playground button[type="submit"]').click());
+        const played = await page.waitFor(() => {
+          const s = document.getElementById('play-status');
+          return ['result', 'error'].includes(s.dataset.state) && { state: s.dataset.state, text: s.textContent };
+        }, undefined, { timeout: 60000 });
+        assert.equal(played.state, 'result', played.text);
+        // A phone's width, or the narrowest the engine's window gives (WebKitGTK's: about 450 px).
+        const phone = { width: Math.max(390, browser.minWidth), height: 844 };
+        for (const [name, lang, viewport] of [['desktop', 'en', { width: 1200, height: 900 }], ['zh', 'zh'], ['phone', 'en', phone]]) {
+          if (viewport) await page.setViewport(viewport);
+          await page.evaluate((l) => document.querySelector(`button[data-lang="${l}"]`).click(), lang);
+          const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+          assert.ok(overflow <= 0, `${name}${viewport ? ` (${viewport.width} px)` : ''}: no horizontal scrolling (overflow ${overflow}px)`);
+          await page.screenshot(new URL(`${engine}-demo-${name}.png`, SHOTS).pathname, { fullPage: true });
+        }
+        assert.deepEqual(await page.problems(), []);
+      } finally {
+        await page.close();
+      }
+    });
+
+    test('the packed package bundled by Vite loads the expected build and computes', async () => {
+      const page = await browser.open(site.url);
+      try {
+        const text = await page.waitFor(() => document.getElementById('result').textContent !== 'loading' &&
+          document.getElementById('result').textContent, undefined, { timeout: 30000 });
+        assert.doesNotMatch(text, /^error/);
+        const { info, out } = JSON.parse(text);
+        out.forEach((x, i) => assert.ok(Math.abs(x - BUNDLE_OUT[i]) < 1e-5, `out[${i}] = ${x}`));
+        checkDefaultBuild(engine, info, { isolated: true, cores: await page.evaluate(() => navigator.hardwareConcurrency) });
+        assert.deepEqual(await page.problems(), []);
+      } finally {
+        await page.close();
+      }
+    });
+
+    for (const threads of want.threads ? [1, 2] : [1]) {
+      test(`memory past 2 GiB (${threads} thread${threads > 1 ? 's' : ''}): 3 GiB of caches, attention past 2 GiB, out of memory near 4 GiB`,
+        { skip: memoryLacking }, async () => {
+          const r = await result(browser, isolated, `tests/browser/memory4g/page.html?options=${encodeURIComponent(JSON.stringify({ threads }))}`, 120000);
+          assert.equal(r.error, undefined, r.error);
+          assert.deepEqual(r.problems, []);
+          assert.deepEqual([r.info.simd, r.info.threads], [want.simd, threads], r.info.threadsReason);
+          assert.equal(r.filled.wasmMemoryLimit, 2 ** 32 - 2 ** 16);
+          assert.ok(r.filled.heapInUse > 3 * GiB - 2 ** 25, `about 3 GiB in use: ${r.filled.heapInUse}`);
+          assert.ok(r.address >= 2 ** 31, `the last cache's keys past 2 GiB: ${r.address}`);
+          assert.ok(r.maxError < 1e-5, `attention over it matches the reference (error ${r.maxError})`);
+          assert.match(r.oom, /^attention-wasm: kv cache: out of memory \(asked for 512\.0 MiB; [0-9.]+ GiB in use, wasm memory [0-9.]+ GiB of at most 4\.00 GiB\); /);
+          assert.ok(r.full.wasmMemory > 3.5 * GiB, `memory grew to ${r.full.wasmMemory}`);
+          assert.ok(r.same, 'after freeing a cache the same attention gives the same result');
+          const figure = `${threads}T: out of memory at ${(r.full.heapInUse / GiB).toFixed(2)} GiB in use (wasm memory ${(r.full.wasmMemory / GiB).toFixed(2)} GiB)`;
+          measured[engine].memory = [measured[engine].memory, figure].filter(Boolean).join('; ');
+        });
+    }
+  });
+}
+
+test('SIMD128 results are bit-identical in every engine', { skip: testedEngines().length < 2 && 'one engine tested' }, () => {
+  const of = Object.entries(digests).map(([engine, d]) => [engine, d.simd128]);
+  assert.equal(of.length, testedEngines().length, 'every engine ran the API page');
+  assert.equal(new Set(of.map(([, d]) => d)).size, 1, JSON.stringify(of));
+  const relaxed = Object.entries(digests).filter(([, d]) => d['relaxed-simd']).map(([engine, d]) => `${engine} ${d['relaxed-simd']}`);
+  console.log(`# digests: simd128 ${of[0][1]} in ${of.map(([e]) => e).join(', ')}; relaxed-simd: ${relaxed.join(', ')}`);
+});

@@ -1,15 +1,16 @@
 // npm run bench: attention-wasm against its peers on the same float32 inputs — onnxruntime-web
 // (wasm backend; a standard-ops graph and the com.microsoft MultiHeadAttention op), TensorFlow.js's
 // wasm backend, plain JavaScript, and (in Node) this kernel compiled natively for 128-bit SSE.
-// Each engine and thread count runs in its own Node process (--browser: its own Chromium page per
-// thread count), configured as its documentation recommends; engines take turns of many calls in
+// Each engine and thread count runs in its own Node process (--browser: its own page per thread
+// count, in Chromium, or with --browser firefox / webkit in Firefox ESR or WebKitGTK), configured
+// as its documentation recommends; engines take turns of many calls in
 // rotated rounds (web/bench-schedule.mjs); the report says how each was configured, the
 // machine and its load. Then two sections (scripts/bench/sections.mjs): a decode step over KV
 // caches against onnxruntime-web, and the score variants against plain attention. Results go to
 // artifacts/bench/ as JSON; --readme rewrites the generated tables of docs/performance.md for the
 // sections that ran, from full runs of them.
-//   node scripts/bench.mjs [--browser] [--quick] [--section shapes,decode,variants] [--shape B,H,Sq,Sk,D[,1]]
-//                          [--json FILE] [--readme]
+//   node scripts/bench.mjs [--browser [chromium|firefox|webkit]] [--quick] [--section shapes,decode,variants]
+//                          [--shape B,H,Sq,Sk,D[,1]] [--json FILE] [--readme]
 //   (npm run bench builds what it needs first; --section picks sections, default all; --shape
 //   replaces the main table's shapes)
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -28,6 +29,10 @@ const here = (p) => fileURLToPath(new URL(p, import.meta.url));
 const args = process.argv.slice(2);
 const option = (name) => (args.includes(name) ? args[args.indexOf(name) + 1] : undefined);
 const browser = args.includes('--browser');
+const ENGINES = ['chromium', 'firefox', 'webkit'];
+const afterBrowser = browser ? args[args.indexOf('--browser') + 1] : undefined;
+const engine = afterBrowser && !afterBrowser.startsWith('--') ? afterBrowser : 'chromium';
+if (!ENGINES.includes(engine)) throw new Error(`--browser: unknown engine ${engine} (known: ${ENGINES.join(', ')})`);
 const quick = args.includes('--quick');
 const shapes = option('--shape') ? [parseShape(option('--shape'))] : quick ? QUICK_SHAPES : FULL_SHAPES;
 const full = !quick && !option('--shape');
@@ -36,7 +41,8 @@ const ALL_SECTIONS = ['shapes', ...SECTION_NAMES];
 const sections = option('--section')?.split(',') ?? ALL_SECTIONS;
 const unknown = sections.filter((x) => !ALL_SECTIONS.includes(x));
 if (unknown.length) throw new Error(`--section: unknown ${unknown.join(', ')} (known: ${ALL_SECTIONS.join(', ')})`);
-const kind = browser ? 'browser' : 'node';
+// Chromium's tables keep the plain 'browser' name (docs/performance.md's markers, the JSON file).
+const kind = !browser ? 'node' : engine === 'chromium' ? 'browser' : `browser-${engine}`;
 const partial = sections.length === ALL_SECTIONS.length ? '' : `-${sections.join('-')}`;
 const jsonPath = option('--json') ?? here(`../artifacts/bench/${kind}${partial}${full ? '' : '-quick'}.json`);
 const timing = quick ? TIMING.quick : TIMING.full;
@@ -64,17 +70,18 @@ const BROWSER_PAGES = [
 const loadStart = load();
 const date = new Date().toISOString();
 log(`load average ${loadStart.join(' ')} at start`);
-let hosts = [], hostsFailed = [], where = browser ? 'Chromium' : `Node ${process.version}`, peak = {}, closeAll = async () => {}, problems = [];
+let hosts = [], hostsFailed = [], where = browser ? engine : `Node ${process.version}`, peak = {}, closeAll = async () => {}, problems = [];
 const results = [];
 if (!sections.includes('shapes')) {
   // only the sections below
 } else if (browser) {
   const { startBrowserHosts } = await import('./bench/browser-hosts.mjs');
-  log('starting Chromium pages');
-  const b = await startBrowserHosts(BROWSER_PAGES);
+  log(`starting ${engine} pages`);
+  const b = await startBrowserHosts(BROWSER_PAGES, { engine });
   ({ hosts, failed: hostsFailed, problems } = b);
-  where = `Chromium ${b.browserVersion} (headless, playwright-core)`;
-  peak = { simd128: await hosts[0].call('peak', 'simd128', quick ? { warmMs: 400 } : {}), relaxed: await hosts[0].call('peak', 'relaxed', quick ? { warmMs: 400 } : {}) };
+  where = `${b.browserName} ${b.browserVersion} (${b.via})`;
+  const peakOf = (level) => hosts[0].call('peak', level, quick ? { warmMs: 400 } : {}).catch(() => null);  // no relaxed SIMD: null
+  peak = { simd128: await peakOf('simd128'), relaxed: await peakOf('relaxed') };
   closeAll = b.close;
 } else {
   const { startNativeHost, startNodeHosts } = await import('./bench/node-hosts.mjs');
@@ -132,21 +139,20 @@ const sectionNames = SECTION_NAMES.filter((n) => sections.includes(n));
 let sectionResults = {}, sectionExtras = {};
 const sectionProblems = [];
 if (sectionNames.length) {
-  // In Chromium: one page per part (1 thread, not isolated), all in one browser.
+  // In a browser: one page per part (1 thread, not isolated), all in one browser.
   const { launchBenchBrowser, startBrowserHosts } = browser ? await import('./bench/browser-hosts.mjs') : {};
-  const chromium = browser ? await launchBenchBrowser() : null;
+  const shared = browser ? await launchBenchBrowser(engine) : null;
   const startHosts = browser
     ? async (list) => {
-      const b = await startBrowserHosts([{ label: 'page 1T (not isolated)', isolated: false, specs: list.map((h) => h.spec) }], { browser: chromium });
-      sectionProblems.push(...b.problems);
-      where = `Chromium ${b.browserVersion} (headless, playwright-core)`;
-      return b;
+      const b = await startBrowserHosts([{ label: 'page 1T (not isolated)', isolated: false, specs: list.map((h) => h.spec) }], { browser: shared });
+      where = `${b.browserName} ${b.browserVersion} (${b.via})`;
+      return { ...b, close: async () => { await b.close(); sectionProblems.push(...b.problems); } };
     }
     : async (list) => (await import('./bench/node-hosts.mjs')).startNodeHosts(list);
   try {
     sectionResults = await runSections(sectionNames, { quick, startHosts, log, load });
   } finally {
-    await chromium?.close();
+    await shared?.close();
   }
   if (sectionResults.decode) {
     const { kvCacheBytes } = await import('./bench/node-extras.mjs');

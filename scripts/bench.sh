@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# npm run bench [-- --browser] [-- --quick] [-- --readme] …: set up, build the package and the
-# native (SSE, unsanitized) benchmark binary, then run the benchmark (scripts/bench.mjs; --readme
-# rewrites the generated tables of docs/performance.md).
+# npm run bench [-- --browser [firefox|webkit]] [-- --quick] [-- --readme] …: set up, build the
+# package and the native (SSE, unsanitized) benchmark binary, then run the benchmark
+# (scripts/bench.mjs; --readme rewrites the generated tables of docs/performance.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export NODE_PATH=/usr/share/nodejs

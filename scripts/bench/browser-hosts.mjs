@@ -1,11 +1,12 @@
-// Benchmark hosts as pages of headless Chromium (Debian's, through playwright-core): one page per
-// thread count, each served by its own scripts/serve.mjs server — cross-origin isolated (COOP +
-// COEP) where threads are wanted, else not, as most pages are. Each page loads
-// scripts/bench/page.html and exposes the scheduler's interface { label, engines, call, close }.
+// Benchmark hosts as pages of a browser — Chromium, Firefox or WebKitGTK, through the browser-test
+// harness (tests/browser/browsers.mjs) — one page per thread count, each served by its own
+// scripts/serve.mjs server: cross-origin isolated (COOP + COEP) where threads are wanted, else
+// not, as most pages are. Each page loads scripts/bench/page.html and exposes the scheduler's
+// interface { label, engines, call, close }. An isolated page in a browser that gives it no
+// SharedArrayBuffer (WebKitGTK) has no threads to measure: it is left out, with the reason.
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
-import { startServer } from '../serve.mjs';
+import { launch, serve } from '../../tests/browser/browsers.mjs';
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));
 const MOUNTS = {
@@ -14,45 +15,41 @@ const MOUNTS = {
   '/vendor/tfjs-backend-wasm/': join(REPO, 'node_modules', '@tensorflow', 'tfjs-backend-wasm', 'dist'),
 };
 
-// Headless Chromium as the benchmark starts it.
-export const launchBenchBrowser = () => chromium.launch({
-    executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync',
-      // Pages that are not in front must not be slowed down.
-      '--disable-background-timer-throttling', '--disable-renderer-backgrounding', '--disable-backgrounding-occluded-windows'],
-});
+// The browser as the benchmark starts it: engine 'chromium' | 'firefox' | 'webkit'.
+export const launchBenchBrowser = (engine) => launch(engine);
 
-// pages: [{ label, isolated, specs }] → { hosts, failed, browserVersion, problems, close() }; in
-// `browser` (from launchBenchBrowser, left open by close()) or in a browser of its own.
-export async function startBrowserHosts(pages, { browser: shared } = {}) {
+// pages: [{ label, isolated, specs }] → { hosts, failed, browserName, browserVersion, problems, close() };
+// in `browser` (from launchBenchBrowser, left open by close()) or in one of its own of `engine`.
+export async function startBrowserHosts(pages, { browser: shared, engine = 'chromium' } = {}) {
   const servers = {};
-  const browser = shared ?? await launchBenchBrowser();
+  const browser = shared ?? await launchBenchBrowser(engine);
   const opened = [];
   const problems = [];
   const hosts = [];
   const failed = [];
   for (const { label, isolated, specs } of pages) {
-    servers[isolated] ??= await startServer({ isolated, mounts: MOUNTS });
-    const page = await browser.newPage();
-    opened.push(page);
-    await page.route('**/favicon.ico', (route) => route.fulfill({ status: 204 }));
-    page.on('console', (m) => { if (m.type() === 'error' || m.type() === 'warning') problems.push(`${label}: ${m.type()}: ${m.text()}`); });
-    page.on('pageerror', (e) => problems.push(`${label}: pageerror: ${e.message}`));
-    await page.goto(`${servers[isolated].url}bench/page.html?specs=${encodeURIComponent(JSON.stringify(specs))}`);
-    await page.waitForFunction(() => window.benchReady, null, { timeout: 180000 });
-    const call = (method, ...args) => page.evaluate(([m, a]) => window.benchHost[m](...a), [method, args]);
+    servers[isolated] ??= await serve({ isolated, mounts: MOUNTS });
+    const page = await browser.open(`${servers[isolated].url}bench/page.html?specs=${encodeURIComponent(JSON.stringify(specs))}`);
+    opened.push({ label, page });
+    await page.waitFor(() => window.benchReady, undefined, { timeout: 180000 });
+    const call = (method, ...args) => page.evaluate(({ m, a }) => window.benchHost[m](...a), { m: method, a: args });
     const about = await call('about');
     if (about.crossOriginIsolated !== isolated) throw new Error(`${label}: crossOriginIsolated is ${about.crossOriginIsolated}`);
+    if (isolated && !about.sharedMemory) {
+      failed.push({ label, reason: `${browser.name} gives this cross-origin-isolated page no SharedArrayBuffer, so no threads` });
+      continue;
+    }
     failed.push(...(await call('failed')).map((f) => ({ label: `${label}: ${f.label}`, reason: f.reason })));
     hosts.push({ label, engines: await call('engines'), call, about, close: () => page.close() });
   }
   return {
-    hosts, failed, problems, browserVersion: browser.version(),
+    hosts, failed, problems, browserName: browser.name, browserVersion: browser.version, via: browser.via,
     close: async () => {
-      if (shared) for (const page of opened) await page.close();
-      else await browser.close();
+      for (const { label, page } of opened) {
+        problems.push(...(await page.problems()).map((p) => `${label}: ${p}`));
+        await page.close();
+      }
+      if (!shared) await browser.close();
       for (const s of Object.values(servers)) await s.close();
     },
   };

@@ -39,6 +39,9 @@ window.benchHost = {
   ...host,
   failed: () => failed,
   peak: (kind, options) => measurePeak(kind, options),
-  about: () => ({ crossOriginIsolated: globalThis.crossOriginIsolated, cores: navigator.hardwareConcurrency, userAgent: navigator.userAgent }),
+  about: () => ({
+    crossOriginIsolated: globalThis.crossOriginIsolated, sharedMemory: typeof SharedArrayBuffer === 'function',
+    cores: navigator.hardwareConcurrency, userAgent: navigator.userAgent,
+  }),
 };
 window.benchReady = true;

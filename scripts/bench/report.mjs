@@ -132,8 +132,10 @@ export function summaryRows(run) {
 // docs/performance.md's table for one run (markdown), with the line that says when, where and how.
 export function performanceBlock(run) {
   const first = run.results[0]?.engines ?? {};
-  // Per thread count: our default build, any other build of ours beside it (e.g. simd128), ORT.
-  const cols = [1, 2].flatMap((t) => {
+  // Per thread count that ran (a browser without SharedArrayBuffer has no 2-thread page): our
+  // default build, any other build of ours beside it (e.g. simd128), ORT.
+  const counts = [1, 2].filter((t) => Object.keys(first).some((n) => threadsOf(n) === t));
+  const cols = counts.flatMap((t) => {
     const unit = t === 1 ? '1 thread' : `${t} threads`;
     const others = Object.keys(first).filter((n) => n.startsWith(`attention-wasm ${t}T `));
     return [
@@ -147,14 +149,15 @@ export function performanceBlock(run) {
     ['plain JS', (r) => r.engines['plain JS']],
     ...(run.results.some((r) => r.engines[NATIVE]) ? [['native SSE, 1 thread', (r) => r.engines[NATIVE]]] : []));
   const rows = summaryRows(run);
+  const ratios = counts.map((t) => [`ORT ÷ ours, ${t === 1 ? '1 thread' : `${t} threads`}`, (row) => row[`ratio${t}`]]);
   const lines = [
-    `| shape (B, H, Sq, Sk, D) | ${cols.map(([c]) => c).join(' | ')} | ORT ÷ ours, 1 thread | ORT ÷ ours, 2 threads |`,
-    `|---|${cols.map(() => '---').join('|')}|---|---|`,
+    `| shape (B, H, Sq, Sk, D) | ${[...cols, ...ratios].map(([c]) => c).join(' | ')} |`,
+    `|---|${[...cols, ...ratios].map(() => '---').join('|')}|`,
   ];
   run.results.forEach((r, i) => {
     const cell = (x) => (x?.median ? `${fmt(x.median)} ms` : '—');
     const ratio = (x) => (x ? `${x.toFixed(2)}×` : '—');
-    lines.push(`| ${r.shape.replace(/,/g, ', ')} | ${cols.map(([, get]) => cell(get(r))).join(' | ')} | ${ratio(rows[i].ratio1)} | ${ratio(rows[i].ratio2)} |`);
+    lines.push(`| ${r.shape.replace(/,/g, ', ')} | ${[...cols.map(([, get]) => cell(get(r))), ...ratios.map(([, get]) => ratio(get(rows[i])))].join(' | ')} |`);
   });
   const ortConfig = Object.entries(run.engines).find(([n]) => isOrt(n))?.[1]?.config;
   const header = `Measured ${run.date.slice(0, 10)} by \`${run.command}\` in ${run.where} on ${run.machine.cpu} (${run.machine.cores} cores, shared), ` +

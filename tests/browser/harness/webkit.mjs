@@ -10,8 +10,10 @@ import { createServer } from 'node:net';
 import { writeFile } from 'node:fs/promises';
 
 const DRIVER = process.env.WEBKIT_WEBDRIVER_PATH ?? '/usr/bin/WebKitWebDriver';
-// Tall enough for a full-page screenshot of the demo page in one window.
-const SCREEN = '1600x16000x24';
+// A full-page screenshot is one window as tall as the page: up to TALLEST px (Xvfb's screen
+// holds it and the window's toolbar; a longer page is cut there).
+const TALLEST = 30000;
+const SCREEN = `1600x${TALLEST + 1000}x24`;
 const CAPABILITIES = {
   capabilities: {
     alwaysMatch: {
@@ -107,7 +109,7 @@ export async function launch() {
         run,
         problems: () => run('window.__pageProblems.slice()'),
         async screenshot(path, { fullPage }) {
-          const height = fullPage ? await run('document.documentElement.scrollHeight') : size.height;
+          const height = fullPage ? Math.min(await run('document.documentElement.scrollHeight'), TALLEST) : size.height;
           if (height > size.height) await setViewport({ width: size.width, height });
           try {
             await writeFile(path, Buffer.from(await s('/screenshot'), 'base64'));

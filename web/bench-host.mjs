@@ -5,7 +5,19 @@
 import { makeInputs } from './bench-engines.mjs';
 
 const SAMPLE = 256;  // output elements compared across engines
-const GROUP_MS = 2;  // shortest timed group of calls
+// The clock's step: browsers round performance.now() — Chromium to 0.1 ms and Firefox to 1 ms in
+// pages that are not cross-origin isolated — so a timed group of calls lasts at least 20 steps.
+function clockStep() {
+  let step = Infinity;
+  for (let i = 0; i < 5; i++) {
+    const a = performance.now();
+    let b = a;
+    while (b === a) b = performance.now();
+    step = Math.min(step, b - a);
+  }
+  return step;
+}
+const GROUP_MS = Math.max(2, 20 * clockStep());  // shortest timed group of calls
 
 export function createBenchHost(engines) {
   let prepared = new Map();  // engine name → { run, read, release? }
@@ -45,7 +57,7 @@ export function createBenchHost(engines) {
     // before may still be winding down), then timed calls for ms (at least one, at most
     // maxCalls). Returns the time per call in ms, one entry per group: calls shorter than
     // GROUP_MS are timed in groups that last about that long, because browsers round
-    // performance.now() (to 0.1 ms in pages that are not cross-origin isolated).
+    // performance.now() (see clockStep).
     async turn(name, { ms = 0, settleMs = 0, maxCalls = 10000 } = {}) {
       const p = prepared.get(name);
       if (!p) throw new Error(`bench host: ${name} is not prepared`);

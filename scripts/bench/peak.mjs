@@ -53,21 +53,27 @@ function peakModule(kind) {
   };
 }
 
-// GFLOP/s (median of `reps` timed calls after a time-based warm-up, so V8 has tiered the loop
-// up), or null where the engine rejects the module (relaxed SIMD in Node without its flag).
+// GFLOP/s (median of `reps` timed samples after a time-based warm-up, so the engine has tiered
+// the loop up), or null where the engine rejects the module (relaxed SIMD in Node without its
+// flag, or in WebKit). A sample is as many calls as take about SAMPLE_MS, so that a coarse clock
+// (Firefox rounds performance.now() to 1 ms in pages that are not cross-origin isolated) still
+// times it to a few per cent.
+const SAMPLE_MS = 20;
 export async function measurePeak(kind, { warmMs = 1500, reps = 15 } = {}) {
   const { bytes, flopsPerIteration } = peakModule(kind);
   if (!WebAssembly.validate(bytes)) return null;
   const { instance } = await WebAssembly.instantiate(bytes, {});
   const { peak } = instance.exports;
   const iterations = 200000;
-  const warmEnd = performance.now() + warmMs;
-  while (performance.now() < warmEnd) peak(iterations);
+  const warmStart = performance.now();
+  let warmCalls = 0;
+  while (performance.now() < warmStart + warmMs) peak(iterations), warmCalls++;
+  const calls = Math.max(1, Math.round(SAMPLE_MS / ((performance.now() - warmStart) / warmCalls)));
   const times = [];
   for (let r = 0; r < reps; r++) {
     const t0 = performance.now();
-    peak(iterations);
-    times.push(performance.now() - t0);
+    for (let c = 0; c < calls; c++) peak(iterations);
+    times.push((performance.now() - t0) / calls);
   }
   times.sort((a, b) => a - b);
   return (iterations * flopsPerIteration) / (times[reps >> 1] * 1e6);

@@ -71,22 +71,52 @@ export async function launch() {
   }
 
   const newSession = () => call('POST', '/session', CAPABILITIES);
-  let spare = await newSession();  // tells the version; the first page reuses it
-  const sessions = new Set([spare.sessionId]);
+  const first = await newSession();  // tells the version; the first page uses it
+  const sid = first.sessionId;
   // The window cannot be narrower than its toolbar: the narrowest viewport it gives.
-  await call('POST', `/session/${spare.sessionId}/window/rect`, { width: 200, height: 600 });
-  const [minWidth] = await call('POST', `/session/${spare.sessionId}/execute/sync`, { script: 'return [innerWidth];', args: [] });
+  await call('POST', `/session/${sid}/window/rect`, { width: 200, height: 600 });
+  const [minWidth] = await call('POST', `/session/${sid}/execute/sync`, { script: 'return [innerWidth];', args: [] });
+
+  // The driver allows one session: pages are its windows. Commands go one at a time, each to
+  // its page's window (switched to first), so pages may be used side by side. When the last
+  // page closes, the session goes with it and the next page starts a fresh one.
+  let session = { id: sid, windows: new Set(), current: await call('GET', `/session/${sid}/window`), unused: true };
+  let queue = Promise.resolve();
+  const serial = (fn) => {
+    const done = queue.then(fn);
+    queue = done.catch(() => {});
+    return done;
+  };
+  async function newWindow() {
+    if (!session) session = { id: (await newSession()).sessionId, windows: new Set(), unused: true };
+    let handle;
+    if (session.unused) {
+      session.unused = false;
+      handle = session.current ??= await call('GET', `/session/${session.id}/window`);
+    } else {
+      // (a new window is not switched to: the page's first command does that)
+      handle = (await call('POST', `/session/${session.id}/window/new`, { type: 'window' })).handle;
+    }
+    session.windows.add(handle);
+    return { own: session, handle };
+  }
 
   return {
     name: 'WebKitGTK',
     via: 'WebKitWebDriver, under Xvfb',
-    version: spare.capabilities.browserVersion,
+    version: first.capabilities.browserVersion,
     minWidth,
     async open(url, { viewport }) {
-      const { sessionId } = spare ?? await newSession();
-      spare = null;
-      sessions.add(sessionId);
-      const s = (path, body, method = body === undefined ? 'GET' : 'POST') => call(method, `/session/${sessionId}${path}`, body);
+      const { own, handle } = await serial(newWindow);
+      // A command in this page's window: `path` under its session.
+      const raw = async (path, body, method = body === undefined ? 'GET' : 'POST') => {
+        if (own.current !== handle) {
+          await call('POST', `/session/${own.id}/window`, { handle });
+          own.current = handle;
+        }
+        return call(method, `/session/${own.id}${path}`, body);
+      };
+      const s = (...args) => serial(() => raw(...args));
       const run = (expression) => s('/execute/sync', { script: `return ${expression};`, args: [] });
       // The window's rect includes its toolbar: resize until the page's viewport is `size`.
       async function setViewport({ width, height }) {
@@ -121,14 +151,21 @@ export async function launch() {
           await setViewport(next);
           size = next;
         },
-        async close() {
-          sessions.delete(sessionId);
-          await s('', undefined, 'DELETE');
-        },
+        close: () => serial(async () => {
+          own.windows.delete(handle);
+          if (own.windows.size > 0) {
+            await raw('/window', undefined, 'DELETE');
+            own.current = null;
+          } else {
+            await call('DELETE', `/session/${own.id}`);
+            if (session === own) session = null;
+          }
+        }),
       };
     },
     async close() {
-      for (const id of sessions) await call('DELETE', `/session/${id}`).catch(() => {});
+      await queue;
+      if (session) await call('DELETE', `/session/${session.id}`).catch(() => {});
       stop();
     },
   };

@@ -1,5 +1,6 @@
 // `node scripts/bench.mjs --quick` (Node) and `--browser --quick` (headless Chromium) run end to
-// end — every engine on one shape, then the decode and variants sections on tiny shapes — and
+// end — every engine on one shape, then the decode and variants sections on tiny shapes; in
+// Firefox and WebKitGTK the main table — and
 // write their JSON: each engine in its own process or page with its own thread count, results
 // that agree with ours, the configuration and the load recorded; the console report shows the
 // medians the JSON holds, and the tables written to docs/performance.md parse, with a figure in
@@ -68,7 +69,9 @@ function sectionReport(stdout, label) {
   return lines.slice(1, end).join('\n');
 }
 
-function checkRun({ stdout, run }, engines) {
+// The main table: every engine timed, agreeing with ours, shown in the console report and in
+// docs/performance.md's table (a time in each of our and ORT's columns).
+function checkTable({ stdout, run }, engines) {
   assert.equal(run.results.length, 1);
   const row = run.results[0];
   for (const name of engines) {
@@ -85,14 +88,18 @@ function checkRun({ stdout, run }, engines) {
     if (/^(attention-wasm|ORT) \d thread/.test(column)) assert.match(rows[0][i], /^[\d.,]+ ms$/, `${column}: ${rows[0][i]}`);
     if (/^ORT ÷ ours/.test(column)) assert.match(rows[0][i], /^[\d.]+×$/, `${column}: ${rows[0][i]}`);
   });
+  assert.ok(run.peak.simd128 > 0 && Number.isFinite(run.peak.simd128), `the SIMD128 peak probe ran: ${run.peak.simd128}`);
+  assert.equal(run.loadavg.start.length, 3, 'the machine load is recorded');
+  assert.equal(row.loadavg.after.length, 3);
+}
+
+function checkRun({ stdout, run }, engines) {
+  checkTable({ stdout, run }, engines);
   // onnxruntime-web's thread count is per process/page: each host got its own.
   assert.equal(run.engines['onnxruntime-web ops 1T'].config.numThreads, 1);
   assert.equal(run.engines['onnxruntime-web MHA 2T'].config.numThreads, 2);
   assert.notEqual(run.engines['onnxruntime-web ops 1T'].host, run.engines['onnxruntime-web ops 2T'].host);
   assert.equal(run.engines['attention-wasm 2T'].config.threads, 2);
-  assert.ok(run.peak.simd128 > 0, 'the SIMD128 peak probe ran');
-  assert.equal(run.loadavg.start.length, 3, 'the machine load is recorded');
-  assert.equal(row.loadavg.after.length, 3);
   checkSections({ stdout, run });
 }
 
@@ -178,4 +185,25 @@ test('the quick benchmark in Chromium: a 1-thread page and a cross-origin-isolat
   assert.match(result.run.where, /^Chromium \d+/);
   assert.match(result.run.engines['attention-wasm 1T'].host, /not isolated/);
   assert.match(result.run.engines['attention-wasm 2T'].host, /cross-origin isolated/);
+});
+
+// Firefox and WebKitGTK: the main table (the sections run the same pages as in Chromium).
+test('the quick benchmark in Firefox: the same engines and pages as in Chromium', async () => {
+  const result = await quickRun('--browser', 'firefox', '--section', 'shapes');
+  checkTable(result, [...ENGINES, 'attention-wasm 1T simd128', 'attention-wasm 2T simd128']);
+  assert.match(result.run.where, /^Firefox \d+/);
+  assert.equal(result.run.engines['attention-wasm 1T'].config.simd, 'relaxed-simd', "Firefox: 'auto' picks relaxed SIMD");
+  assert.equal(result.run.engines['attention-wasm 2T'].config.threads, 2);
+  assert.ok(result.run.peak.relaxed > 0, 'the FMA peak probe ran');
+});
+
+test('the quick benchmark in WebKitGTK: the 1-thread page; the isolated page left out (no SharedArrayBuffer)', async () => {
+  const result = await quickRun('--browser', 'webkit', '--section', 'shapes');
+  checkTable(result, ENGINES.filter((name) => !/ 2T$/.test(name)));
+  assert.match(result.run.where, /^WebKitGTK \d+/);
+  assert.equal(result.run.engines['attention-wasm 1T'].config.simd, 'simd128', 'WebKitGTK has no relaxed SIMD');
+  assert.deepEqual(Object.keys(result.run.engines).filter((name) => / 2T/.test(name)), []);
+  assert.ok(result.run.hostsFailed.some((f) => /^page 2T/.test(f.label) && /no SharedArrayBuffer/.test(f.reason)),
+    JSON.stringify(result.run.hostsFailed));
+  assert.equal(result.run.peak.relaxed, null, 'no FMA peak without relaxed SIMD');
 });

@@ -168,7 +168,7 @@ export function performanceBlock(run) {
     `\`env.wasm.numThreads\` = its thread count in its own ${run.where.startsWith('Node') ? 'process' : 'page'}, ` +
     `graphOptimizationLevel 'all', proxy off.` +
     (Math.max(run.loadavg.start[0], run.loadavg.end[0]) > run.machine.cores
-      ? ' The load average was above the core count: other work held the cores, so the 2-thread columns show contention more than scaling.' : '');
+      ? ` The load average was above the core count: other work held the cores, so ${counts.includes(2) ? 'the 2-thread columns show contention more than scaling' : 'every figure is slower than on an idle machine'}.` : '');
   const extras = [];
   const { coldStart: c, wasmSizes, backward: bw, memory: m } = run.extras ?? {};
   if (c) {

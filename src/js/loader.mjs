@@ -163,9 +163,12 @@ export function makeLoaders(platform) {
 
     let fail;
     const failed = new Promise((_, reject) => { fail = reject; });
-    // Emscripten would print load failures to the console; they reach the caller instead.
+    // Emscripten would print load failures to the console; they reach the caller instead. Its
+    // exit path (quit_, reached only if the C++ side called exit()) would end or mark the host
+    // process (process.exit, process.exitCode): throw instead, like any other error of a call.
     const moduleOptions = {
       print: () => {}, printErr: () => {},
+      quit: (status, toThrow) => { throw toThrow; },
       instantiateWasm(imports, receiveInstance) {
         plan.module.then((module) => WebAssembly.instantiate(module, imports).then((instance) => receiveInstance(instance, module)))
           .catch(fail);

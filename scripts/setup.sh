@@ -6,6 +6,28 @@ cd "$(dirname "$0")/.."
 
 say() { printf '[setup] %s\n' "$*"; }
 
+# The network steps (apt-get update / install, npm ci) are retried: a mirror or the npm registry
+# timing out once (npm's EIDLETIMEOUT, apt's "Temporary failure resolving") must not end a fresh
+# machine's first command. Up to ATTN_SETUP_TRIES tries (default 4), ATTN_SETUP_PAUSE seconds
+# apart (default 10, doubled after each failure).
+TRIES=${ATTN_SETUP_TRIES:-4}
+PAUSE=${ATTN_SETUP_PAUSE:-10}
+retry() {  # what, command...
+  local what=$1 try=1 pause=$PAUSE
+  shift
+  until "$@"; do
+    if [ "$try" -ge "$TRIES" ]; then
+      say "$what failed $try times; giving up"
+      return 1
+    fi
+    say "$what failed (try $try of $TRIES); trying again in $pause s"
+    sleep "$pause"
+    try=$((try + 1))
+    pause=$((pause * 2))
+  done
+}
+quietly() { "$@" >/dev/null; }  # its errors still show
+
 # Debian packages: the toolchain (emscripten 3.1.6 with clang-14; clang's sanitizer and libFuzzer
 # runtimes; clang-19, lld-19 and llvm-19, which emcc runs for the relaxed-SIMD builds), the
 # header-only libraries (xsimd 8.1, Catch2 2.x), and the three browser engines of the page tests
@@ -21,8 +43,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   say "installing Debian packages: ${missing[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  retry "apt-get update" $SUDO apt-get update -qq
+  retry "apt-get install" quietly $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
   say "Debian packages present: ${APT_PACKAGES[*]}"
 fi
@@ -31,7 +53,7 @@ fi
 # Re-run npm ci when the lock file changed.
 if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   say "installing npm dev dependencies (npm ci)"
-  npm ci --no-audit --no-fund --loglevel=error
+  retry "npm ci" npm ci --no-audit --no-fund --loglevel=error
 else
   say "npm dev dependencies up to date"
 fi

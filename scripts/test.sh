@@ -7,7 +7,8 @@
 #   2. node --test: the JS API (on SIMD128, then again on relaxed SIMD under
 #      node --experimental-wasm-relaxed-simd), the demo page in headless Chromium, the browser
 #      suites (builds, Catch2, demo, Vite bundle, memory past 2 GiB) in Chromium, Firefox ESR and
-#      WebKitGTK, the packed package, and a run of the quick benchmark (times are never asserted)
+#      WebKitGTK, the packed package, scripts/setup.sh on a flaky network, and a run of the quick
+#      benchmark (times are never asserted)
 # A suite that runs no test fails: a Catch2 binary built by clang >= 15 can silently run nothing
 # (its main is never called), and a runner that finds nothing exits 0.
 set -euo pipefail
@@ -68,4 +69,4 @@ node_suite "JS API, SIMD128" -- --test --test-timeout=300000 tests/js/
 # The relaxed pass leaves out the 30 s soak (random calls on the SIMD128 build), to keep npm test short.
 ATTN_TEST_SIMD=relaxed node_suite "JS API, relaxed SIMD" --no-skips -- --experimental-wasm-relaxed-simd --test --test-timeout=300000 \
   $(ls tests/js/*.test.mjs | grep -v '/soak\.test\.mjs$')
-node_suite "browser, package, benchmark" -- --test --test-timeout=300000 tests/browser/ tests/package/ tests/bench/
+node_suite "browser, package, scripts, benchmark" -- --test --test-timeout=300000 tests/browser/ tests/package/ tests/scripts/ tests/bench/

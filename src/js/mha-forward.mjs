@@ -45,6 +45,19 @@ function checkPositions(rotary, positions, batch, seqQ, seqK, cache) {
   return positions;
 }
 
+// Without options.positions the rows sit where the score rule puts them: keys at 0 … seqK − 1 and
+// queries at off + t (off = seqK − seqQ, or 0 for 'upper-left'); with a cache, both at its length
+// + t. Those must be in the rotary tables, if the layer has tables.
+function checkDefaultPositions(rotary, { cache, length, seqQ, seqK, align }) {
+  if (!rotary?.maxPosition) return;
+  const off = cache ? length : align === 1 ? 0 : seqK - seqQ;
+  const first = cache ? length : Math.min(0, off), last = cache ? length + seqQ - 1 : Math.max(seqK, off + seqQ) - 1;
+  if (first >= 0 && last < rotary.maxPosition) return;
+  const how = cache ? `the cache's length ${length} + row` : `keys at 0 … ${seqK - 1}, queries at ${off} + row`;
+  throw new RangeError(`${FN}: rotary positions ${first} … ${last} (${how}) are outside the rotary tables [0, ${rotary.maxPosition}) ` +
+    '(config.rotary.cos and sin [maxPosition, rotaryDim/2]); give longer tables, or options.positions');
+}
+
 // Checks forward(query, key, value, options) for a layer with `config`; `cacheCore(cache)` returns
 // the core of a KVCache (throwing unless it is this layer's). The plan: `inputs`, `outputs` and
 // `workspace` for the arena, `cacheCore` (or null), and what forwardArgs and the caller need.
@@ -107,6 +120,7 @@ export function planForward(config, cacheCoreOf, query, key, value, options) {
     throw new RangeError(`${FN}: options.causal 'upper-left' does not apply to options.cache (the new queries are its last positions: 'lower-right')`);
   }
   const positions = checkPositions(config.rotary, opts.positions, batch, seqQ, seqK, cache);
+  if (!positions) checkDefaultPositions(config.rotary, { cache, length, seqQ, seqK, align });
   const train = bool(opts, 'train', false, 'options', FN);
   if (train && cache) throw new TypeError(`${FN}: options.train does not work with options.cache (a cache has no gradients)`);
   const outCount = batch * seqQ * e;

@@ -161,6 +161,26 @@ test('rotary and the other variants in the backward: gradients against finite di
   mha.dispose();
 });
 
+test('rotary tables that run out: a RangeError naming the method, the positions and the table size', () => {
+  const tables = { rotaryDim: 4, cos: new Float32Array(10 * 2).fill(1), sin: new Float32Array(10 * 2) };  // positions 0 … 9
+  const { mha } = layer({ embedDim: 16, numHeads: 2, rotary: tables }, 21);
+  const x = randomTensor(12 * 16, rng(22));
+  assert.throws(() => mha.forward(x, null, null, { causal: true }),
+    /^RangeError: MultiHeadAttention\.forward: rotary positions 0 … 11 \(keys at 0 … 11, queries at 0 \+ row\) are outside the rotary tables \[0, 10\) \(config\.rotary\.cos and sin \[maxPosition, rotaryDim\/2\]\); give longer tables, or options\.positions$/);
+  const kv = randomTensor(12 * 16, rng(23));
+  assert.throws(() => mha.forward(x.subarray(0, 2 * 16), kv, null, { seqK: 12 }),  // cross-attention: keys 0 … 11, queries at 10, 11
+    /^RangeError: MultiHeadAttention\.forward: rotary positions 0 … 11 \(keys at 0 … 11, queries at 10 \+ row\) are outside the rotary tables \[0, 10\)/);
+  const cache = mha.createCache({ maxSeq: 16 });
+  mha.forward(x.subarray(0, 8 * 16), null, null, { cache });
+  assert.throws(() => mha.forward(x.subarray(8 * 16), null, null, { cache }),
+    /^RangeError: MultiHeadAttention\.forward: rotary positions 8 … 11 \(the cache's length 8 \+ row\) are outside the rotary tables \[0, 10\)/);
+  assert.equal(cache.length, 8);
+  mha.forward(x.subarray(8 * 16, 10 * 16), null, null, { cache });  // 8 and 9 are in the tables
+  assert.equal(cache.length, 10);
+  cache.dispose();
+  mha.dispose();
+});
+
 test('bad variant config and forward options throw before any work', () => {
   const base = { embedDim: 16, numHeads: 2 };
   const cases = [

@@ -333,6 +333,18 @@ std::string cache_append(attn::KvCache& cache, std::uintptr_t key, std::uintptr_
                               dense(c.kv_heads, seq, c.value_dim), seq));
 }
 
+// Where the value a float16 cache refused is (KVCache.append and the layer's forward say it).
+struct JsF16Overflow {
+  bool key = true;
+  int batch = 0, head = 0, row = 0, element = 0;
+  float value = 0.0f;
+};
+
+JsF16Overflow cache_f16_overflow(const attn::KvCache& cache) {
+  const attn::F16Overflow& o = cache.f16_overflow();
+  return {o.key, o.batch, o.head, o.row, o.element, o.value};
+}
+
 std::string cache_truncate(attn::KvCache& cache, int n) { return message(cache.truncate(n)); }
 double cache_bytes(const attn::KvCache& cache) { return static_cast<double>(cache.bytes()); }
 // Where its keys start in wasm memory (tests check caches placed past 2 GiB).
@@ -543,7 +555,15 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .function("held", &attn::KvCache::held)
       .function("bytes", &cache_bytes)
       .function("address", &cache_address)
-      .function("check", &cache_check);
+      .function("check", &cache_check)
+      .function("f16Overflow", &cache_f16_overflow);
+  value_object<JsF16Overflow>("F16Overflow")
+      .field("key", &JsF16Overflow::key)
+      .field("batch", &JsF16Overflow::batch)
+      .field("head", &JsF16Overflow::head)
+      .field("row", &JsF16Overflow::row)
+      .field("element", &JsF16Overflow::element)
+      .field("value", &JsF16Overflow::value);
   value_object<JsCacheCall>("CacheCall")
       .field("batch", &JsCacheCall::batch)
       .field("heads", &JsCacheCall::heads)

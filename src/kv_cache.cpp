@@ -114,11 +114,44 @@ const char* KvCache::append(const float* key, const Strides& ks, const float* va
   return nullptr;
 }
 
+namespace {
+
+// The first finite value of rows [batch, kv_heads, seq, dim] (strides s) that float16 would
+// store as ±∞, if any.
+bool find_f16_overflow(const float* x, const Strides& s, const KvCacheConfig& c, int dim, int seq, F16Overflow& at) {
+  for (int b = 0; b < c.batch; ++b)
+    for (int h = 0; h < c.kv_heads; ++h)
+      for (int t = 0; t < seq; ++t) {
+        const float* row = x + b * s.batch + h * s.head + t * s.row;
+        for (int e = 0; e < dim; ++e)
+          if (std::fabs(row[e]) >= kF16Overflow && std::isfinite(row[e])) {
+            at.batch = b;
+            at.head = h;
+            at.row = t;
+            at.element = e;
+            at.value = row[e];
+            return true;
+          }
+      }
+  return false;
+}
+
+}  // namespace
+
 const char* KvCache::stage(const float* key, const Strides& ks, const float* value, const Strides& vs, int seq) {
   if (!allocated()) return "kv cache: not allocated";
   if (!key || !value || seq < 1) return "kv cache: append needs key, value and seq >= 1";
   if (!has_room(seq)) return "kv cache: no room for these positions (max_seq)";
   const KvCacheConfig& c = config_;
+  if (c.dtype == KvType::f16) {  // checked before anything is written: all-or-nothing
+    F16Overflow at;
+    const bool in_key = find_f16_overflow(key, ks, c, c.head_dim, seq, at);
+    if (in_key || find_f16_overflow(value, vs, c, c.value_dim, seq, at)) {
+      at.key = in_key;
+      overflow_ = at;
+      return "kv cache: a finite value is beyond float16's range (it would be stored as infinity)";
+    }
+  }
   const std::size_t eb = element_bytes();
   for (int b = 0; b < c.batch; ++b)
     for (int t = 0; t < seq; ++t) {

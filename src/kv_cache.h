@@ -29,6 +29,18 @@ struct KvCacheConfig {
 
 const char* validate(const KvCacheConfig& c);
 
+// A finite value that float16 cannot store (it would become ±∞, and attention NaN): where it is
+// in the rows an append was given.
+struct F16Overflow {
+  bool key = true;  // in the keys (else the values)
+  int batch = 0, head = 0, row = 0, element = 0;  // row: of the appended positions
+  float value = 0.0f;
+};
+
+// Finite floats at or beyond this magnitude round to ±∞ in float16 (65504 plus half its ulp:
+// the tie rounds to even, which is ∞).
+constexpr float kF16Overflow = 65520.0f;
+
 class KvCache {
  public:
   // Allocates the storage; all-or-nothing (on failure the cache is as before).
@@ -37,7 +49,8 @@ class KvCache {
   // Appends seq positions: key [batch, kv_heads, seq, head_dim] and value [..., value_dim] read
   // with strides ks / vs (either layout), converted or quantised as stored. All-or-nothing: a
   // linear cache must have room (length + seq <= max_seq); a ring must keep the window − 1
-  // positions before the first new one (min(length + seq, window − 1 + seq) <= max_seq).
+  // positions before the first new one (min(length + seq, window − 1 + seq) <= max_seq); a
+  // float16 cache refuses a finite value it would store as ±∞ (f16_overflow() says which).
   const char* append(const float* key, const Strides& ks, const float* value, const Strides& vs, int seq);
 
   // append() in two steps, for a caller that attends over the new positions before keeping them
@@ -60,6 +73,8 @@ class KvCache {
   bool allocated() const { return k_.data != nullptr; }
   std::size_t bytes() const;               // memory of K, V and scales
   std::uintptr_t key_address() const { return reinterpret_cast<std::uintptr_t>(k_.get()); }
+  // The value that made the last append (or stage) of a float16 cache fail.
+  const F16Overflow& f16_overflow() const { return overflow_; }
 
   // Fills p.key, p.value, p.kv_type, sizes, scales, strides, kv_ring, kv_first and seq_k (the
   // `staged` positions included): where the keys and values are, nothing about the score rule,
@@ -74,6 +89,7 @@ class KvCache {
   int length_ = 0, first_ = 0;  // positions appended; the first one still held
   ByteBuffer k_, v_;               // storage of dtype
   FloatBuffer k_scale_, v_scale_;  // int8 only
+  F16Overflow overflow_;
 };
 
 }  // namespace attn

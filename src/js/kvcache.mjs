@@ -69,6 +69,17 @@ export function checkRoom(fn, { maxSeq, window }, length, seq, names = { cache: 
   }
 }
 
+// Where a float16 cache's refused value is, for a message: 'key[batch 0, kvHead 1, position 13,
+// element 5] = 70000' (`rows`: what the appended rows are called, e.g. 'the projected key').
+// The cache refuses a finite value that float16 would store as ±Infinity (attention over it would
+// then be NaN).
+export function float16OverflowError(fn, core, length, rows = (o) => (o.key ? 'key' : 'value')) {
+  const o = core.f16Overflow();
+  return new RangeError(`${fn}: ${rows(o)}[batch ${o.batch}, kvHead ${o.head}, position ${length + o.row}, element ${o.element}] = ` +
+    `${o.value} is beyond float16's range (±65504; it would be stored as ${o.value > 0 ? '' : '−'}Infinity and attention would ` +
+    `return NaN), so nothing was appended; store this cache with dtype 'bfloat16' (float32's range in 2 bytes) or 'float32'`);
+}
+
 export function makeKVCacheClass(M, arena, registry) {
   class KVCache {
     #core;
@@ -119,6 +130,7 @@ export function makeKVCacheClass(M, arena, registry) {
       checkRoom(fn, this, length, seq);
       arena.call(fn, { key, value }, {}, 0, (call) => {
         const error = core.append(call.address('key'), call.address('value'), seq, layout === 'bshd');
+        if (error && /beyond float16's range/.test(error)) throw float16OverflowError(fn, core, length);
         if (error) throw coreError(M, error);
       });
     }

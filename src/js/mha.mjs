@@ -5,7 +5,7 @@
 // backward (mha-training.mjs), the optimizer steps and state (mha-optimizer.mjs). Its KV caches
 // are the library's KVCache (kvcache.mjs). Tensors are staged through the library's heap arena.
 import { coreError } from './heap.mjs';
-import { CONFLICT, DTYPE_CODE, resolveStorage } from './kvcache.mjs';
+import { CONFLICT, DTYPE_CODE, float16OverflowError, resolveStorage } from './kvcache.mjs';
 import { configureCore, resolveConfig } from './mha-config.mjs';
 import { forwardArgs, planForward } from './mha-forward.mjs';
 import { Optimizer } from './mha-optimizer.mjs';
@@ -88,6 +88,9 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
         let error;
         if (train) error = this.#tape.forward(core, args, plan);
         else error = cacheCore ? core.forwardCached(args, cacheCore) : core.forward(args);
+        if (error && cacheCore && /beyond float16's range/.test(error)) {
+          throw float16OverflowError(fn, cacheCore, plan.seqTotal - plan.seqQ, (o) => `the projected ${o.key ? 'key' : 'value'}`);
+        }
         if (error) throw coreError(M, error);
         if (weightsOut) call.copyOut('weights', weightsOut);
         return call.copyOut('out', out ?? new Float32Array(outCount));

@@ -349,3 +349,41 @@ TEST_CASE("size_product saturates instead of wrapping", "[cache]") {
   CHECK(attn::size_product(most / 2 + 1, 2) == most);
   CHECK(attn::size_product(std::size_t{1} << (4 * sizeof(std::size_t)), std::size_t{1} << (4 * sizeof(std::size_t))) == most);
 }
+
+TEST_CASE("a float16 cache refuses a finite value it would store as infinity, and appends nothing", "[cache]") {
+  // The threshold is the converter's own rounding boundary.
+  CHECK(attn::half::from_float(attn::kF16Overflow) == 0x7c00);
+  CHECK(attn::half::from_float(std::nextafter(attn::kF16Overflow, 0.0f)) == 0x7bff);  // 65504
+  CHECK(attn::half::from_float(-attn::kF16Overflow) == 0xfc00);
+  const Data d = make_data(2, 2, 2, 6, 4, 3, 31);
+  for (const int window : {0, 4}) {
+    attn::KvCache cache;
+    REQUIRE(cache.allocate(config_for(d, attn::KvType::f16, 5, window)) == nullptr);
+    append(cache, d, 0, 4);
+    attn::AttentionParams local;  // what a ring of window 4 serves
+    local.window_left = 3;
+    const auto before = attend(cache, d, 1, local, 4);
+    const attn::Strides kd = attn::dense_bhsd(2, 6, 4), vd = attn::dense_bhsd(2, 6, 3);
+    std::vector<float> k(d.k), v(d.v);
+    v[(std::size_t(1) * 2 + 1) * 6 * 3 + 4 * 3 + 2] = -1e5f;  // value: batch 1, head 1, position 4, element 2
+    CHECK(std::string(cache.append(k.data() + 4 * kd.row, kd, v.data() + 4 * vd.row, vd, 1)) ==
+          "kv cache: a finite value is beyond float16's range (it would be stored as infinity)");
+    const attn::F16Overflow& o = cache.f16_overflow();
+    CHECK_FALSE(o.key);
+    CHECK((o.batch == 1 && o.head == 1 && o.row == 0 && o.element == 2 && o.value == -1e5f));
+    k[3] = 70000.0f;  // key: batch 0, head 0, position 0: not in this append
+    k[4 * 4 + 1] = attn::kF16Overflow;  // position 4, element 1
+    CHECK(cache.append(k.data() + 4 * kd.row, kd, v.data() + 4 * vd.row, vd, 1) != nullptr);
+    CHECK((cache.f16_overflow().key && cache.f16_overflow().row == 0 && cache.f16_overflow().element == 1));
+    CHECK(cache.length() == 4);
+    CHECK(attend(cache, d, 1, local, 4) == before);  // nothing written, in a ring nothing overwritten
+    // The largest value that rounds to 65504, infinities and NaN are stored as they are.
+    k = d.k;
+    v = d.v;
+    k[4 * 4] = std::nextafter(attn::kF16Overflow, 0.0f);
+    v[4 * 3] = std::numeric_limits<float>::infinity();
+    v[4 * 3 + 1] = std::numeric_limits<float>::quiet_NaN();
+    CHECK(cache.append(k.data() + 4 * kd.row, kd, v.data() + 4 * vd.row, vd, 1) == nullptr);
+    CHECK(cache.length() == 5);
+  }
+}

@@ -1,6 +1,7 @@
 // The messages of wrong cache use: a cache of another library instance, a cache given to calls
 // that take none, a standalone cache given to a layer; sizes past a 32-bit int; a ring's room;
-// a layer's cache made before its weights. Each says what is actually wrong.
+// a layer's cache made before its weights; a float16 value beyond float16's range. Each says
+// what is actually wrong.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { createAttention, loadAttention, randomTensor, rng } from './helpers.mjs';
@@ -111,5 +112,41 @@ test("a layer's cache may be made before its weights: it depends only on the con
   assert.deepEqual(mha.forward(x, null, null, { cache: early }), mha.forward(x, null, null, { cache: late }));
   early.dispose();
   late.dispose();
+  mha.dispose();
+});
+
+test('a float16 cache refuses a finite value beyond its range, names it, and appends nothing', () => {
+  for (const window of [0, 3]) {
+    const cache = lib.createKVCache({ batch: 2, kvHeads: 2, headDim: 4, valueDim: 3, maxSeq: 3, dtype: 'float16', window: window || null });
+    const key = randomTensor(2 * 2 * 2 * 4, rng(1)), value = randomTensor(2 * 2 * 2 * 3, rng(2));
+    cache.append(key, value);
+    const q = randomTensor(2 * 2 * 4, rng(3));
+    const options = { heads: 2, seqQ: 1, window: window ? [window - 1, 0] : null };
+    const before = lib.attention(q, cache, null, options);
+    const k = randomTensor(2 * 2 * 4, rng(4)), v = randomTensor(2 * 2 * 3, rng(5));
+    v[(1 * 2 + 1) * 3 + 2] = -70000;  // batch 1, kv head 1, element 2 of the one new position (2)
+    throwsExactly(() => cache.append(k, v), RangeError,
+      'KVCache.append: value[batch 1, kvHead 1, position 2, element 2] = -70000 is beyond float16\'s range (±65504; it would be ' +
+      "stored as −Infinity and attention would return NaN), so nothing was appended; store this cache with dtype 'bfloat16' (float32's range in 2 bytes) or 'float32'");
+    k[5] = 65520;  // the first value that rounds to infinity
+    assert.throws(() => cache.append(k, v), /^RangeError: KVCache\.append: key\[batch 0, kvHead 1, position 2, element 1\] = 65520 is beyond float16's range/);
+    assert.equal(cache.length, 2);
+    assert.deepEqual(lib.attention(q, cache, null, options), before);  // nothing written (a ring: nothing overwritten)
+    k[5] = 65519;  // rounds to 65504
+    v[(1 * 2 + 1) * 3 + 2] = -Infinity;  // not an overflow: stored as it is
+    cache.append(k, v);
+    assert.equal(cache.length, 3);
+    cache.dispose();
+  }
+  // A layer's projections into a float16 cache: the same check, naming the projected row.
+  const mha = new lib.MultiHeadAttention({ embedDim: 8, numHeads: 2, bias: false });
+  const w = () => randomTensor(64, rng(6), 0.3);
+  mha.setWeights({ wq: w(), wk: w(), wv: w(), wo: w() });
+  const cache = mha.createCache({ maxSeq: 4, dtype: 'float16' });
+  mha.forward(randomTensor(8, rng(7)), null, null, { cache });
+  assert.throws(() => mha.forward(new Float32Array(8).fill(1e6), null, null, { cache }),
+    /^RangeError: MultiHeadAttention\.forward: the projected key\[batch 0, kvHead \d, position 1, element \d\] = -?[\d.e+]+ is beyond float16's range .* nothing was appended; store this cache with dtype/);
+  assert.equal(cache.length, 1);
+  cache.dispose();
   mha.dispose();
 });

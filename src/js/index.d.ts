@@ -110,17 +110,20 @@ export interface AttentionShapeOptions {
   scale?: number | null;
   /**
    * Causal masking. `true` ≡ `'lower-right'`: query `i` attends key `j` iff `j <= i + (seqK - seqQ)`
-   * (flash-attention's alignment and a KV cache's: the queries are the last `seqQ` positions).
-   * `'upper-left'`: `j <= i` (`torch.tril` of the `[seqQ, seqK]` matrix; PyTorch SDPA
+   * (flash-attention's alignment, the one that fits a KV cache, whose queries are its last `seqQ`
+   * positions). `'upper-left'`: `j <= i` (`torch.tril` of the `[seqQ, seqK]` matrix; PyTorch SDPA
    * `is_causal=True`, the ONNX `Attention` operator without a past). The two agree when
-   * `seqQ == seqK`. Names follow `torch.nn.attention.bias.CausalVariant`. Default false.
+   * `seqQ == seqK`. Names follow `torch.nn.attention.bias.CausalVariant`. Default false, also over
+   * a cache: only a layer's forward with its cache is causal by itself.
    */
   causal?: boolean | 'lower-right' | 'upper-left' | null;
   /**
    * Local (sliding-window) attention, flash-attention's `window_size`: query `i` sees key `j` iff
    * `i + off − left <= j <= i + off + right`, with `off = 0` for `causal: 'upper-left'` and
    * `seqK − seqQ` otherwise. Sides are integers ≥ 0 or `Infinity` (`[Infinity, Infinity]` = no
-   * limit); intersects `causal`. Mistral's 4096 window: `{ causal: true, window: [4095, 0] }`.
+   * limit); intersects `causal`. Hugging Face's `sliding_window = W` is `[W − 1, 0]` (Mistral's
+   * 4096: `{ causal: true, window: [4095, 0] }`); over a ring cache it is required, with a left
+   * side at most the ring's `window − 1`.
    * Key blocks outside every row's window are skipped, so a window costs about its width.
    */
   window?: [number, number] | null;
@@ -464,8 +467,9 @@ export interface MultiHeadAttentionForwardOptions {
   out?: Float32Array | null;
   /**
    * A cache from this layer's {@link MultiHeadAttention.createCache}: the seqQ new positions are
-   * projected from the query, appended, and attend causally to everything cached. key and value
-   * must be null. Appending past `maxSeq` throws a RangeError and leaves the cache unchanged.
+   * projected from the query, appended, and attend causally (lower-right: decoding, with or without
+   * `causal: true`) to everything cached, with the layer's window. key and value must be null.
+   * Appending past `maxSeq` throws a RangeError and leaves the cache unchanged.
    */
   cache?: KVCache | null;
   /**
@@ -517,7 +521,8 @@ export interface KVCacheOptions {
   maxSeq?: number | null;
   /**
    * Storage: `'float32'` (default, exact); `'float16'` (IEEE binary16, round to nearest even:
-   * half the memory, NMSE ≤ 1e-6 on normal data); `'bfloat16'` (the top half of a float32,
+   * half the memory, NMSE ≤ 1e-6 on normal data, magnitudes up to 65504: `append` refuses a
+   * larger finite value); `'bfloat16'` (the top half of a float32,
    * rounded to nearest even as PyTorch does: half the memory with float32's range, NMSE ≤ 2e-5);
    * `'int8'` (symmetric per position and kv head, scale = max|x|/127: about a quarter, NMSE ≤
    * 1e-4; llama.cpp's q8_0 idea per vector).
@@ -560,8 +565,8 @@ export interface KVCache {
    * Appends `seq` positions: key `[batch, kvHeads, seq, headDim]` (`'bhsd'`, default) or
    * `[batch, seq, kvHeads, headDim]` (`'bshd'`), value likewise with `valueDim`; converted or
    * quantised as stored. `seq` defaults to what the key's length gives. Appending past `maxSeq`
-   * (for a ring: more than `maxSeq − min(length, window − 1)` at once) throws a RangeError and
-   * appends nothing.
+   * (for a ring: more than `maxSeq − min(length, window − 1)` at once), or a finite value beyond
+   * float16's range (|x| ≥ 65520) to a `'float16'` cache, throws a RangeError and appends nothing.
    */
   append(key: Float32Array, value: Float32Array, options?: { seq?: number | null; layout?: Layout | null } | null): void;
   /** Forgets every position, so a new sequence can start. */

@@ -11,6 +11,10 @@ const FORWARD_OPTIONS = ['batch', 'seqQ', 'seqK', 'mask', 'keyPaddingMask', 'cau
 // Length of an activation [batch, seq, features]: returns seq, inferred from the length when
 // `seq` is not given.
 function activationSeq(name, array, batch, features, seq, seqName) {
+  if (isAnyKVCache(array)) {
+    throw new TypeError(`${FN}: ${name} is a KVCache; a layer takes its cache in options.cache, with key and value null: ` +
+      'forward(query, null, null, { cache })');
+  }
   if (kindOf(array) !== 'Float32Array') throw new TypeError(`${FN}: ${name} must be a Float32Array, got ${describe(array)}`);
   if (seq === undefined) {
     const inferred = array.length / (batch * features);

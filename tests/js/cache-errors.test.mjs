@@ -1,7 +1,7 @@
 // The messages of wrong cache use: a cache of another library instance, a cache given to calls
-// that take none, a standalone cache given to a layer; sizes past a 32-bit int; a ring's room;
-// a layer's cache made before its weights; a float16 value beyond float16's range. Each says
-// what is actually wrong.
+// that take none, a standalone cache given to a layer, a layer's cache given as a tensor; sizes
+// past a 32-bit int; a ring's room; a layer's cache made before its weights; a float16 value
+// beyond float16's range. Each says what is actually wrong.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { createAttention, loadAttention, randomTensor, rng } from './helpers.mjs';
@@ -69,6 +69,20 @@ test("a standalone cache given to a layer says how to make the layer's own", () 
     'MultiHeadAttention.forward: options.cache was made by lib.createKVCache(), not by this layer: a layer stores its own projected ' +
     "(and rotated) keys and values in a cache it makes; make one with this layer's createCache({ maxSeq })");
   standalone.dispose();
+  layer.dispose();
+});
+
+test("a cache given to a layer as its query, key or value says it goes in options.cache", () => {
+  const layer = smallLayer(lib);
+  const own = layer.createCache({ maxSeq: 4 });
+  const x = new Float32Array(8);
+  const where = "a layer takes its cache in options.cache, with key and value null: forward(query, null, null, { cache })";
+  for (const [args, name] of [[[own, null, null], 'query'], [[x, own, null], 'key'], [[x, x, own], 'value']]) {
+    throwsExactly(() => layer.forward(...args, {}), TypeError, `MultiHeadAttention.forward: ${name} is a KVCache; ${where}`);
+  }
+  assert.equal(own.length, 0);
+  assert.equal(layer.forward(x, null, null, { cache: own }).length, 8);  // where it goes
+  own.dispose();
   layer.dispose();
 });
 

@@ -67,6 +67,21 @@ const BROWSER_PAGES = [
 // (tfjs-wasm is not on the 2-thread page: its threaded build still reports getThreadsCount() 1
 // there after setThreadsCount(2).)
 
+// The multiply-add peaks (scripts/bench/peak.mjs) in this process, or in a bench page.
+const peakOptions = quick ? { warmMs: 400 } : {};
+async function nodePeaks() {
+  const { execFileSync } = await import('node:child_process');
+  // The FMA peak needs relaxed SIMD, which Node 20 has only behind a flag.
+  const relaxedPeak = execFileSync(process.execPath, ['--experimental-wasm-relaxed-simd', '--input-type=module', '-e',
+    `const { measurePeak } = await import(${JSON.stringify(new URL('./bench/peak.mjs', import.meta.url).href)}); ` +
+    `console.log(JSON.stringify(await measurePeak('relaxed', ${JSON.stringify(peakOptions)})))`], { encoding: 'utf8' });
+  return { simd128: await measurePeak('simd128', peakOptions), relaxed: JSON.parse(relaxedPeak) };
+}
+async function peakOfPage(host) {
+  const peakOf = (level) => host.call('peak', level, peakOptions).catch(() => null);  // no relaxed SIMD: null
+  return { simd128: await peakOf('simd128'), relaxed: await peakOf('relaxed') };
+}
+
 const loadStart = load();
 const date = new Date().toISOString();
 log(`load average ${loadStart.join(' ')} at start`);
@@ -80,8 +95,7 @@ if (!sections.includes('shapes')) {
   const b = await startBrowserHosts(BROWSER_PAGES, { engine });
   ({ hosts, failed: hostsFailed, problems } = b);
   where = `${b.browserName} ${b.browserVersion} (${b.via})`;
-  const peakOf = (level) => hosts[0].call('peak', level, quick ? { warmMs: 400 } : {}).catch(() => null);  // no relaxed SIMD: null
-  peak = { simd128: await peakOf('simd128'), relaxed: await peakOf('relaxed') };
+  peak = await peakOfPage(hosts[0]);
   closeAll = b.close;
 } else {
   const { startNativeHost, startNodeHosts } = await import('./bench/node-hosts.mjs');
@@ -90,12 +104,7 @@ if (!sections.includes('shapes')) {
   const native = here('../build/bench/attn_bench_native');
   if (existsSync(native)) hosts.push(await startNativeHost(native));
   else hostsFailed.push({ label: 'native SSE', reason: 'not built (npm run bench builds build/bench/attn_bench_native)' });
-  const { execFileSync } = await import('node:child_process');
-  // The FMA peak needs relaxed SIMD, which Node 20 has only behind a flag.
-  const relaxedPeak = execFileSync(process.execPath, ['--experimental-wasm-relaxed-simd', '--input-type=module', '-e',
-    `const { measurePeak } = await import(${JSON.stringify(new URL('./bench/peak.mjs', import.meta.url).href)}); ` +
-    `console.log(JSON.stringify(await measurePeak('relaxed', ${quick ? '{ warmMs: 400 }' : '{}'})))`], { encoding: 'utf8' });
-  peak = { simd128: await measurePeak('simd128', quick ? { warmMs: 400 } : {}), relaxed: JSON.parse(relaxedPeak) };
+  peak = await nodePeaks();
   closeAll = async () => { for (const h of hosts) await h.close(); };
 }
 
@@ -142,21 +151,40 @@ if (sectionNames.length) {
   // In a browser: one page per part (1 thread, not isolated), all in one browser.
   const { launchBenchBrowser, startBrowserHosts } = browser ? await import('./bench/browser-hosts.mjs') : {};
   const shared = browser ? await launchBenchBrowser(engine) : null;
+  // In a browser: the single-threaded hosts of a part share a page (not isolated), those with
+  // threads get a cross-origin-isolated one.
   const startHosts = browser
     ? async (list) => {
-      const b = await startBrowserHosts([{ label: 'page 1T (not isolated)', isolated: false, specs: list.map((h) => h.spec) }], { browser: shared });
+      const pages = [
+        { label: 'page 1T (not isolated)', isolated: false, specs: list.filter((h) => !(h.spec.threads > 1)).map((h) => h.spec) },
+        { label: 'page 2T (cross-origin isolated)', isolated: true, specs: list.filter((h) => h.spec.threads > 1).map((h) => h.spec) },
+      ].filter((page) => page.specs.length);
+      const b = await startBrowserHosts(pages, { browser: shared });
       where = `${b.browserName} ${b.browserVersion} (${b.via})`;
       return { ...b, close: async () => { await b.close(); sectionProblems.push(...b.problems); } };
     }
     : async (list) => (await import('./bench/node-hosts.mjs')).startNodeHosts(list);
   try {
+    // The decode section's figures of few-row steps are shares of the multiply-add peak: measure
+    // it here when the main table did not.
+    if (sectionNames.includes('decode') && !peak.simd128) {
+      if (browser) {
+        const b = await startBrowserHosts([{ label: 'page 1T (not isolated)', isolated: false, specs: [] }], { browser: shared });
+        peak = await peakOfPage(b.hosts[0]);
+        await b.close();
+      } else {
+        peak = await nodePeaks();
+      }
+    }
     sectionResults = await runSections(sectionNames, { quick, startHosts, log, load });
   } finally {
     await shared?.close();
   }
   if (sectionResults.decode) {
     const { kvCacheBytes } = await import('./bench/node-extras.mjs');
-    sectionExtras.kvBytes = kvCacheBytes(sectionResults.decode.flatMap((p) => p.results.map((r) => r.shape)));
+    // the bytes do not depend on seqQ: one entry per shape of cache
+    const shapes = sectionResults.decode.flatMap((p) => p.results.map((r) => ({ ...r.shape, seqQ: 1 })));
+    sectionExtras.kvBytes = kvCacheBytes(shapes.filter((s, i) => shapes.findIndex((t) => JSON.stringify(t) === JSON.stringify(s)) === i));
   }
 }
 

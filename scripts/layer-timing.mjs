@@ -1,12 +1,26 @@
-// Times the MultiHeadAttention layer on two model-sized cases (medians after a warm-up):
-//   a decode step: embedDim 4096, 32 heads, 8 kv heads, 2048 cached positions (Llama-style)
-//   a prefill: embedDim 768, 12 heads, 512 tokens (BERT-base-sized)
-//   node scripts/layer-timing.mjs [threads, default 1]
-import { createAttention } from '../dist/node.mjs';
+// Times the MultiHeadAttention layer on two model-sized cases, each thread count in its own
+// process (the threaded build is a module of its own):
+//   a decode step of a Llama-3-8B-shaped layer (embedDim 4096, 32 heads, 8 kv heads, 2048 cached
+//     positions) per cache dtype: one cache per dtype, filled once, each step appending one
+//     position and attending to 2049 (then truncated back to 2048, so every step is the same
+//     step); the dtypes take interleaved turns of 16 steps in 7 rounds, in an order rotated from
+//     round to round; median of the round medians, ratios the median of per-round ratios;
+//   a prefill of a BERT-base-sized layer: embedDim 768, 12 heads, 512 tokens, causal.
+//   node scripts/layer-timing.mjs [--threads 1,2] [--dtype float32,float16,bfloat16,int8]
+import { execFileSync } from 'node:child_process';
+import { loadavg } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { median } from '../web/bench-schedule.mjs';
+import { randomArray } from '../web/random-arrays.mjs';
 
-const threads = Number(process.argv[2] ?? 1);
-const lib = await createAttention({ threads });
-console.log(`${lib.info.threads} thread(s)`);
+const DTYPES = ['float32', 'float16', 'bfloat16', 'int8'];
+const args = process.argv.slice(2);
+const option = (name, fallback) => (args.includes(name) ? args[args.indexOf(name) + 1] : fallback);
+const dtypes = option('--dtype', DTYPES.join(',')).split(',');
+const bad = dtypes.filter((d) => !DTYPES.includes(d));
+if (bad.length) throw new Error(`layer-timing: --dtype expects some of ${DTYPES.join(', ')}, got ${bad.join(', ')}`);
+const ROUNDS = 7, STEPS = 16, CACHED = 2048;
+const LLAMA = { embedDim: 4096, numHeads: 32, numKvHeads: 8 };
 
 function randomWeights({ embedDim: e, numHeads, numKvHeads = numHeads }) {
   const kv = numKvHeads * (e / numHeads);
@@ -15,51 +29,86 @@ function randomWeights({ embedDim: e, numHeads, numKvHeads = numHeads }) {
   return { wq: t(e * e), wk: t(kv * e), wv: t(kv * e), wo: t(e * e), bq: t(e), bk: t(kv), bv: t(kv), bo: t(e) };
 }
 
-function median(run, { warmMs = 1500, minReps = 5, budgetMs = 8000 } = {}) {
-  const warmEnd = performance.now() + warmMs;
-  while (performance.now() < warmEnd) run();
+// One thread count, in this process: { threads, decode: { dtype: { ms, rounds } }, vsF32, prefill }.
+async function measure(threads) {
+  const { createAttention } = await import('../dist/node.mjs');
+  const lib = await createAttention({ threads, strict: true });
+  const mha = new lib.MultiHeadAttention(LLAMA);
+  mha.setWeights(randomWeights(LLAMA));
+  const headDim = LLAMA.embedDim / LLAMA.numHeads;
+  // The cached keys and values (as a layer's projections would have stored them), appended once.
+  const past = [2, 3].map((seed) => randomArray(LLAMA.numKvHeads * CACHED * headDim, seed).map((v) => v * 0.5));
+  const caches = Object.fromEntries(dtypes.map((dtype) => {
+    const cache = mha.createCache({ batch: 1, maxSeq: CACHED + 1, dtype });
+    cache.append(past[0], past[1]);
+    return [dtype, cache];
+  }));
+  const token = randomArray(LLAMA.embedDim, 4).map((v) => v * 0.1);
+  const out = new Float32Array(LLAMA.embedDim);
+  const step = (cache) => {
+    mha.forward(token, null, null, { cache, out });
+    cache.truncate(CACHED);
+  };
+  const warmEnd = performance.now() + 1500;
+  while (performance.now() < warmEnd) for (const c of Object.values(caches)) step(c);
+  const rounds = Object.fromEntries(dtypes.map((d) => [d, []]));
+  for (let r = 0; r < ROUNDS; r++) {
+    for (let i = 0; i < dtypes.length; i++) {
+      const dtype = dtypes[(i + r) % dtypes.length];
+      step(caches[dtype]);  // untimed: the turn before ran another cache
+      const times = [];
+      for (let s = 0; s < STEPS; s++) {
+        const t0 = performance.now();
+        step(caches[dtype]);
+        times.push(performance.now() - t0);
+      }
+      rounds[dtype].push(median(times));
+    }
+  }
+  for (const c of Object.values(caches)) c.dispose();
+  mha.dispose();
+  const decode = Object.fromEntries(dtypes.map((d) => [d, { ms: median(rounds[d]), rounds: rounds[d] }]));
+
+  const bert = { embedDim: 768, numHeads: 12 };
+  const layer = new lib.MultiHeadAttention(bert);
+  layer.setWeights(randomWeights(bert));
+  const x = randomArray(512 * 768, 5).map((v) => v * 0.1);
+  const y = new Float32Array(512 * 768);
+  const prefillEnd = performance.now() + 1500;
+  while (performance.now() < prefillEnd) layer.forward(x, null, null, { causal: true, out: y });
   const times = [];
-  const end = performance.now() + budgetMs;
-  while (times.length < minReps || (performance.now() < end && times.length < 200)) {
+  for (let r = 0; r < 15; r++) {
     const t0 = performance.now();
-    run();
+    layer.forward(x, null, null, { causal: true, out: y });
     times.push(performance.now() - t0);
   }
-  times.sort((a, b) => a - b);
-  return { ms: times[times.length >> 1], reps: times.length };
+  layer.dispose();
+  const flops = 2 * 512 * 768 * 768 * 4 + (4 * 12 * 512 * 512 * 64) / 2;
+  const prefillMs = median(times);
+  return { threads: lib.info.threads, simd: lib.info.simd, decode, prefill: { ms: prefillMs, gflops: flops / (prefillMs * 1e6) } };
 }
 
-{
-  // Fill the cache to 2048 − 16 positions, warm up with 16 single-token steps (reaching 2048),
-  // then time 64 steps: the cache holds 2048…2111 positions while they run.
-  const config = { embedDim: 4096, numHeads: 32, numKvHeads: 8 };
-  const mha = new lib.MultiHeadAttention(config);
-  mha.setWeights(randomWeights(config));
-  const cache = mha.createCache({ batch: 1, maxSeq: 2048 + 64 });
-  const chunk = new Float32Array(254 * 4096).fill(0.01);
-  for (let n = 0; n < 2032; n += 254) mha.forward(chunk, null, null, { cache });
-  const token = new Float32Array(4096).fill(0.02);
-  const out = new Float32Array(4096);
-  while (cache.length < 2048) mha.forward(token, null, null, { cache, out });
-  const steps = [];
-  while (cache.length < 2048 + 64) {
-    const t0 = performance.now();
-    mha.forward(token, null, null, { cache, out });
-    steps.push(performance.now() - t0);
-  }
-  steps.sort((a, b) => a - b);
-  console.log(`decode step (embedDim 4096, 32 heads, 8 kv heads, 2048 cached positions): median ${steps[32].toFixed(2)} ms over 64 steps`);
-  cache.dispose();
-  mha.dispose();
+if (args.includes('--child')) {
+  console.log(JSON.stringify(await measure(Number(option('--child')))));
+  process.exit(0);
 }
-{
-  const config = { embedDim: 768, numHeads: 12 };
-  const mha = new lib.MultiHeadAttention(config);
-  mha.setWeights(randomWeights(config));
-  const x = new Float32Array(512 * 768).fill(0.01);
-  const out = new Float32Array(512 * 768);
-  const { ms, reps } = median(() => mha.forward(x, null, null, { causal: true, out }));
-  const flops = 2 * 512 * 768 * 768 * 4 + 4 * 12 * 512 * 512 * 64 / 2;
-  console.log(`prefill (embedDim 768, 12 heads, 512 tokens, causal): median ${ms.toFixed(1)} ms over ${reps} runs, ${(flops / ms / 1e6).toFixed(1)} GFLOP/s`);
-  mha.dispose();
+
+const counts = option('--threads', '1,2').split(',').map(Number);
+const load = () => loadavg().map((v) => v.toFixed(2)).join(' ');
+const loadStart = load();
+const results = counts.map((t) => JSON.parse(execFileSync(process.execPath, [fileURLToPath(import.meta.url), '--child', String(t), '--dtype', dtypes.join(',')], { encoding: 'utf8' })));
+const ratio = (a, b) => median(a.rounds.map((t, i) => t / b.rounds[i]));
+const e = LLAMA.embedDim, kvDim = LLAMA.numKvHeads * (e / LLAMA.numHeads);
+console.log(`Llama-3-8B-shaped layer (embedDim ${e}, ${LLAMA.numHeads} heads, ${LLAMA.numKvHeads} kv heads, ${((2 * e * e + 2 * kvDim * e) * 4) / 2 ** 20} MiB of weights): ` +
+  `one decode step over ${CACHED} cached positions (+ the new one), attention-wasm ${results[0].simd} build; medians of ${ROUNDS} interleaved rounds of ${STEPS} steps`);
+const head = ['cache dtype', ...results.flatMap((r) => [`${r.threads} thread${r.threads > 1 ? 's' : ''}, ms`, '÷ float32']), ...(results.length > 1 ? [`${results[0].threads} ÷ ${results[1].threads} threads`] : [])];
+console.log(`| ${head.join(' | ')} |\n|${head.map(() => '---').join('|')}|`);
+for (const dtype of dtypes) {
+  const cells = results.flatMap((r) => [r.decode[dtype].ms.toFixed(2), r.decode.float32 ? ratio(r.decode[dtype], r.decode.float32).toFixed(2) : '—']);
+  if (results.length > 1) cells.push(`${(results[0].decode[dtype].ms / results[1].decode[dtype].ms).toFixed(2)}×`);
+  console.log(`| ${dtype} | ${cells.join(' | ')} |`);
 }
+for (const r of results) {
+  console.log(`prefill (embedDim 768, 12 heads, 512 tokens, causal), ${r.threads} thread(s): median ${r.prefill.ms.toFixed(1)} ms of 15 runs, ${r.prefill.gflops.toFixed(1)} GFLOP/s`);
+}
+console.log(`load average (1/5/15 min) ${loadStart} at start, ${load()} at end`);

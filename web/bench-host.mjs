@@ -29,7 +29,8 @@ export function createBenchHost(engines) {
     engines: () => engines.map(({ name, config }) => ({ name, config })),
 
     // Sets every engine up for `shape` and times its first call; returns, per engine name,
-    // { firstCall, sample } (sample: SAMPLE evenly spaced output elements) or { error }.
+    // { firstCall, sample } (sample: SAMPLE evenly spaced output elements; none for an engine
+    // without read()) or { error }.
     async prepare({ batch, heads, kvHeads, seqQ, seqK, headDim, causal = false }) {
       // only what the engines take (kvHeads: the decode section's shapes)
       const shape = { batch, heads, ...(kvHeads ? { kvHeads } : {}), seqQ, seqK, headDim, causal };
@@ -44,8 +45,9 @@ export function createBenchHost(engines) {
           await p.run();
           const firstCall = performance.now() - t0;
           prepared.set(engine.name, p);
-          const sample = Array.from({ length: Math.min(SAMPLE, size) }, (_, j) => p.read(Math.floor((j * size) / Math.min(SAMPLE, size))));
-          result[engine.name] = { firstCall, sample };
+          // An engine without outputs (a probe; read absent) has nothing to cross-check.
+          const sample = p.read && Array.from({ length: Math.min(SAMPLE, size) }, (_, j) => p.read(Math.floor((j * size) / Math.min(SAMPLE, size))));
+          result[engine.name] = sample ? { firstCall, sample } : { firstCall };
         } catch (error) {
           result[engine.name] = { error: String(error?.message ?? error) };
         }

@@ -103,28 +103,90 @@ function checkRun({ stdout, run }, engines) {
   checkSections({ stdout, run });
 }
 
-// Largest |Δ| from our float32 cache each decode engine may show on the quick shapes.
-const DECODE_TOLERANCE = { 'cache float32': 1e-6, 'cache float16': 2e-3, 'cache int8': 2e-2, 'attention() copying K/V': 1e-5, ops: 1e-5, MHA: 1e-5, GQA: 1e-5 };
+// Largest |Δ| from our float32 cache each decode engine may show on the quick shapes (the 2-thread
+// caches by the same bound as the 1-thread ones).
+const DECODE_TOLERANCE = { 'cache float32': 1e-6, 'cache float16': 2e-3, 'cache bfloat16': 1e-2, 'cache int8': 2e-2, 'attention() copying K/V': 1e-5, ops: 1e-5, MHA: 1e-5, GQA: 1e-5 };
+const DTYPES = ['float32', 'float16', 'bfloat16', 'int8'];
+const READERS = ["wasm read, float32 cache's bytes", "wasm read, 16-bit cache's bytes", "wasm read, int8 cache's bytes"];
+const percent = (cell) => Number(cell.match(/^([\d.]+) %$/)?.[1]);
+// A share of a limit (the read bandwidth, the multiply-add peak) the same run measured: a figure
+// above 0 and, with room for the noise of two interleaved timings, not past 1.5 of it.
+const checkShare = (cell, what) => assert.ok(percent(cell) > 0 && percent(cell) <= 150, `${what}: ${cell}`);
 
-function checkSections({ stdout, run }) {
-  const [decode] = run.sections.decode;
-  assert.deepEqual(decode.results.map((r) => r.shape.kvHeads), [4, 2], 'both decode shapes: kvHeads = heads and grouped');
-  for (const result of decode.results) {
-    for (const [pattern, tolerance] of Object.entries(DECODE_TOLERANCE)) {
-      const [name, r] = Object.entries(result.engines).find(([n]) => n.endsWith(` ${pattern}`) || n.includes(` ${pattern} `)) ?? [];
-      assert.ok(r, `${result.label}: ${pattern} ran`);
-      if (pattern === 'MHA' && result.shape.kvHeads !== result.shape.heads) {
+function checkDecode({ stdout, run }) {
+  const [one, several] = run.sections.decode;
+  assert.deepEqual(one.results.map((r) => [r.shape.kvHeads, r.shape.seqQ]), [[4, 1], [2, 1], [1, 1]], 'one new position: kvHeads = heads, grouped, one kv head');
+  assert.deepEqual(several.results.map((r) => [r.shape.kvHeads, r.shape.seqQ]), [[4, 4], [2, 4], [1, 4], [4, 8], [2, 8], [1, 8]], 'several new positions over the same caches');
+  for (const result of [...one.results, ...several.results]) {
+    const report = sectionReport(stdout, result.label);
+    const engines = Object.entries(result.engines);
+    const expected = result.shape.seqQ === 1 ? [...DTYPES.flatMap((d) => [`attention-wasm 1T cache ${d}`, `attention-wasm 2T cache ${d}`]), 'attention-wasm 1T attention() copying K/V', 'onnxruntime-web ops 1T', 'onnxruntime-web MHA 1T', 'onnxruntime-web GQA 1T']
+      : DTYPES.map((d) => `attention-wasm 1T cache ${d}`);
+    assert.deepEqual(engines.map(([n]) => n).sort(), [...expected, ...READERS].sort(), `${result.label}: the engines`);
+    for (const [name, r] of engines) {
+      if (name === 'onnxruntime-web MHA 1T' && result.shape.kvHeads !== result.shape.heads) {
         assert.match(r.error, /not applicable/, 'MultiHeadAttention has no grouped K/V');
         continue;
       }
       assert.ok(r.median > 0, `${result.label}: ${name} was timed: ${JSON.stringify(r)}`);
+      checkConsoleMedian(report, ' ', name, r.median);
+      if (READERS.includes(name)) {
+        assert.equal(r.maxDiff, undefined, `${name}: a probe has no output to compare`);
+        continue;
+      }
+      const [, tolerance] = Object.entries(DECODE_TOLERANCE).find(([pattern]) => name.endsWith(` ${pattern}`) || name.includes(` ${pattern} `));
       assert.ok(r.maxDiff <= tolerance, `${result.label}: ${name} agrees with the float32 cache (max |Δ| ${r.maxDiff} > ${tolerance})`);
-      checkConsoleMedian(sectionReport(stdout, result.label), ' ', name, r.median);
     }
+    assert.equal(result.engines['attention-wasm 2T cache float32']?.maxDiff ?? 0, 0, `${result.label}: 2 threads give the 1-thread bits`);
   }
   for (const [label, b] of Object.entries(run.sectionExtras.kvBytes)) {
-    assert.ok(b.int8 < b.float16 && b.float16 < b.float32, `${label}: cache bytes shrink with the dtype`);
+    assert.ok(b.int8 < b.float16 && b.float16 === b.bfloat16 && b.float16 < b.float32, `${label}: cache bytes shrink with the dtype`);
   }
+  assert.deepEqual(Object.keys(run.sectionExtras.kvBytes), one.results.map((r) => r.label), 'one entry per shape of cache');
+
+  // docs/performance.md's decode tables. One new position: a time, GB/s, the read bandwidth of as
+  // many bytes and the share of it, the ratios, for every engine that ran (the float32 cache the
+  // unit of the ratios).
+  const [[oneHeader, ...oneRows], [severalHeader, ...severalRows], [, ...bytesRows]] = parseTables(decodeBlock(run));
+  assert.deepEqual(oneHeader, ['shape (B, H, Sq, Sk, D)', 'engine', 'ms', 'K/V GB/s', 'wasm read GB/s, same bytes', 'share of it', 'time ÷ float32 cache', "ORT's fastest ÷ this"]);
+  assert.equal(oneRows.length, one.results.reduce((n, r) => n + Object.values(r.engines).filter((e) => e.median).length - READERS.length, 0));
+  for (const row of oneRows) {
+    for (const i of [2, 3, 4, 6, 7]) assert.ok(number(row[i]) > 0 && Number.isFinite(number(row[i])), `${oneHeader[i]}: ${row.join(' | ')}`);
+    checkShare(row[5], `share of the read bandwidth: ${row.join(' | ')}`);
+  }
+  for (const result of one.results) {
+    const f32 = oneRows.find((row) => row[0] === result.label.replace(/,/g, ', ') && row[1] === 'ours: cache float32');
+    assert.equal(f32[6], '1.00', `${result.label}: the float32 cache is the unit`);
+  }
+  assert.ok(oneRows.some((row) => row[1] === 'ours 2T: cache bfloat16'), 'the 2-thread caches have rows');
+  // Several new positions: every cache, its time against one new position, GFLOP/s and the share of the peak.
+  assert.deepEqual(severalHeader, ['shape (B, H, Sq, Sk, D)', 'cache, 1 thread', 'ms', 'time ÷ seqQ 1', 'GFLOP/s', 'share of the peak', 'K/V GB/s', 'wasm read GB/s, same bytes', 'share of it']);
+  assert.equal(severalRows.length, several.results.length * DTYPES.length);
+  for (const row of severalRows) {
+    for (const i of [2, 3, 4, 6, 7]) assert.ok(number(row[i]) > 0 && Number.isFinite(number(row[i])), `${severalHeader[i]}: ${row.join(' | ')}`);
+    // the peak was timed once, before the section, so only its figure's presence is checked
+    assert.ok(percent(row[5]) > 0 && Number.isFinite(percent(row[5])), `share of the peak: ${row.join(' | ')}`);
+    checkShare(row[8], `share of the read bandwidth: ${row.join(' | ')}`);
+  }
+  // The bytes table: one row per shape of cache, a byte count for each dtype, float32's the largest.
+  assert.equal(bytesRows.length, one.results.length);
+  for (const row of bytesRows) {
+    const [f32Bytes, f16Bytes, bf16Bytes, i8Bytes] = row.slice(1).map((c) => number(c.split(' ')[0]));
+    assert.ok(i8Bytes < f16Bytes && f16Bytes === bf16Bytes && f16Bytes < f32Bytes, row.join(' | '));
+  }
+  // The decode figures of merit: one figure per shape (and per dtype where it says so).
+  const merit = (start) => run.figuresOfMerit.find((f) => f.what.startsWith(start))?.figure ?? '';
+  assert.match(merit('onnxruntime-web (its fastest graph) ÷ our float32 cache'), /^(\(\S+\) kvHeads \d+ [\d.]+×(, |$)){3}$/);
+  const perDtype = (unit) => new RegExp(`^(\\(\\S+\\) kvHeads \\d+: (${DTYPES.map((d) => `${d} [\\d.]+${unit}`).join(', ')})(; |$)){3}$`);
+  assert.match(merit("a step's K/V bytes ÷ time as a share"), perDtype(' %'));
+  assert.match(merit('time of a step of 4 new positions'), perDtype('×'));
+  assert.match(merit('a step of 8 new positions'), perDtype(' %'));
+  assert.match(merit('our cache, 2 threads ÷ 1 thread'), perDtype('×'));
+  for (const dtype of ['float16', 'bfloat16', 'int8']) assert.match(merit(`float32 cache ÷ ${dtype} cache`), /^(\(\S+\) kvHeads \d+ [\d.]+×(, |$)){3}$/);
+}
+
+function checkSections({ stdout, run }) {
+  checkDecode({ stdout, run });
   const variants = run.sections.variants.flatMap((p) => p.results);
   assert.equal(variants.length, 2);
   for (const result of variants) {
@@ -141,22 +203,6 @@ function checkSections({ stdout, run }) {
     assert.match(merit(start)?.figure ?? '', /^(\(\S+\)( kvHeads \d+)? [\d.]+×(, |$))+$/, `${start}: ${merit(start)?.figure}`);
   }
   for (const f of run.figuresOfMerit) assert.match(f.goal, /^[≤≥] [\d.]+/, `${f.what} has a goal`);
-  // docs/performance.md's decode table: a time and a ratio for every engine on both shapes (MHA
-  // has none for grouped K/V heads), the float32 cache the unit of the ratios.
-  const [[decodeHeader, ...decodeRows], [, ...bytesRows]] = parseTables(decodeBlock(run));
-  assert.equal(decodeHeader.length, 1 + 3 * decode.results.length);
-  for (const row of decodeRows) {
-    const cells = row[0] === 'ORT MHA' ? row.slice(1, 4) : row.slice(1);
-    for (const cell of cells) assert.match(cell, /^[\d.,]+$/, `${row[0]}: ${row.join(' | ')}`);
-  }
-  const f32 = decodeRows.find((row) => row[0] === 'ours: cache float32');
-  assert.deepEqual([f32[3], f32[6]], ['1.00', '1.00']);
-  // Its bytes table: one row per shape, a byte count for each dtype, float32's the largest.
-  assert.equal(bytesRows.length, decode.results.length);
-  for (const row of bytesRows) {
-    const [f32Bytes, f16Bytes, i8Bytes] = row.slice(1).map((c) => number(c.split(' ')[0]));
-    assert.ok(i8Bytes < f16Bytes && f16Bytes < f32Bytes, row.join(' | '));
-  }
   // The variants table: one row per variant and shape, the first row of each shape its unit.
   const [[, ...variantRows]] = parseTables(variantsBlock(run));
   assert.equal(variantRows.length, variants.reduce((n, r) => n + Object.keys(r.engines).length, 0));

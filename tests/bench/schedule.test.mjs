@@ -173,6 +173,25 @@ test('a host times short calls in groups of about 2 ms (browsers round performan
   assert.equal(counts.long, 1);
 });
 
+test('a host times groups long enough for the clock even when an engine gets faster after its settle calls', async () => {
+  // Slow (0.5 ms a call) while the turn settles, then fast (0.01 ms), as V8 tiering a loop up:
+  // groups sized from the settle calls alone would hold 4 fast calls, 0.04 ms, under a
+  // browser's 0.1 ms clock step.
+  let slowUntil = 0, fastCalls = 0;
+  const run = () => {
+    const slow = performance.now() < slowUntil;
+    if (!slow) fastCalls++;
+    const end = performance.now() + (slow ? 0.5 : 0.01);
+    while (performance.now() < end);
+  };
+  const host = createBenchHost([{ name: 'tiering', config: {}, prepare: async () => ({ run, read: () => 0 }) }]);
+  await host.prepare({ batch: 1, heads: 1, seqQ: 2, seqK: 2, headDim: 2 });
+  slowUntil = performance.now() + 5;
+  const times = await host.turn('tiering', { ms: 40, settleMs: 5 });
+  assert.ok(times.length >= 1 && times.every((t) => t > 0), JSON.stringify(times));
+  assert.ok(fastCalls / times.length >= 20, `${times.length} groups timed from ${fastCalls} fast calls`);
+});
+
 test('the variants section counts the scores each variant computes, causal and window as flash-attention', () => {
   const brute = ({ seqQ, seqK }, { causal = false, window: [left, right] = [Infinity, Infinity] }) => {
     let n = 0;

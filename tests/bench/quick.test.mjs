@@ -23,7 +23,7 @@ async function quickRun(...flags) {
   try {
     const json = join(dir, 'bench.json');
     const { stdout } = await promisify(execFile)(process.execPath, [BENCH, '--quick', ...flags, '--json', json],
-      { encoding: 'utf8', timeout: 240000 });
+      { encoding: 'utf8', timeout: 290000 });
     return { stdout, run: JSON.parse(readFileSync(json, 'utf8')) };
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -116,7 +116,7 @@ const checkShare = (cell, what) => assert.ok(percent(cell) > 0 && percent(cell) 
 function checkDecode({ stdout, run }) {
   const [one, several] = run.sections.decode;
   assert.deepEqual(one.results.map((r) => [r.shape.kvHeads, r.shape.seqQ]), [[4, 1], [2, 1], [1, 1]], 'one new position: kvHeads = heads, grouped, one kv head');
-  assert.deepEqual(several.results.map((r) => [r.shape.kvHeads, r.shape.seqQ]), [[4, 4], [2, 4], [1, 4], [4, 8], [2, 8], [1, 8]], 'several new positions over the same caches');
+  assert.deepEqual(several.results.map((r) => [r.shape.kvHeads, r.shape.seqQ]), [[2, 4], [1, 8]], 'several new positions over the same caches');
   for (const result of [...one.results, ...several.results]) {
     const report = sectionReport(stdout, result.label);
     const engines = Object.entries(result.engines);
@@ -177,11 +177,11 @@ function checkDecode({ stdout, run }) {
   // The decode figures of merit: one figure per shape (and per dtype where it says so).
   const merit = (start) => run.figuresOfMerit.find((f) => f.what.startsWith(start))?.figure ?? '';
   assert.match(merit('onnxruntime-web (its fastest graph) ÷ our float32 cache'), /^(\(\S+\) kvHeads \d+ [\d.]+×(, |$)){3}$/);
-  const perDtype = (unit) => new RegExp(`^(\\(\\S+\\) kvHeads \\d+: (${DTYPES.map((d) => `${d} [\\d.]+${unit}`).join(', ')})(; |$)){3}$`);
-  assert.match(merit("a step's K/V bytes ÷ time as a share"), perDtype(' %'));
-  assert.match(merit('time of a step of 4 new positions'), perDtype('×'));
-  assert.match(merit('a step of 8 new positions'), perDtype(' %'));
-  assert.match(merit('our cache, 2 threads ÷ 1 thread'), perDtype('×'));
+  const perDtype = (unit, n) => new RegExp(`^(\\(\\S+\\) kvHeads \\d+: (${DTYPES.map((d) => `${d} [\\d.]+${unit}`).join(', ')})(; |$)){${n}}$`);
+  assert.match(merit("a step's K/V bytes ÷ time as a share"), perDtype(' %', 3));
+  assert.match(merit('time of a step of 4 new positions'), perDtype('×', 1));
+  assert.match(merit('a step of 8 new positions'), perDtype(' %', 1));
+  assert.match(merit('our cache, 2 threads ÷ 1 thread'), perDtype('×', 3));
   for (const dtype of ['float16', 'bfloat16', 'int8']) assert.match(merit(`float32 cache ÷ ${dtype} cache`), /^(\(\S+\) kvHeads \d+ [\d.]+×(, |$)){3}$/);
 }
 

@@ -6,7 +6,8 @@
 // as its documentation recommends; engines take turns of many calls in
 // rotated rounds (web/bench-schedule.mjs); the report says how each was configured, the
 // machine and its load. Then two sections (scripts/bench/sections.mjs): a decode step over KV
-// caches against onnxruntime-web, and the score variants against plain attention. Results go to
+// caches against onnxruntime-web (with the wasm read bandwidth and multiply-add peak they are
+// held to), and the score variants against plain attention. Results go to
 // artifacts/bench/ as JSON; --readme rewrites the generated tables of docs/performance.md for the
 // sections that ran, from full runs of them.
 //   node scripts/bench.mjs [--browser [chromium|firefox|webkit]] [--quick] [--section shapes,decode,variants]
@@ -67,21 +68,6 @@ const BROWSER_PAGES = [
 // (tfjs-wasm is not on the 2-thread page: its threaded build still reports getThreadsCount() 1
 // there after setThreadsCount(2).)
 
-// The multiply-add peaks (scripts/bench/peak.mjs) in this process, or in a bench page.
-const peakOptions = quick ? { warmMs: 400 } : {};
-async function nodePeaks() {
-  const { execFileSync } = await import('node:child_process');
-  // The FMA peak needs relaxed SIMD, which Node 20 has only behind a flag.
-  const relaxedPeak = execFileSync(process.execPath, ['--experimental-wasm-relaxed-simd', '--input-type=module', '-e',
-    `const { measurePeak } = await import(${JSON.stringify(new URL('./bench/peak.mjs', import.meta.url).href)}); ` +
-    `console.log(JSON.stringify(await measurePeak('relaxed', ${JSON.stringify(peakOptions)})))`], { encoding: 'utf8' });
-  return { simd128: await measurePeak('simd128', peakOptions), relaxed: JSON.parse(relaxedPeak) };
-}
-async function peakOfPage(host) {
-  const peakOf = (level) => host.call('peak', level, peakOptions).catch(() => null);  // no relaxed SIMD: null
-  return { simd128: await peakOf('simd128'), relaxed: await peakOf('relaxed') };
-}
-
 const loadStart = load();
 const date = new Date().toISOString();
 log(`load average ${loadStart.join(' ')} at start`);
@@ -95,7 +81,8 @@ if (!sections.includes('shapes')) {
   const b = await startBrowserHosts(BROWSER_PAGES, { engine });
   ({ hosts, failed: hostsFailed, problems } = b);
   where = `${b.browserName} ${b.browserVersion} (${b.via})`;
-  peak = await peakOfPage(hosts[0]);
+  const peakOf = (level) => hosts[0].call('peak', level, quick ? { warmMs: 400 } : {}).catch(() => null);  // no relaxed SIMD: null
+  peak = { simd128: await peakOf('simd128'), relaxed: await peakOf('relaxed') };
   closeAll = b.close;
 } else {
   const { startNativeHost, startNodeHosts } = await import('./bench/node-hosts.mjs');
@@ -104,7 +91,12 @@ if (!sections.includes('shapes')) {
   const native = here('../build/bench/attn_bench_native');
   if (existsSync(native)) hosts.push(await startNativeHost(native));
   else hostsFailed.push({ label: 'native SSE', reason: 'not built (npm run bench builds build/bench/attn_bench_native)' });
-  peak = await nodePeaks();
+  const { execFileSync } = await import('node:child_process');
+  // The FMA peak needs relaxed SIMD, which Node 20 has only behind a flag.
+  const relaxedPeak = execFileSync(process.execPath, ['--experimental-wasm-relaxed-simd', '--input-type=module', '-e',
+    `const { measurePeak } = await import(${JSON.stringify(new URL('./bench/peak.mjs', import.meta.url).href)}); ` +
+    `console.log(JSON.stringify(await measurePeak('relaxed', ${quick ? '{ warmMs: 400 }' : '{}'})))`], { encoding: 'utf8' });
+  peak = { simd128: await measurePeak('simd128', quick ? { warmMs: 400 } : {}), relaxed: JSON.parse(relaxedPeak) };
   closeAll = async () => { for (const h of hosts) await h.close(); };
 }
 
@@ -165,17 +157,6 @@ if (sectionNames.length) {
     }
     : async (list) => (await import('./bench/node-hosts.mjs')).startNodeHosts(list);
   try {
-    // The decode section's figures of few-row steps are shares of the multiply-add peak: measure
-    // it here when the main table did not.
-    if (sectionNames.includes('decode') && !peak.simd128) {
-      if (browser) {
-        const b = await startBrowserHosts([{ label: 'page 1T (not isolated)', isolated: false, specs: [] }], { browser: shared });
-        peak = await peakOfPage(b.hosts[0]);
-        await b.close();
-      } else {
-        peak = await nodePeaks();
-      }
-    }
     sectionResults = await runSections(sectionNames, { quick, startHosts, log, load });
   } finally {
     await shared?.close();

@@ -7,10 +7,12 @@
 // starts again) appends them; its queries see every cached position (not causal: one query sees
 // nothing after it anyway, and a causal mask over the last seqQ × seqQ corner would hide under
 // 0.02 % of a 4096-position step's scores).
-//   ours (deps.createAttention; spec.threads; spec.parts ⊆ ['caches', 'copy', 'reads'], default
-//     all): a standalone KV cache (lib.createKVCache) per dtype; a plain lib.attention() call
-//     that copies all of K and V in on every step; and the read-bandwidth probe
-//     (scripts/bench/bandwidth.mjs) over as many bytes as each cache holds, the step's limit;
+//   ours (deps.createAttention; spec.threads; spec.parts ⊆ ['caches', 'copy', 'reads', 'peak'],
+//     default all): a standalone KV cache (lib.createKVCache) per dtype; a plain lib.attention()
+//     call that copies all of K and V in on every step; the read-bandwidth probe
+//     (scripts/bench/bandwidth.mjs) over as many bytes as each cache holds, the limit of a step
+//     of one position; and the multiply-add peak probe of our build (scripts/bench/peak.mjs),
+//     the limit of a step of several;
 //   ort (deps.ort; spec.threads): onnxruntime-web's wasm backend fed the same K/V on every step
 //     (it has no way to keep them in its memory between runs): the standard-ops graph (the query
 //     heads of each group as its rows), the com.microsoft MultiHeadAttention op (kvHeads = heads
@@ -18,6 +20,7 @@
 //     last two for seqQ 1 only: they would mask the new positions causally).
 import { ORT_SESSION_OPTIONS, createEngines, toBshd } from '../../web/bench-engines.mjs';
 import { createReader } from './bandwidth.mjs';
+import { peakModule } from './peak.mjs';
 import { msGroupQueryAttention, msMultiHeadAttention, standardAttention } from '../../web/onnx-graphs.mjs';
 
 export const DTYPES = ['float32', 'float16', 'bfloat16', 'int8'];
@@ -26,6 +29,7 @@ export const DTYPES = ['float32', 'float16', 'bfloat16', 'int8'];
 // same): its engine's name.
 const READ_KINDS = { float32: 'float32', float16: '16-bit', bfloat16: '16-bit', int8: 'int8' };
 export const readerName = (dtype) => `wasm read, ${READ_KINDS[dtype]} cache's bytes`;
+export const PEAK_NAME = 'wasm multiply-add peak';
 
 // k [B, Hkv, S, D] → { past: [B, Hkv, S − n, D], last: [B, Hkv, n, D] } (n = seqQ)
 export function splitLast(x, { batch, kvHeads, seqQ = 1, seqK, headDim }) {
@@ -40,7 +44,7 @@ export function splitLast(x, { batch, kvHeads, seqQ = 1, seqK, headDim }) {
   return { past, last };
 }
 
-const ALL_PARTS = ['caches', 'copy', 'reads'];
+const ALL_PARTS = ['caches', 'copy', 'reads', 'peak'];
 async function oursEngines({ threads = 1, parts = ALL_PARTS }, { createAttention }) {
   const requested = { threads, strict: true };
   const t0 = performance.now();
@@ -87,6 +91,22 @@ async function oursEngines({ threads = 1, parts = ALL_PARTS }, { createAttention
       },
     };
   };
+  // The peak of the build our engines run (relaxed SIMD's FMA or SIMD128's mul + add), timed in
+  // the same rounds: config.flopsPerCall ÷ its time is GFLOP/s.
+  const peakEngine = () => {
+    const kind = simd === 'relaxed-simd' ? 'relaxed' : 'simd128';
+    const { bytes, flopsPerIteration } = peakModule(kind);
+    const iterations = 20000;
+    let instance = null;
+    return {
+      name: PEAK_NAME,
+      config: { ...config(`scripts/bench/peak.mjs, ${kind}: ${iterations} iterations of its independent chains per call`), threads: 1, flopsPerCall: iterations * flopsPerIteration },
+      async prepare() {
+        instance ??= (await WebAssembly.instantiate(bytes, {})).instance;
+        return { run: () => instance.exports.peak(iterations) };
+      },
+    };
+  };
   return [
     ...(parts.includes('caches') ? DTYPES.map(cacheEngine) : []),
     ...(parts.includes('copy') ? [{
@@ -98,6 +118,7 @@ async function oursEngines({ threads = 1, parts = ALL_PARTS }, { createAttention
       },
     }] : []),
     ...(parts.includes('reads') ? readKinds.map(readEngine) : []),
+    ...(parts.includes('peak') ? [peakEngine()] : []),
   ];
 }
 

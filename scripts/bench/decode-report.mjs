@@ -2,8 +2,9 @@
 // figures of merit and the tables of docs/performance.md. Every step is shown as the bytes of K and
 // V it reads ÷ its time (GB/s) and as a share of the wasm read bandwidth over as many bytes,
 // measured in the same rounds (bandwidth.mjs); steps of several new positions also as GFLOP/s and
-// a share of the multiply-add peak; ratios pair the engines round by round.
-import { DTYPES, readerName } from './decode-engines.mjs';
+// a share of the multiply-add peak, also timed in their rounds (peak.mjs); ratios pair the
+// engines round by round.
+import { DTYPES, PEAK_NAME, readerName } from './decode-engines.mjs';
 import { sectionLabel } from './sections.mjs';
 import { findResult, fmt, isOrt, meritLine, pairedRatio, pct, printHosts, sectionHeader, threadsOf, x } from './section-common.mjs';
 
@@ -11,27 +12,32 @@ import { findResult, fmt, isOrt, meritLine, pairedRatio, pct, printHosts, sectio
 const cell = (v, digits = 2) => (v ? (v >= 1 ? v.toFixed(digits) : v.toPrecision(2)) : '—');
 const dtypeOf = (name) => name.match(/ cache (float32|float16|bfloat16|int8)$/)?.[1];
 const isReader = (name) => name.startsWith('wasm read');
+const isProbe = (name) => isReader(name) || name === PEAK_NAME;
 const cacheName = (dtype, threads = 1) => `attention-wasm ${threads}T cache ${dtype}`;
 // The bytes of a shape's caches (sectionExtras.kvBytes) are the same for every seqQ.
 export const bytesLabel = (shape) => sectionLabel({ ...shape, seqQ: 1 });
 const flopsOf = ({ batch, heads, seqQ, seqK, headDim }) => 4 * batch * heads * seqQ * seqK * headDim;
-// The multiply-add peak an engine of ours is held to: its build's, once per thread.
-const peakFor = (run, config, threads) => (config?.simd === 'relaxed-simd' ? run.peak?.relaxed : run.peak?.simd128) * threads || null;
 
-// One decode result → a row per engine (the read probes give the bandwidth column, not rows):
+// The peak probe's GFLOP/s in `result` (null where it did not run).
+const peakOf = (part, result) => {
+  const probe = result.engines[PEAK_NAME], flop = part.engines[PEAK_NAME]?.config?.flopsPerCall;
+  return probe?.median && flop ? { probe, flop, gflops: flop / (probe.median * 1e6) } : null;
+};
+
+// One decode result → a row per engine (the probes give the bandwidth and peak columns, not rows):
 // { name, r, threads, dtype, gbps, readGbps, share, vsF32, ortOverThis, gflops, peakShare }.
 export function decodeRows(run, part, result) {
   const kv = run.sectionExtras?.kvBytes?.[bytesLabel(result.shape)];
   const f32 = result.engines[cacheName('float32')];
+  const peak = peakOf(part, result);
   const ort = Object.entries(result.engines).filter(([n, r]) => isOrt(n) && r.median).sort(([, a], [, b]) => a.median - b.median)[0] ?? null;
-  const rows = Object.entries(result.engines).filter(([name]) => !isReader(name)).map(([name, r]) => {
+  const rows = Object.entries(result.engines).filter(([name]) => !isProbe(name)).map(([name, r]) => {
     // a cache streams its own bytes; the others are handed float32 K and V
     const dtype = dtypeOf(name) ?? 'float32';
     const bytes = kv?.[dtype];
     const reader = result.engines[readerName(dtype)];
     const threads = threadsOf(name);
     const gflops = r.median ? flopsOf(result.shape) / (r.median * 1e6) : null;
-    const peak = isOrt(name) ? null : peakFor(run, part.engines[name]?.config, threads);
     return {
       name, r, threads, dtype: dtypeOf(name),
       gbps: r.median && bytes ? bytes / (r.median * 1e6) : null,
@@ -39,10 +45,11 @@ export function decodeRows(run, part, result) {
       share: pairedRatio(reader, r),  // (bytes ÷ time) ÷ (bytes ÷ the probe's time)
       vsF32: pairedRatio(r, f32),
       ortOverThis: ort ? pairedRatio(ort[1], r) : null,
-      gflops, peakShare: gflops && peak ? gflops / peak : null,
+      // (flop ÷ time) ÷ (the probe's flop ÷ its time), paired by round; per thread for our 2T
+      gflops, peakShare: peak && !isOrt(name) ? (pairedRatio(peak.probe, r) * flopsOf(result.shape)) / peak.flop / threads : null,
     };
   });
-  return { rows, ort: ort && { name: ort[0], ...ort[1] } };
+  return { rows, ort: ort && { name: ort[0], ...ort[1] }, peak };
 }
 
 // The step of one new position that a step of several is compared with: same caches, seqQ 1.
@@ -83,6 +90,8 @@ export function printDecode(run, out = console.log) {
         const dtype = DTYPES.find((d) => readerName(d) === name);
         line(name, r, `${''.padStart(9)} ${n(kv && r.median ? kv[dtype] / (r.median * 1e6) : null, 1, 10)}`);
       }
+      const peak = peakOf(part, result);
+      if (peak) line(PEAK_NAME, peak.probe, `${''.padStart(9)} ${''.padStart(10)} ${''.padStart(6)} ${''.padStart(12)} ${''.padStart(11)} ${n(peak.gflops, 1, 8)}`);
       if (ort) out(`  fastest ORT graph: ${ort.name}`);
     }
   }
@@ -155,7 +164,9 @@ export function decodeBlock(run) {
   if (!all.length) return '';
   const ortConfig = parts.flatMap((p) => Object.entries(p.engines)).find(([n]) => isOrt(n))?.[1]?.config;
   const oursConfig = Object.entries(parts[0].engines).find(([n]) => dtypeOf(n))?.[1]?.config;
-  const peakKind = oursConfig?.simd === 'relaxed-simd' ? `relaxed-SIMD FMA peak, ${run.peak?.relaxed?.toFixed(0)}` : `SIMD128 mul+add peak, ${run.peak?.simd128?.toFixed(0)}`;
+  const peaks = all.map(({ d }) => d.peak?.gflops).filter(Boolean);
+  const peakKind = `${oursConfig?.simd === 'relaxed-simd' ? 'relaxed-SIMD FMA' : 'SIMD128 mul + add'} (\`scripts/bench/peak.mjs\`, one thread)` +
+    (peaks.length ? `, ${Math.min(...peaks).toFixed(0)}–${Math.max(...peaks).toFixed(0)} GFLOP/s` : '');
 
   const one = all.filter(({ result }) => result.shape.seqQ === 1);
   const oneLines = [
@@ -189,6 +200,6 @@ export function decodeBlock(run) {
     `graphOptimizationLevel 'all', proxy off, CPU arena and memory pattern on; its fastest graph: ${fastest || '—'}. ` +
     'K/V GB/s: bytes of K and V the step reads (the cache\'s own; float32 for the engines that are handed K and V) ÷ time; ' +
     'wasm read GB/s: a SIMD streaming read of as many bytes (`scripts/bench/bandwidth.mjs`, one thread), timed in the same rounds; share = K/V GB/s ÷ it. ' +
-    `GFLOP/s: 4·B·H·Sq·Sk·D ÷ time, share of the ${peakKind} GFLOP/s per core this run measured.\n\n` +
+    `GFLOP/s: 4·B·H·Sq·Sk·D ÷ time; share of the peak: of the multiply-add peak of our build, ${peakKind}, timed in the same rounds as the steps of several positions.\n\n` +
     `${tables.join('\n\n')}\n\n${decodeFigures({ ...run, sections: { decode: parts } }).map(meritLine).join('\n')}\n`;
 }

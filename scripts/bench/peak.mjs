@@ -24,7 +24,7 @@ const get = (i) => [0x20, ...uleb(i)];
 const set = (i) => [0x21, ...uleb(i)];
 
 // (func (export "peak") (param $n i32) (result f32)): $n iterations of every chain.
-function peakModule(kind) {
+export function peakModule(kind) {
   const chains = kind === 'relaxed' ? 13 : 14;
   // locals: 0 = $n, 1..chains = accumulators, then the constants (c; and d for a·c + d)
   const c = chains + 1, d = chains + 2;

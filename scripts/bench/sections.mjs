@@ -5,7 +5,8 @@
 //     with 32 (MHA), 8 (Llama-3-8B's GQA) and 1 (MQA) kv heads, beside a plain attention() call
 //     that copies K and V in, onnxruntime-web fed the same K/V (1 thread), and the wasm
 //     read-bandwidth probe over each cache's bytes; then steps of 4 and 8 new positions
-//     (a speculative verify, a chunk of prefill) over the same caches, 1 thread;
+//     (a speculative verify, a chunk of prefill) over the same caches, 1 thread, beside the
+//     read probes and the multiply-add peak probe;
 //   variants: the score variants against plain attention, and a causal sliding
 //     window against plain causal attention, single-threaded.
 // A host with threads > 1 needs shared memory: in a browser its own cross-origin-isolated page.
@@ -44,7 +45,7 @@ const PLANS = {
       timing,
     }, {
       label: 'a step of several new positions, 1 thread',
-      hosts: [{ label: 'process: ours 1T (KV caches, read probes)', spec: ours(1, ['caches', 'reads']) }],
+      hosts: [{ label: 'process: ours 1T (KV caches, read and peak probes)', spec: ours(1, ['caches', 'reads', 'peak']) }],
       // (quick: two of the six, grouped and one kv head, to keep the smoke run short)
       shapes: quick ? [decodeShape(heads, 2, 4, seqK, headDim), decodeShape(heads, 1, 8, seqK, headDim)]
         : [4, 8].flatMap((seqQ) => kvHeads.map((kv) => decodeShape(heads, kv, seqQ, seqK, headDim))),

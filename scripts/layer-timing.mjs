@@ -5,11 +5,13 @@
 //     position and attending to 2049 (then truncated back to 2048, so every step is the same
 //     step); the dtypes take interleaved turns of 16 steps in 7 rounds, in an order rotated from
 //     round to round; median of the round medians, ratios the median of per-round ratios;
-//   a prefill of a BERT-base-sized layer: embedDim 768, 12 heads, 512 tokens, causal.
+//   a prefill of a BERT-base-sized layer: embedDim 768, 12 heads, 512 tokens, causal;
+// and, beside the step's bytes (weights and cache) ÷ time, the wasm read bandwidth over as many.
 //   node scripts/layer-timing.mjs [--threads 1,2] [--dtype float32,float16,bfloat16,int8]
 import { execFileSync } from 'node:child_process';
 import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import { measureBandwidth } from './bench/bandwidth.mjs';
 import { median } from '../web/bench-schedule.mjs';
 import { randomArray } from '../web/random-arrays.mjs';
 
@@ -34,7 +36,8 @@ async function measure(threads) {
   const { createAttention } = await import('../dist/node.mjs');
   const lib = await createAttention({ threads, strict: true });
   const mha = new lib.MultiHeadAttention(LLAMA);
-  mha.setWeights(randomWeights(LLAMA));
+  const weights = randomWeights(LLAMA);
+  mha.setWeights(weights);
   const headDim = LLAMA.embedDim / LLAMA.numHeads;
   // The cached keys and values (as a layer's projections would have stored them), appended once.
   const past = [2, 3].map((seed) => randomArray(LLAMA.numKvHeads * CACHED * headDim, seed).map((v) => v * 0.5));
@@ -65,9 +68,14 @@ async function measure(threads) {
       rounds[dtype].push(median(times));
     }
   }
+  // What a step streams: every weight once, and the cache.
+  const weightBytes = Object.values(weights).reduce((n, w) => n + w.byteLength, 0);
+  const bytes = Object.fromEntries(dtypes.map((d) => [d, weightBytes + caches[d].bytes]));
   for (const c of Object.values(caches)) c.dispose();
   mha.dispose();
-  const decode = Object.fromEntries(dtypes.map((d) => [d, { ms: median(rounds[d]), rounds: rounds[d] }]));
+  const decode = Object.fromEntries(dtypes.map((d) => [d, { ms: median(rounds[d]), rounds: rounds[d], bytes: bytes[d] }]));
+  // The wasm read bandwidth over as many bytes as the float32 step reads (one thread), after the rounds.
+  const readGbps = await measureBandwidth(bytes[dtypes[0]]);
 
   const bert = { embedDim: 768, numHeads: 12 };
   const layer = new lib.MultiHeadAttention(bert);
@@ -85,7 +93,7 @@ async function measure(threads) {
   layer.dispose();
   const flops = 2 * 512 * 768 * 768 * 4 + (4 * 12 * 512 * 512 * 64) / 2;
   const prefillMs = median(times);
-  return { threads: lib.info.threads, simd: lib.info.simd, decode, prefill: { ms: prefillMs, gflops: flops / (prefillMs * 1e6) } };
+  return { threads: lib.info.threads, simd: lib.info.simd, decode, readGbps, prefill: { ms: prefillMs, gflops: flops / (prefillMs * 1e6) } };
 }
 
 if (args.includes('--child')) {
@@ -107,6 +115,11 @@ for (const dtype of dtypes) {
   const cells = results.flatMap((r) => [r.decode[dtype].ms.toFixed(2), r.decode.float32 ? ratio(r.decode[dtype], r.decode.float32).toFixed(2) : '—']);
   if (results.length > 1) cells.push(`${(results[0].decode[dtype].ms / results[1].decode[dtype].ms).toFixed(2)}×`);
   console.log(`| ${dtype} | ${cells.join(' | ')} |`);
+}
+for (const r of results) {
+  const gbps = (d) => r.decode[d].bytes / (r.decode[d].ms * 1e6);
+  console.log(`${r.threads} thread(s): a step reads the weights and the cache, ${dtypes.map((d) => `${d} ${(r.decode[d].bytes / 2 ** 20).toFixed(0)} MiB at ${gbps(d).toFixed(1)} GB/s`).join(', ')}; ` +
+    `the wasm streaming read of ${(r.decode[dtypes[0]].bytes / 2 ** 20).toFixed(0)} MiB (scripts/bench/bandwidth.mjs, one thread, after the rounds): ${r.readGbps.toFixed(1)} GB/s`);
 }
 for (const r of results) {
   console.log(`prefill (embedDim 768, 12 heads, 512 tokens, causal), ${r.threads} thread(s): median ${r.prefill.ms.toFixed(1)} ms of 15 runs, ${r.prefill.gflops.toFixed(1)} GFLOP/s`);

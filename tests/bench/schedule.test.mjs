@@ -6,6 +6,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { createReader, measureBandwidth, STEP } from '../../scripts/bench/bandwidth.mjs';
 import { measurePeak } from '../../scripts/bench/peak.mjs';
 import { figuresOfMerit, performanceBlock, summaryRows } from '../../scripts/bench/report.mjs';
 import { writeTable } from '../../scripts/bench/write-table.mjs';
@@ -147,6 +148,24 @@ test('the peak probe module validates and runs; relaxed SIMD only where the engi
     13, 0, 65, 1, 253, 15, 65, 2, 253, 15, 253, 128, 2, 11]));
   const fma = await measurePeak('relaxed', { warmMs: 20, reps: 3 });
   assert.equal(fma === null, !relaxed);
+});
+
+test('the read probe streams every byte of its buffer once per pass, at any size it is resized to', async () => {
+  // Its checksum is lane 0 of every 16 bytes added up: the buffer holds 1s, so a pass over n bytes
+  // gives n / 16 × 0x01010101 (mod 2³², as a signed i32). A loop that skipped or repeated a
+  // load would give another sum.
+  const expected = (n) => Number(BigInt.asIntN(32, BigInt(n / 16) * 0x01010101n));
+  const reader = await createReader(1000);
+  assert.equal(reader.bytes, 1024, 'rounded up to a whole number of iterations');
+  assert.equal(reader.run(), expected(1024));
+  for (const n of [STEP, 3 * 2 ** 20 + 5, 300000, 2 ** 16]) {
+    reader.resize(n);
+    assert.equal(reader.bytes, Math.ceil(n / STEP) * STEP);
+    assert.equal(reader.run(), expected(reader.bytes), `${n} bytes`);
+  }
+  assert.throws(() => reader.resize(0), /createReader: bytes must be positive, got 0/);
+  const gbps = await measureBandwidth(2 ** 20, { warmMs: 20, reps: 3 });
+  assert.ok(gbps > 0 && Number.isFinite(gbps), `${gbps} GB/s`);
 });
 
 test('a host times short calls in groups of about 2 ms (browsers round performance.now()), long ones one by one', async () => {

@@ -4,7 +4,7 @@
 // Each engine and thread count runs in its own Node process (--browser: its own page per thread
 // count, in Chromium, or with --browser firefox / webkit in Firefox ESR or WebKitGTK), configured
 // as its documentation recommends; engines take turns of many calls in
-// rotated rounds (web/bench-schedule.mjs); the report says how each was configured, the
+// rotated rounds (web/bench/schedule.mjs); the report says how each was configured, the
 // machine and its load. Then two sections (scripts/bench/sections.mjs): a decode step over KV
 // caches against onnxruntime-web (with the wasm read bandwidth and multiply-add peak they are
 // held to), and the score variants against plain attention. Results go to
@@ -23,7 +23,7 @@ import { figuresOfMerit, performanceBlock, printReport } from './bench/report.mj
 import { writeTable } from './bench/write-table.mjs';
 import { decodeBlock, printSections, sectionFigures, variantsBlock } from './bench/section-report.mjs';
 import { SECTION_NAMES, runSections } from './bench/sections.mjs';
-import { measureShape, TIMING } from '../web/bench-schedule.mjs';
+import { measureShape, TIMING } from '../web/bench/schedule.mjs';
 import { FULL_SHAPES, QUICK_SHAPES, flops, label, parseShape } from './bench/shapes.mjs';
 
 const here = (p) => fileURLToPath(new URL(p, import.meta.url));

@@ -12,7 +12,7 @@ import { execFileSync } from 'node:child_process';
 import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { measureBandwidth } from './bench/bandwidth.mjs';
-import { median } from '../web/bench-schedule.mjs';
+import { median } from '../web/bench/schedule.mjs';
 import { randomArray } from '../web/random-arrays.mjs';
 
 const DTYPES = ['float32', 'float16', 'bfloat16', 'int8'];

@@ -7,9 +7,9 @@
 import { format } from './i18n.mjs';
 import { renderMatrix, sup } from './matrix-view.mjs';
 import { E, WQ, sentence } from './words.mjs';
+import { $ } from './dom.mjs';
 
 export const WINDOW = 3;
-const $ = (id) => document.getElementById(id);
 
 export function startDecode(lib, strings, language) {
   const next = $('decode-next'), all = $('decode-all'), reset = $('decode-reset'), windowed = $('decode-window');

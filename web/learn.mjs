@@ -9,6 +9,7 @@ import { format } from './i18n.mjs';
 import { drawLossChart } from './loss-chart.mjs';
 import { renderMatrix, sup } from './matrix-view.mjs';
 import { randomArray } from './random-arrays.mjs';
+import { $ } from './dom.mjs';
 
 const E = 8, N = 6, STEPS_PER_FRAME = 2;
 export const BATCH = 8;
@@ -34,7 +35,6 @@ export function makeTask() {
 }
 
 export function startLearning(lib, strings) {
-  const $ = (id) => document.getElementById(id);
   const start = $('learn-start'), stop = $('learn-stop'), reset = $('learn-reset');
   const status = $('learn-status'), chart = $('learn-loss'), table = $('learn-weights');
   const task = makeTask();

@@ -1,20 +1,14 @@
 // The loss curve of "Watch it learn" as an SVG line chart with axes: steps across, the loss on a
 // log scale (10⁰ … 10⁻⁵) up, and a dashed line at the loss where training stops.
-const NS = 'http://www.w3.org/2000/svg';
+import { svg } from './dom.mjs';
+
 const W = 360, H = 200, LEFT = 52, RIGHT = 10, TOP = 10, BOTTOM = 36;
 const LOG_HI = 0, LOG_LO = -5;
 const SUPERSCRIPT = { '-': '⁻', 0: '⁰', 1: '¹', 2: '²', 3: '³', 4: '⁴', 5: '⁵', 6: '⁶', 7: '⁷', 8: '⁸', 9: '⁹' };
 const power = (e) => `10${String(e).split('').map((c) => SUPERSCRIPT[c]).join('')}`;
 
-function el(name, attributes, text) {
-  const node = document.createElementNS(NS, name);
-  for (const [k, v] of Object.entries(attributes)) node.setAttribute(k, String(v));
-  if (text !== undefined) node.textContent = text;
-  return node;
-}
-
 // losses: one per step; labels: { step, loss, stop }; stopAt: the loss that ends training.
-export function drawLossChart(svg, losses, { labels, stopAt }) {
+export function drawLossChart(chart, losses, { labels, stopAt }) {
   const steps = Math.max(100, Math.ceil(losses.length / 100) * 100);
   const x = (s) => LEFT + (s / steps) * (W - LEFT - RIGHT);
   const y = (loss) => {
@@ -23,24 +17,24 @@ export function drawLossChart(svg, losses, { labels, stopAt }) {
   };
   const parts = [];
   for (let e = LOG_HI; e >= LOG_LO; e--) {
-    parts.push(el('line', { x1: LEFT, x2: W - RIGHT, y1: y(10 ** e), y2: y(10 ** e), class: 'grid' }));
-    parts.push(el('text', { x: LEFT - 6, y: y(10 ** e) + 4, 'text-anchor': 'end', class: 'tick' }, power(e)));
+    parts.push(svg('line', { x1: LEFT, x2: W - RIGHT, y1: y(10 ** e), y2: y(10 ** e), class: 'grid' }));
+    parts.push(svg('text', { x: LEFT - 6, y: y(10 ** e) + 4, 'text-anchor': 'end', class: 'tick' }, power(e)));
   }
   const every = steps / 4;
   for (let s = 0; s <= steps; s += every) {
-    parts.push(el('line', { x1: x(s), x2: x(s), y1: H - BOTTOM, y2: H - BOTTOM + 4, class: 'axis' }));
-    parts.push(el('text', { x: x(s), y: H - BOTTOM + 15, 'text-anchor': 'middle', class: 'tick' }, String(s)));
+    parts.push(svg('line', { x1: x(s), x2: x(s), y1: H - BOTTOM, y2: H - BOTTOM + 4, class: 'axis' }));
+    parts.push(svg('text', { x: x(s), y: H - BOTTOM + 15, 'text-anchor': 'middle', class: 'tick' }, String(s)));
   }
-  parts.push(el('line', { x1: LEFT, x2: LEFT, y1: TOP, y2: H - BOTTOM, class: 'axis' }));
-  parts.push(el('line', { x1: LEFT, x2: W - RIGHT, y1: H - BOTTOM, y2: H - BOTTOM, class: 'axis' }));
-  parts.push(el('text', { x: (LEFT + W - RIGHT) / 2, y: H - 4, 'text-anchor': 'middle', class: 'title' }, labels.step));
-  parts.push(el('text', { x: 12, y: (TOP + H - BOTTOM) / 2, 'text-anchor': 'middle', class: 'title',
+  parts.push(svg('line', { x1: LEFT, x2: LEFT, y1: TOP, y2: H - BOTTOM, class: 'axis' }));
+  parts.push(svg('line', { x1: LEFT, x2: W - RIGHT, y1: H - BOTTOM, y2: H - BOTTOM, class: 'axis' }));
+  parts.push(svg('text', { x: (LEFT + W - RIGHT) / 2, y: H - 4, 'text-anchor': 'middle', class: 'title' }, labels.step));
+  parts.push(svg('text', { x: 12, y: (TOP + H - BOTTOM) / 2, 'text-anchor': 'middle', class: 'title',
     transform: `rotate(-90 12 ${(TOP + H - BOTTOM) / 2})` }, labels.loss));
-  parts.push(el('line', { x1: LEFT, x2: W - RIGHT, y1: y(stopAt), y2: y(stopAt), class: 'stop' }));
-  parts.push(el('text', { x: W - RIGHT - 2, y: y(stopAt) - 4, 'text-anchor': 'end', class: 'stop-label' }, labels.stop));
+  parts.push(svg('line', { x1: LEFT, x2: W - RIGHT, y1: y(stopAt), y2: y(stopAt), class: 'stop' }));
+  parts.push(svg('text', { x: W - RIGHT - 2, y: y(stopAt) - 4, 'text-anchor': 'end', class: 'stop-label' }, labels.stop));
   if (losses.length > 1) {
     const points = losses.map((l, s) => `${x(s).toFixed(1)},${y(l).toFixed(1)}`).join(' ');
-    parts.push(el('polyline', { points, class: 'curve' }));
+    parts.push(svg('polyline', { points, class: 'curve' }));
   }
-  svg.replaceChildren(...parts);
+  chart.replaceChildren(...parts);
 }

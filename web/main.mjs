@@ -3,7 +3,7 @@
 // playground runs in a Web Worker of its own, the benchmark panel one per engine. A language
 // switch re-renders everything.
 import { loadAttention } from '../dist/index.mjs';
-import { startBench } from './bench.mjs';
+import { startBench } from './bench-section.mjs';
 import { STRINGS, format } from './i18n.mjs';
 import { startDecode } from './decode.mjs';
 import { startLearning } from './learn.mjs';
@@ -13,8 +13,8 @@ import { startPlayground } from './playground.mjs';
 import { startPosition } from './position.mjs';
 import { startWalkthrough } from './walkthrough.mjs';
 import { startWords } from './words.mjs';
+import { $ } from './dom.mjs';
 
-const $ = (id) => document.getElementById(id);
 let lang = 'en';
 let lib = null;
 let sections = [];  // render functions, called on a language switch

@@ -6,6 +6,7 @@
 // scores are given, with and without the cap.
 import { format } from './i18n.mjs';
 import { renderMatrix, sup } from './matrix-view.mjs';
+import { $, el } from './dom.mjs';
 
 // Each picture: its shape, the attention options (from the control's value, if it has one).
 export const PICTURES = [
@@ -17,8 +18,6 @@ export const PICTURES = [
 ];
 export const SOFTCAP = { scores: [-2, 0, 2, 4, 8, 16], control: { min: 1, max: 20, step: 1, value: 5 } };
 
-const $ = (id) => document.getElementById(id);
-const el = (tag, props = {}, ...children) => { const e = Object.assign(document.createElement(tag), props); e.append(...children); return e; };
 
 function slider(id, { min, max, step, value }, onInput) {
   const input = el('input', { id, type: 'range', min, max, step, value });

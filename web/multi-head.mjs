@@ -6,10 +6,10 @@
 import { format } from './i18n.mjs';
 import { renderMatrix } from './matrix-view.mjs';
 import { E, IDENTITY, WQ, sentence } from './words.mjs';
+import { $ } from './dom.mjs';
 
 const HEADS = 2;
 const HEAD_DIM = E / HEADS;
-const $ = (id) => document.getElementById(id);
 
 export function startMultiHead(lib, strings, language) {
   const layer = new lib.MultiHeadAttention({ embedDim: E, numHeads: HEADS, bias: false });

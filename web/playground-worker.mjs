@@ -5,7 +5,7 @@
 //   → { type: 'init', module }: the page's compiled build (or null: load the library as usual)
 //   → { type: 'run', shape, pattern, plain }   ← progress messages, then a result or an error
 import { loadAttention } from '../dist/index.mjs';
-import { plainAttention } from './plain-attention.mjs';
+import { plainAttention } from './bench/plain-attention.mjs';
 import { randomArray } from './random-arrays.mjs';
 
 let libPromise = null;

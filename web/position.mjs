@@ -8,6 +8,7 @@ import { format } from './i18n.mjs';
 import { renderMatrix, sub, sup } from './matrix-view.mjs';
 import { drawRotation } from './rotation-view.mjs';
 import { E, IDENTITY, WQ, sentence } from './words.mjs';
+import { $ } from './dom.mjs';
 
 // The position head: d = 4, two adjacent pairs (interleaved), base 10 → θ = 1 and 10^(−1/2).
 export const D = 4;
@@ -41,7 +42,6 @@ export function orderOf(kind, n, { animal, place }, seed) {
   return order;
 }
 
-const $ = (id) => document.getElementById(id);
 const repeat = (row, n) => Float32Array.from({ length: n * row.length }, (_, e) => row[e % row.length]);
 const rowDiffs = (b, moved, order, width) => order.map((src, k) => {
   let m = 0;

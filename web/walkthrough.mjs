@@ -4,6 +4,7 @@
 // sum bⁱ = Σⱼ α̂(i, j)·vʲ spelled out beside the outputs.
 import { format } from './i18n.mjs';
 import { renderMatrix, shade, sub, sup } from './matrix-view.mjs';
+import { $ } from './dom.mjs';
 
 const N = 4;  // tokens
 const D = 4;  // size of each input, query, key and value (d_model = d_k)
@@ -27,7 +28,6 @@ function generator(seed) {
   };
 }
 
-const $ = (id) => document.getElementById(id);
 const tokenLabel = (name) => (i) => `${name}${sup(i + 1)}`;
 const dimLabel = (name) => (c) => `${name}${sub(c + 1)}`;
 

@@ -3,6 +3,7 @@
 // as "this word looks at that one". One head here; multi-head.mjs splits the same W_q in two.
 import { format } from './i18n.mjs';
 import { renderMatrix } from './matrix-view.mjs';
+import { $ } from './dom.mjs';
 
 // Features, in this order: animal, action, place, relation word. Head 1 of the multi-head section
 // takes the first two dims, head 2 the last two.
@@ -30,8 +31,6 @@ export function sentence(lang) {
   return { tokens: words.map(([w]) => w), embedding: Float32Array.from(words.flatMap(([, f]) => f)), n: words.length,
     action: find(1), animal: find(0) };
 }
-
-const $ = (id) => document.getElementById(id);
 
 // Returns render(): recomputes and redraws for the current language.
 export function startWords(lib, strings, language) {

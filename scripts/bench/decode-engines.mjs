@@ -1,6 +1,6 @@
 // The engines of the benchmark's decode section: one decode step — seqQ new positions of every
 // query head against S positions of keys and values — behind the interface of
-// web/bench-engines.mjs, so web/bench-host.mjs runs them in a Node process or a browser page.
+// web/bench/engines.mjs, so web/bench/host.mjs runs them in a Node process or a browser page.
 // shape: { batch, heads, kvHeads, seqQ, seqK: S, headDim }; inputs { q, k, v } in 'bhsd' (k and
 // v with kvHeads heads). Each step replaces the last seqQ positions of the cache with the step's
 // keys and values (positions S − seqQ … S − 1), as a real decoder (or a speculative verify that
@@ -18,10 +18,10 @@
 //     heads of each group as its rows), the com.microsoft MultiHeadAttention op (kvHeads = heads
 //     only) and the com.microsoft GroupQueryAttention op with a past, its decoders' own op (the
 //     last two for seqQ 1 only: they would mask the new positions causally).
-import { ORT_SESSION_OPTIONS, createEngines, toBshd } from '../../web/bench-engines.mjs';
+import { ORT_SESSION_OPTIONS, createEngines, toBshd } from '../../web/bench/engines.mjs';
 import { createReader } from './bandwidth.mjs';
 import { peakModule } from './peak.mjs';
-import { msGroupQueryAttention, msMultiHeadAttention, standardAttention } from '../../web/onnx-graphs.mjs';
+import { msGroupQueryAttention, msMultiHeadAttention, standardAttention } from '../../web/bench/onnx-graphs.mjs';
 
 export const DTYPES = ['float32', 'float16', 'bfloat16', 'int8'];
 

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import { randomArray } from '../../web/random-arrays.mjs';
-import { median } from '../../web/bench-schedule.mjs';
+import { median } from '../../web/bench/schedule.mjs';
 
 const here = (p) => fileURLToPath(new URL(p, import.meta.url));
 const DIST = here('../../dist/');

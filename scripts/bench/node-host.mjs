@@ -1,12 +1,12 @@
 // One Node process of the benchmark: loads the engines of one spec (argv[2], JSON, see
-// web/bench-engines.mjs; with spec.section 'decode' or 'variants' those of decode-engines.mjs or
+// web/bench/engines.mjs; with spec.section 'decode' or 'variants' those of decode-engines.mjs or
 // variant-engines.mjs) and answers the coordinator over the IPC channel:
 //   → { id, method, args }   ← { id, result } or { id, error }
 // It first sends { ready: engines } (or { failed: message }). Each ORT thread count gets its own
 // process because onnxruntime-web's env.wasm.numThreads is global to a process.
 import { fileURLToPath } from 'node:url';
-import { createEngines } from '../../web/bench-engines.mjs';
-import { createBenchHost } from '../../web/bench-host.mjs';
+import { createEngines } from '../../web/bench/engines.mjs';
+import { createBenchHost } from '../../web/bench/host.mjs';
 import { createDecodeEngines } from './decode-engines.mjs';
 import { createVariantEngines } from './variant-engines.mjs';
 

@@ -1,8 +1,8 @@
 // The page side of scripts/bench/browser-hosts.mjs: the engines of ?specs= (JSON list, see
-// web/bench-engines.mjs; spec.section 'decode' or 'variants': decode-engines.mjs or
+// web/bench/engines.mjs; spec.section 'decode' or 'variants': decode-engines.mjs or
 // variant-engines.mjs) as one bench host on window.benchHost; window.benchReady when loaded.
-import { createEngines } from '/web/bench-engines.mjs';
-import { createBenchHost } from '/web/bench-host.mjs';
+import { createEngines } from '/web/bench/engines.mjs';
+import { createBenchHost } from '/web/bench/host.mjs';
 import { createDecodeEngines } from '/bench/decode-engines.mjs';
 import { measurePeak } from '/bench/peak.mjs';
 import { createVariantEngines } from '/bench/variant-engines.mjs';

@@ -1,6 +1,6 @@
 // Turns a benchmark run (the JSON that goes to artifacts/bench/) into the console report and the
 // generated table of docs/performance.md.
-import { referenceOf } from '../../web/bench-schedule.mjs';
+import { referenceOf } from '../../web/bench/schedule.mjs';
 
 const fmt = (ms) => (ms >= 1000 ? `${Math.round(ms).toLocaleString('en-US')}` : ms >= 100 ? ms.toFixed(0) : ms >= 10 ? ms.toFixed(1) : ms.toFixed(2));
 const gflops = (flop, ms) => flop / (ms * 1e6);

@@ -1,6 +1,6 @@
 // What the reports of the benchmark's sections (decode-report.mjs, section-report.mjs) share:
 // number formats, paired ratios, the engines' configuration lines and the tables' header line.
-import { median } from '../../web/bench-schedule.mjs';
+import { median } from '../../web/bench/schedule.mjs';
 
 export const fmt = (ms) => (ms >= 1000 ? `${Math.round(ms).toLocaleString('en-US')}` : ms >= 100 ? ms.toFixed(0) : ms >= 10 ? ms.toFixed(1) : ms.toFixed(2));
 export const x = (r) => (r ? `${r.toFixed(2)}×` : '—');

@@ -1,5 +1,5 @@
 // The benchmark's sections after the main table, each a list of parts with their own hosts,
-// shapes and timing, run by the same scheduler (web/bench-schedule.mjs: interleaved turns,
+// shapes and timing, run by the same scheduler (web/bench/schedule.mjs: interleaved turns,
 // medians of round medians):
 //   decode: a step of one new position over a standalone KV cache per dtype, 1 and 2 threads,
 //     with 32 (MHA), 8 (Llama-3-8B's GQA) and 1 (MQA) kv heads, beside a plain attention() call
@@ -10,7 +10,7 @@
 //   variants: the score variants against plain attention, and a causal sliding
 //     window against plain causal attention, single-threaded.
 // A host with threads > 1 needs shared memory: in a browser its own cross-origin-isolated page.
-import { TIMING, measureShape } from '../../web/bench-schedule.mjs';
+import { TIMING, measureShape } from '../../web/bench/schedule.mjs';
 
 export const SECTION_NAMES = ['decode', 'variants'];
 

@@ -1,5 +1,5 @@
 // The engines of the benchmark's variants section: one attention call of this library
-// per score variant, each an engine of web/bench-host.mjs, so the variants take interleaved turns
+// per score variant, each an engine of web/bench/host.mjs, so the variants take interleaved turns
 // like the engines of the main table. spec: { kind: 'ours', threads, variants: [name, ...] }
 // (names from VARIANTS); the shape's own `causal` is ignored: each variant says its own.
 import { randomArray } from '../../web/random-arrays.mjs';

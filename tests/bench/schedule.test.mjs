@@ -12,8 +12,8 @@ import { figuresOfMerit, performanceBlock, summaryRows } from '../../scripts/ben
 import { writeTable } from '../../scripts/bench/write-table.mjs';
 import { pairedRatio } from '../../scripts/bench/section-report.mjs';
 import { VARIANTS, visibleScores } from '../../scripts/bench/variant-engines.mjs';
-import { createBenchHost } from '../../web/bench-host.mjs';
-import { measureShape } from '../../web/bench-schedule.mjs';
+import { createBenchHost } from '../../web/bench/host.mjs';
+import { measureShape } from '../../web/bench/schedule.mjs';
 
 const TIMING = { warmMs: 1, rounds: 4, turnMs: 1, settleMs: 1, slowMs: 1000, slowRounds: 2, skipMs: 20000 };
 const SHAPE = { batch: 1, heads: 1, seqQ: 4, seqK: 4, headDim: 2, causal: false };

@@ -1,4 +1,4 @@
-// The "Benchmark in your browser" panel (web/bench-panel.mjs) in headless Chromium, mounted by a
+// The "Benchmark in your browser" panel (web/bench/panel.mjs) in headless Chromium, mounted by a
 // test page (bench-panel/) under a strict Content-Security-Policy: on a cross-origin-isolated page
 // whose server serves onnxruntime-web (as `npm start` does) it times ours, plain JS and ORT at 1
 // and at all threads, with results that agree, and update() relabels them; without isolation and
@@ -101,7 +101,7 @@ test('mountBenchPanel checks its element, and destroy() empties it', async () =>
   const { page } = await openPage(browser, `${bare.url}test/`);
   await page.waitForSelector('.bench-panel[data-state="idle"]');
   const error = await page.evaluate(async () => {
-    const { mountBenchPanel } = await import('/web/bench-panel.mjs');
+    const { mountBenchPanel } = await import('/web/bench/panel.mjs');
     try {
       mountBenchPanel(null);
       return null;

@@ -1,10 +1,10 @@
-// The benchmark panel (web/bench-panel.mjs) embedded in the demo page, in headless Chromium: in
+// The benchmark panel (web/bench/panel.mjs) embedded in the demo page, in headless Chromium: in
 // both languages (its strings and shape labels follow the page's switch, results included), a
 // short run with onnxruntime-web served as `npm start` serves it, and a phone-sized screen with
 // the results table inside the page. Times are never asserted.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { TEXT } from '../../web/bench-panel.mjs';
+import { TEXT } from '../../web/bench/panel.mjs';
 import { STRINGS } from '../../web/i18n.mjs';
 import { PHONE, openDemo, startDemo } from './demo.mjs';
 

@@ -1,5 +1,5 @@
 // Mounts the panel with a small shape and a short schedule, so a test run takes seconds.
-import { mountBenchPanel } from '/web/bench-panel.mjs';
+import { mountBenchPanel } from '/web/bench/panel.mjs';
 
 window.panel = mountBenchPanel(document.querySelector('#panel'), {
   shapes: [

@@ -6,7 +6,7 @@
 // the cores may have idled). An engine's figure is the median of its round medians; the spread of
 // those round medians shows the noise. Slow engines (first call over slowMs) get one call per
 // round for slowRounds rounds. Shared by the Node and Chromium benchmark (scripts/bench.mjs) and
-// the demo's benchmark panel (bench-panel.mjs), so it imports nothing.
+// the demo's benchmark panel (panel.mjs), so it imports nothing.
 
 export const TIMING = {
   full: { warmMs: 1000, rounds: 7, turnMs: 400, settleMs: 100, slowMs: 1000, slowRounds: 3, skipMs: 20000 },

@@ -1,7 +1,7 @@
 // The attention engines the benchmark compares, each set up as its own documentation recommends
 // for speed, behind one interface. Nothing here depends on where it runs: the caller passes the
 // libraries in (`deps`), so the Node benchmark (scripts/bench/), the Chromium benchmark and the
-// demo's benchmark panel (bench-panel.mjs) share this file.
+// demo's benchmark panel (panel.mjs) share this file.
 //
 //   const engines = await createEngines({ kind: 'ort', threads: 1 }, { ort });
 //   → [{ name, config, prepare(shape, inputs) → Promise<{ run, read, release? }> }]
@@ -13,7 +13,7 @@
 // module's exports; spec.threads), 'plain' (none).
 import { msMultiHeadAttention, standardAttention } from './onnx-graphs.mjs';
 import { plainAttention } from './plain-attention.mjs';
-import { randomArray } from './random-arrays.mjs';
+import { randomArray } from '../random-arrays.mjs';
 
 // The same seeded inputs in every process and page, so every engine computes the same thing
 // (keys and values with kvHeads heads where a shape has them: the decode section's).
@@ -148,7 +148,7 @@ async function tfjsEngine({ threads = 1 }, { tf, tfWasm }) {
 function plainEngine() {
   return {
     name: 'plain JS',
-    config: { code: 'web/plain-attention.mjs: typed arrays, one pass per row' },
+    config: { code: 'web/bench/plain-attention.mjs: typed arrays, one pass per row' },
     async prepare(shape, { q, k, v }) {
       const out = new Float32Array(q.length);
       return { run: () => plainAttention(q, k, v, { ...shape, out }), read: (i) => out[i] };

@@ -1,8 +1,8 @@
-// Runs engines (from bench-engines.mjs) in turns, inside one process, page or worker. The
+// Runs engines (from engines.mjs) in turns, inside one process, page or worker. The
 // benchmark's coordinator drives several hosts and decides who runs when; a host only times
 // calls of one engine at a time, so nothing else runs in it meanwhile. Every method takes and
 // returns plain data (it is called over IPC and through page.evaluate).
-import { makeInputs } from './bench-engines.mjs';
+import { makeInputs } from './engines.mjs';
 
 const SAMPLE = 256;  // output elements compared across engines
 // The clock's step: browsers round performance.now() — Chromium to 0.1 ms and Firefox to 1 ms in

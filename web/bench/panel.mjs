@@ -3,22 +3,22 @@
 // visitor's own machine, with the same engines, inputs and turn-taking as `npm run bench`.
 //
 // Contract, for the page that embeds it:
-//   import { mountBenchPanel } from './bench-panel.mjs';
+//   import { mountBenchPanel } from './bench/panel.mjs';
 //   const panel = mountBenchPanel(element, options);
 // - element: an HTMLElement, normally empty; the panel renders into it (a shape picker, a Run
 //   button, a status line, a results table, a note on how it measured) and sets
 //   element.dataset.state to 'idle' | 'running' | 'done' | 'error'. It adds no heading: give it
-//   one. Its stylesheet bench-panel.css (all rules under .bench-panel) is linked into
+//   one. Its stylesheet panel.css (all rules under .bench-panel) is linked into
 //   document.head once, unless options.stylesheet is false (then link it yourself).
 // - options (all optional):
-//     ortUrl: folder of onnxruntime-web's dist files (default '../vendor/onnxruntime-web/' next to
+//     ortUrl: folder of onnxruntime-web's dist files (default '../../vendor/onnxruntime-web/' relative to
 //       this file, which `npm start` serves from node_modules); null: no onnxruntime-web. When the
 //       folder does not answer, the panel says so and compares attention-wasm with plain JS only.
 //     shapes: [{ label, batch, heads, seqQ, seqK, headDim, causal? }] to choose from (a default list).
 //     timing: overrides of the schedule ({ warmMs, rounds, turnMs, settleMs, slowMs, slowRounds },
-//       see bench-schedule.mjs).
+//       see schedule.mjs).
 //     text: overrides of the English strings in TEXT (for a translated page).
-// - Each engine runs in its own module Web Worker (bench-panel-worker.mjs), one at a time; at
+// - Each engine runs in its own module Web Worker (panel-worker.mjs), one at a time; at
 //   1 thread, and also at navigator.hardwareConcurrency threads (≤ 8) when the page is
 //   cross-origin isolated. Works under `script-src 'self' 'wasm-unsafe-eval'`.
 // - Returns { run(shape?, timing?) → Promise<results>, results, update({ text?, shapes? }),
@@ -28,7 +28,8 @@
 //   finished run also fires a 'bench-panel-done' event on element with the results as detail:
 //   { shape, threads, ort, rows: [{ name, median, spread, gflops, relative, maxDiff, error, skipped }] }.
 // - DEFAULT_SHAPES (exported) is the shape list used when options.shapes is not given.
-import { measureShape, referenceOf, TIMING } from './bench-schedule.mjs';
+import { el } from '../dom.mjs';
+import { measureShape, referenceOf, TIMING } from './schedule.mjs';
 
 export const TEXT = {
   shape: 'Shape (batch, heads, queries, keys, head size)',
@@ -58,22 +59,16 @@ export const DEFAULT_SHAPES = [
 const fill = (template, values) => template.replace(/\{(\w+)\}/g, (_, k) => String(values[k]));
 const fmt = (ms) => (ms >= 100 ? ms.toFixed(0) : ms >= 10 ? ms.toFixed(1) : ms.toFixed(2));
 
-function el(tag, props = {}, ...children) {
-  const node = Object.assign(document.createElement(tag), props);
-  node.append(...children);
-  return node;
-}
-
 function linkStylesheet() {
   if (document.querySelector('link[data-bench-panel]')) return;
-  const link = el('link', { rel: 'stylesheet', href: new URL('./bench-panel.css', import.meta.url).href });
+  const link = el('link', { rel: 'stylesheet', href: new URL('./panel.css', import.meta.url).href });
   link.dataset.benchPanel = '';
   document.head.append(link);
 }
 
-// A worker holding the engines of one spec, with the interface bench-schedule.mjs drives.
+// A worker holding the engines of one spec, with the interface schedule.mjs drives.
 function startWorker(spec, ortUrl) {
-  const worker = new Worker(new URL('./bench-panel-worker.mjs', import.meta.url), { type: 'module' });
+  const worker = new Worker(new URL('./panel-worker.mjs', import.meta.url), { type: 'module' });
   const pending = new Map();
   let nextId = 0;
   worker.addEventListener('message', ({ data }) => {
@@ -118,7 +113,7 @@ export function mountBenchPanel(element, options = {}) {
   let text = { ...TEXT, ...options.text };
   let shapes = options.shapes ?? DEFAULT_SHAPES;
   const timing = { ...TIMING.panel, ...options.timing };
-  const ortUrl = options.ortUrl === null ? null : new URL(options.ortUrl ?? '../vendor/onnxruntime-web/', import.meta.url);
+  const ortUrl = options.ortUrl === null ? null : new URL(options.ortUrl ?? '../../vendor/onnxruntime-web/', import.meta.url);
   if (options.stylesheet !== false) linkStylesheet();
 
   const select = el('select', { name: 'shape' });

@@ -1,0 +1,20 @@
+// The few DOM helpers every module of the page uses. Elements are built with DOM calls, never
+// from HTML strings of data, and styled through classes or the CSSOM (the page runs under a
+// strict Content-Security-Policy).
+export const $ = (id) => document.getElementById(id);
+
+// el('p', { className: 'note', textContent: 'hi' }, child, 'text', …): properties, then children.
+export function el(tag, props = {}, ...children) {
+  const node = Object.assign(document.createElement(tag), props);
+  node.append(...children);
+  return node;
+}
+
+// svg('line', { x1: 0, … }, text?): SVG elements take attributes, not properties.
+const SVG_NS = 'http://www.w3.org/2000/svg';
+export function svg(tag, attributes = {}, text) {
+  const node = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attributes)) node.setAttribute(k, String(v));
+  if (text !== undefined) node.textContent = text;
+  return node;
+}

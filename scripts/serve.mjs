@@ -1,20 +1,53 @@
 // A tiny static server for the demo page and the browser tests: by default serves web/ and dist/
 // from the repository root ('/' redirects to '/web/'), and onnxruntime-web's browser files (a dev
 // dependency, for the demo's benchmark panel) under /vendor/onnxruntime-web/ when they are
-// installed; with the right MIME types for .mjs and .wasm.
+// installed; with the right MIME types for .mjs and .wasm. Text and .wasm go out compressed
+// (brotli or gzip, from node:zlib, as the browser accepts), and every response carries an ETag,
+// so a page's workers that fetch the same file again get a 304.
 //   node scripts/serve.mjs [--port 8080] [--no-isolation]
 import { createReadStream, existsSync } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import { extname, join, normalize, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { brotliCompress, constants, gzip } from 'node:zlib';
 
 const REPO = fileURLToPath(new URL('..', import.meta.url));
 const TYPES = {
   '.html': 'text/html; charset=utf-8', '.mjs': 'text/javascript', '.js': 'text/javascript',
   '.css': 'text/css', '.wasm': 'application/wasm', '.json': 'application/json', '.png': 'image/png',
-  '.svg': 'image/svg+xml', '.ts': 'text/plain; charset=utf-8',
+  '.svg': 'image/svg+xml', '.woff2': 'font/woff2', '.ts': 'text/plain; charset=utf-8',
 };
+
+// What is worth compressing (fonts and images are compressed already).
+const COMPRESSIBLE = new Set(['.html', '.mjs', '.js', '.css', '.wasm', '.json', '.svg', '.ts']);
+const ENCODERS = {
+  // Quality 11 for the page's own files; a quicker 5 for the large ones (onnxruntime-web's .wasm),
+  // compressed once on their first request.
+  br: (data) => promisify(brotliCompress)(data, { params: {
+    [constants.BROTLI_PARAM_QUALITY]: data.length > 1 << 20 ? 5 : 11, [constants.BROTLI_PARAM_SIZE_HINT]: data.length } }),
+  gzip: (data) => promisify(gzip)(data, { level: 9 }),
+};
+
+// The encoding to send for an Accept-Encoding header: brotli, then gzip (q=0 refuses one).
+export function chooseEncoding(accept = '') {
+  const offered = new Map(accept.split(',').map((part) => {
+    const [name, ...params] = part.trim().toLowerCase().split(';');
+    const q = params.map((p) => p.trim()).find((p) => p.startsWith('q='));
+    return [name, q ? Number(q.slice(2)) : 1];
+  }));
+  const wildcard = offered.get('*');
+  return ['br', 'gzip'].find((e) => (offered.get(e) ?? wildcard ?? 0) > 0) ?? null;
+}
+
+// Compressed bodies, by file, modification time and encoding (computed once each).
+const compressed = new Map();
+function compressedBody(file, info, encoding) {
+  const key = `${encoding}:${file}:${info.mtimeMs}:${info.size}`;
+  if (!compressed.has(key)) compressed.set(key, readFile(file).then(ENCODERS[encoding]));
+  return compressed.get(key);
+}
 
 // The headers that make a page cross-origin isolated, which browsers require before they give
 // WebAssembly threads (SharedArrayBuffer) to it.
@@ -55,19 +88,32 @@ export function startServer({ port = 0, host = '127.0.0.1', headers: extra = {},
     }
     const mount = served.find(([prefix]) => path.startsWith(prefix));
     let file = mount ? normalize(join(mount[1], path.slice(mount[0].length))) : null;
-    let size;
+    let info;
     try {
       // Nothing outside the mounted folder, whatever '..' the path holds.
       if (!file || !(file === normalize(mount[1]) || file.startsWith(join(mount[1], sep)))) throw new Error('not served');
       if ((await stat(file)).isDirectory()) file = join(file, 'index.html');
-      size = (await stat(file)).size;
+      info = await stat(file);
     } catch {
       res.writeHead(404, { 'Content-Type': 'text/plain', ...headers }).end('not found');
       return;
     }
-    const type = TYPES[extname(file)] ?? 'application/octet-stream';
     const page = prelude && extname(file) === '.html' ? Buffer.from(withPrelude(await readFile(file, 'utf8'), prelude)) : null;
-    res.writeHead(200, { 'Content-Type': type, 'Content-Length': page ? page.length : size, 'Cache-Control': 'no-cache', ...headers });
+    const encoding = COMPRESSIBLE.has(extname(file)) ? chooseEncoding(req.headers['accept-encoding']) : null;
+    const etag = `"${info.size.toString(36)}-${Math.round(info.mtimeMs).toString(36)}${page ? `-p${page.length.toString(36)}` : ''}${encoding ? `-${encoding}` : ''}"`;
+    const common = { 'Cache-Control': 'no-cache', ETag: etag, Vary: 'Accept-Encoding', ...headers };
+    if (req.headers['if-none-match'] === etag) {
+      res.writeHead(304, common).end();
+      return;
+    }
+    const type = { 'Content-Type': TYPES[extname(file)] ?? 'application/octet-stream' };
+    if (encoding) {
+      const body = page ? await ENCODERS[encoding](page) : await compressedBody(file, info, encoding);
+      res.writeHead(200, { ...type, 'Content-Encoding': encoding, 'Content-Length': body.length, ...common });
+      res.end(req.method === 'HEAD' ? undefined : body);
+      return;
+    }
+    res.writeHead(200, { ...type, 'Content-Length': page ? page.length : info.size, ...common });
     if (req.method === 'HEAD') res.end();
     else if (page) res.end(page);
     else createReadStream(file).pipe(res);

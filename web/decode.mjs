@@ -6,7 +6,7 @@
 // whole prefix at once.
 import { format } from './i18n.mjs';
 import { renderMatrix, sup } from './matrix-view.mjs';
-import { E, WQ, sentence } from './words.mjs';
+import { E, WQ, sentence } from './sentences.mjs';
 import { $ } from './dom.mjs';
 
 export const WINDOW = 3;
@@ -63,11 +63,13 @@ export function startDecode(lib, strings, language) {
     } else {
       const i = done - 1;
       const seen = tokens.slice(0, done).map((_, j) => j).filter((j) => !hiddenBy(i, j)).map(label).join(' ');
-      status.innerHTML = format(t.decodeStatus, { step: done, word: label(i), length: last.length, seen,
-        floats: Math.min(last.length, windowed.checked ? WINDOW : n) * 2 * E, bytes: last.bytes,
-        room: windowed.checked ? format(t.decodeRoomWindow, { w: WINDOW }) : format(t.decodeRoom, { n }) });
+      const held = Math.min(last.length, windowed.checked ? WINDOW : n);
+      status.innerHTML = format(t.decodeStatus, { step: done, word: label(i), held, seen, floats: held * 2 * E })
+        + format(t.decodeStatusDev, { length: last.length, bytes: last.bytes,
+          room: windowed.checked ? format(t.decodeRoomWindow, { w: WINDOW }) : format(t.decodeRoom, { n }) });
     }
     status.dataset.step = String(done);
+    $('decode-tables').hidden = done === 0;  // nothing cached yet: no empty tables
 
     const features = t.features;
     const held = (j) => !windowed.checked || j > done - 1 - WINDOW;
@@ -102,6 +104,11 @@ export function startDecode(lib, strings, language) {
       diff = at.reduce((m, x, e) => Math.max(m, Math.abs(x - outputs[e])), 0);
     }
     $('decode-check').innerHTML = done ? format(windowed.checked ? t.decodeCheckWindow : t.decodeCheck, { diff: diff.toExponential(1), w1: WINDOW - 1 }) : '';
+    const badge = $('decode-badge');
+    badge.hidden = done === 0;
+    badge.textContent = diff <= 1e-6 ? t.badgeChecked : t.badgeFailed;
+    badge.title = t.decodeBadgeTitle;
+    badge.classList.toggle('failed', diff > 1e-6);
     window.attentionDemo.decode = {
       tokens, embedding: [...embedding], wq: [...WQ], windowed: windowed.checked, window: WINDOW, diff,
       steps: steps.map((s) => ({ query: [...s.query], weights: [...s.weights], out: [...s.out], length: s.length, bytes: s.bytes })),

@@ -44,7 +44,7 @@ export function startMaskPictures(lib, strings) {
   });
   const softcapControl = slider('mask-softcap-value', SOFTCAP.control, () => render());
   const softcapLabel = el('span');
-  $('softcap-control').replaceChildren(softcapLabel, ' ', softcapControl.input, ' ', softcapControl.shown);
+  $('softcap-control').replaceChildren(el('label', { className: 'mask-control' }, softcapLabel, ' ', softcapControl.input, ' ', softcapControl.shown));
 
   function render() {
     const t = strings();
@@ -81,7 +81,7 @@ export function startMaskPictures(lib, strings) {
     const scores = Float32Array.from([...SOFTCAP.scores, ...SOFTCAP.scores.map((s) => c * Math.tanh(s / c))]);
     const cols = { colLabel: (j) => `k${sup(j + 1)}`, corner: '' };
     softcapLabel.innerHTML = t.mask_softcapControl;
-    renderMatrix($('softcap-scores'), scores, 2, key.length, { ...cols, rowLabel: ['s', `${c}·tanh(s/${c})`], digits: 2 });
+    renderMatrix($('softcap-scores'), scores, 2, key.length, { ...cols, rowLabel: ['z', `${c}·tanh(z/${c})`], digits: 2 });
     renderMatrix($('softcap-weights'), Float32Array.from([...plain, ...capped]), 2, key.length,
       { ...cols, rowLabel: [t.softcapWithout, t.softcapWith], heat: true, digits: 2 });
     $('softcap-text').innerHTML = format(t.softcapText, { c, top: plain[key.length - 1].toFixed(2), capped: capped[key.length - 1].toFixed(2) });

@@ -13,6 +13,7 @@ const labelOf = (label, i) => (typeof label === 'function' ? label(i) : label[i]
 //   corner               text of the top-left cell (what the rows and columns are)
 //   digits               decimals shown (default 3)
 //   heat                 shade cells by value in [0, 1]
+//   signed               { max }: shade cells red (< 0) or blue (> 0) by |value| / max
 //   editable, onEdit     cells are number inputs; onEdit(index, value) runs on every keystroke
 //   name                 the matrix's name, for the inputs' accessible labels
 //   special(i, j)        → null, or { text, className, title }: the cell shows `text` instead of
@@ -20,7 +21,7 @@ const labelOf = (label, i) => (typeof label === 'function' ? label(i) : label[i]
 //   extraColumn          { title, value(i) → string } (e.g. row sums)
 //   rowClass(i), columnClass(j)  → a class name for row i / column j, or ''
 export function renderMatrix(table, data, rows, cols, options) {
-  const { rowLabel, colLabel, corner = '', digits = 3, heat = false, editable = false, onEdit, special, extraColumn, rowClass, columnClass } = options;
+  const { rowLabel, colLabel, corner = '', digits = 3, heat = false, signed = null, editable = false, onEdit, special, extraColumn, rowClass, columnClass } = options;
   const head = document.createElement('thead');
   const headRow = head.insertRow();
   const cornerCell = document.createElement('th');
@@ -54,6 +55,7 @@ export function renderMatrix(table, data, rows, cols, options) {
       } else {
         td.textContent = formatNumber(x, digits);
         if (heat) shade(td, x);
+        if (signed) shadeSigned(td, x, signed.max);
       }
     }
     if (extraColumn) tr.insertCell().textContent = extraColumn.value(i);
@@ -89,8 +91,47 @@ export function formatNumber(x, digits) {
   return Number(s) === 0 ? (0).toFixed(digits) : s.replace('-', '−');
 }
 
+// Heat cells go from white to a dark blue as x goes from 0 to 1; diverging cells from red
+// (negative) through white to blue (positive). The text is black or white, whichever gives the
+// cell's colour a contrast of at least 4.5:1 (at a relative luminance of 0.179 both do).
+const WHITE = [255, 255, 255], BLUE = [33, 64, 170], RED = [178, 34, 52];
+const mix = (a, b, t) => a.map((v, k) => Math.round(v + (b[k] - v) * t));
+const channel = (v) => { const c = v / 255; return c <= 0.04045 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
+export const luminance = ([r, g, b]) => 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b);
+function paint(cell, rgb) {
+  cell.style.backgroundColor = `rgb(${rgb.join(', ')})`;
+  cell.style.color = luminance(rgb) > 0.179 ? '#000' : '#fff';
+}
+
 export function shade(cell, x) {
-  const t = Math.max(0, Math.min(1, x));
-  cell.style.backgroundColor = `rgba(53, 88, 200, ${(0.06 + 0.85 * t).toFixed(3)})`;
-  cell.style.color = t > 0.5 ? 'white' : '';
+  paint(cell, mix(WHITE, BLUE, 0.06 + 0.94 * Math.max(0, Math.min(1, x))));
+}
+
+// x in [−max, max]: red below 0, blue above.
+export function shadeSigned(cell, x, max) {
+  const t = max > 0 ? Math.max(-1, Math.min(1, x / max)) : 0;
+  paint(cell, mix(WHITE, t < 0 ? RED : BLUE, 0.9 * Math.abs(t)));
+}
+
+// Sets class `cls` on the body rows of `table` for which which(i) is true, off on the others
+// (the rows stay: a resting mouse or the keyboard focus is not disturbed).
+export function markRows(table, cls, which) {
+  [...table.tBodies[0].rows].forEach((row, i) => row.classList.toggle(cls, which(i)));
+}
+
+// Puts new numbers into a table renderMatrix drew, in place (no new elements: cheaper to lay out
+// when a table changes many times a second). Returns false, changing nothing, when the table
+// does not have rows × cols number cells.
+export function updateCells(table, data, rows, cols, { digits = 3, heat = false, signed = null } = {}) {
+  const body = table.tBodies[0];
+  if (!body || body.rows.length !== rows || [...body.rows].some((r) => r.cells.length !== cols + 1)) return false;
+  [...body.rows].forEach((tr, i) => {
+    for (let j = 0; j < cols; j++) {
+      const td = tr.cells[j + 1], x = data[i * cols + j];
+      td.textContent = formatNumber(x, digits);
+      if (heat) shade(td, x);
+      if (signed) shadeSigned(td, x, signed.max);
+    }
+  });
+  return true;
 }

@@ -5,7 +5,7 @@
 // projections, and lib.linear(concat, W_o) must give the layer's output again.
 import { format } from './i18n.mjs';
 import { renderMatrix } from './matrix-view.mjs';
-import { E, IDENTITY, WQ, sentence } from './words.mjs';
+import { E, IDENTITY, WQ, sentence } from './sentences.mjs';
 import { $ } from './dom.mjs';
 
 const HEADS = 2;
@@ -46,6 +46,10 @@ export function startMultiHead(lib, strings, language) {
     const single = lib.attentionWeights(lin(WQ), lin(IDENTITY), { heads: 1, seqQ: n, headDim: E })[action * n + animal];
     $('concat-text').innerHTML = format(t.concatText, { split: single.toFixed(2), full: headWeights[action * n + animal].toFixed(2) });
     $('heads-check').innerHTML = format(t.headsCheck, { diff: diff.toExponential(1) });
+    const badge = $('heads-badge');
+    badge.textContent = diff <= 1e-6 ? t.badgeChecked : t.badgeFailed;
+    badge.title = t.headsBadgeTitle;
+    badge.classList.toggle('failed', diff > 1e-6);
     window.attentionDemo.heads = {
       tokens, config: { ...layer.config }, embedding: [...embedding],
       weights: Object.fromEntries(Object.entries(layerWeights).map(([k, v]) => [k, [...v]])),

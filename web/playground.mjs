@@ -4,20 +4,7 @@
 // starts a new one. Each worker gets the build the page loaded as a compiled WebAssembly.Module
 // (loadAttention's wasmBinary), so the .wasm is downloaded once.
 import { format } from './i18n.mjs';
-
-// The page's build (lib.info: its SIMD level, threaded or not), compiled from the bytes the
-// page's own load left in the HTTP cache (cache: 'force-cache' takes them from there, stale or
-// not); null if that fails, and the worker then loads the library itself.
-export function buildFile({ simd, threads }) {
-  return `attn${simd === 'relaxed-simd' ? '-relaxed' : ''}${threads > 1 ? '-mt' : ''}.wasm`;
-}
-async function compilePageBuild(info) {
-  try {
-    return await WebAssembly.compileStreaming(fetch(new URL(`../dist/${buildFile(info)}`, import.meta.url), { cache: 'force-cache' }));
-  } catch {
-    return null;
-  }
-}
+import { compilePageBuild } from './page-build.mjs';
 
 // Returns refresh(), which re-renders the last result in the current language.
 export function startPlayground(strings, info) {
@@ -30,7 +17,6 @@ export function startPlayground(strings, info) {
   const cancel = document.getElementById('play-cancel');
   let worker = null;
   let ready = null;  // resolves once the worker has been sent its module
-  let pageBuild = null;
   let shown = null;  // what the status line shows, re-rendered on a language switch: { kind, ... }
 
   const setRunning = (running) => {
@@ -41,11 +27,12 @@ export function startPlayground(strings, info) {
 
   function showStatus() {
     const t = strings();
-    status.classList.toggle('error', shown?.kind === 'error');
+    status.classList.toggle('error', shown?.kind === 'error' || shown?.kind === 'invalid');
     if (!shown) return;
     if (shown.kind === 'running') status.textContent = format(t.running, { step: shown.step === 'library' ? t.stepLibrary : t.stepPlain });
     if (shown.kind === 'cancelled') status.textContent = t.cancelled;
-    if (shown.kind === 'error') status.textContent = shown.message;
+    if (shown.kind === 'error') status.textContent = format(t.playError, { message: shown.message });
+    if (shown.kind === 'invalid') status.textContent = format(t[shown.key], shown.values);
     if (shown.kind === 'result') {
       const d = shown.data;
       const values = {
@@ -72,7 +59,7 @@ export function startPlayground(strings, info) {
         speedup: data.plainMs === null ? '' : String(data.plainMs / data.ms), maxDiff: data.maxDiff === null ? '' : String(data.maxDiff) });
       if (data.weights) drawHeatmap(canvas, data.weights, data.seqQ, data.seqK, data.causal);
       figure.hidden = !data.weights;
-      window.playgroundResult = { ...data, weights: data.weights && [...data.weights] };
+      window.playgroundResult = data;
     }
     setRunning(false);
     showStatus();
@@ -81,8 +68,7 @@ export function startPlayground(strings, info) {
   function startWorker() {
     const started = new Worker(new URL('./playground-worker.mjs', import.meta.url), { type: 'module' });
     worker = started;
-    pageBuild ??= compilePageBuild(info);
-    ready = pageBuild.then((module) => started.postMessage({ type: 'init', module }));
+    ready = compilePageBuild(info).then((module) => started.postMessage({ type: 'init', module }));
     worker.addEventListener('message', onMessage);
     worker.addEventListener('error', (e) => {
       shown = { kind: 'error', message: e.message };
@@ -96,6 +82,13 @@ export function startPlayground(strings, info) {
     const f = new FormData(form);
     const shape = Object.fromEntries(['batch', 'heads', 'kvHeads', 'seqQ', 'seqK', 'headDim'].map((k) => [k, Number(f.get(k))]));
     shape.causal = f.get('causal') === 'on';
+    // The one rule the form cannot express: query heads share the K/V heads in equal groups.
+    if (shape.heads % shape.kvHeads !== 0) {
+      shown = { kind: 'invalid', key: 'playKvHeads', values: { heads: shape.heads, kvHeads: shape.kvHeads } };
+      status.dataset.state = 'invalid';
+      showStatus();
+      return;
+    }
     if (!worker) startWorker();
     shown = { kind: 'running', step: 'library' };
     setRunning(true);
@@ -121,14 +114,18 @@ function drawHeatmap(canvas, weights, rows, cols, causal) {
   canvas.height = rows;
   const ctx = canvas.getContext('2d');
   const image = ctx.createImageData(cols, rows);
+  const px = image.data;  // written directly: up to 512 × 512 pixels in one task
   for (let i = 0; i < rows; i++) {
     let max = 0;
     for (let j = 0; j < cols; j++) max = Math.max(max, weights[i * cols + j]);
-    for (let j = 0; j < cols; j++) {
-      const p = 4 * (i * cols + j);
+    const scale = max > 0 ? 1 / max : 0;
+    for (let j = 0, p = 4 * i * cols; j < cols; j++, p += 4) {
+      const t = weights[i * cols + j] * scale;
       const hidden = causal && j > i + cols - rows;
-      const t = max > 0 ? weights[i * cols + j] / max : 0;
-      image.data.set(hidden ? [200, 203, 210, 255] : [255 - 202 * t, 255 - 167 * t, 255 - 55 * t, 255], p);
+      px[p] = hidden ? 200 : 255 - 202 * t;
+      px[p + 1] = hidden ? 203 : 255 - 167 * t;
+      px[p + 2] = hidden ? 210 : 255 - 55 * t;
+      px[p + 3] = 255;
     }
   }
   ctx.putImageData(image, 0, 0);

@@ -1,14 +1,17 @@
-// "Position": attention alone does not see word order — the sentence of words.mjs and the same
-// words in another order give the same outputs, moved with their words — and rotary embeddings
-// (lib.rotary) as the fix: a head whose queries and keys are the same for every word, so that
-// only the rotation by position can tell the words apart; its query is its key turned back by
-// one position, so with rotary every word looks at the word before it, and shuffling the
-// sentence now changes the outputs.
+// "Position": attention alone does not see word order — the sentence of "Real words" and the
+// same words in another order give the same outputs, moved with their words; then the classic
+// fix, a position vector eⁱ added to each input aⁱ (the original Transformer's sinusoids, or a
+// learned table), after which the shuffled sentence gives other outputs; then rotary embeddings
+// (lib.rotary), the modern form: a head whose queries and keys are the same for every word, so
+// that only the rotation by position can tell the words apart; its query is its key turned back
+// by one position, so with rotary every word looks at the word before it. Positions are counted
+// from 1 everywhere, as the labels a¹, a², … count them.
 import { format } from './i18n.mjs';
 import { renderMatrix, sub, sup } from './matrix-view.mjs';
 import { drawRotation } from './rotation-view.mjs';
-import { E, IDENTITY, WQ, sentence } from './words.mjs';
+import { E, IDENTITY, WQ, sentence } from './sentences.mjs';
 import { $ } from './dom.mjs';
+import { randomArray } from './random-arrays.mjs';
 
 // The position head: d = 4, two adjacent pairs (interleaved), base 10 → θ = 1 and 10^(−1/2).
 export const D = 4;
@@ -17,7 +20,19 @@ export const THETAS = [0, 1].map((c) => BASE ** (-2 * c / D));
 const C = 3;  // the vectors' length: at the 1/√d scale the word before gets ~0.8 of the weight
 export const KEY = Float32Array.from([C, 0, C, 0]);
 export const QUERY = Float32Array.from(THETAS.flatMap((t) => [C * Math.cos(t), -C * Math.sin(t)]));  // KEY turned back by θ
-export const ROPE = { heads: 1, headDim: D, base: BASE, interleaved: true };
+export const ROPE = { heads: 1, headDim: D, base: BASE, interleaved: true, positionOffset: 1 };  // a¹ is at position 1
+
+// Position vectors eⁱ for positions 1…n: the original Transformer's sinusoids (pair c turns at
+// ω_c = 10000^(−2(c−1)/d): e_{2c−1} = sin(i·ω_c), e_{2c} = cos(i·ω_c)), or a learned table (here
+// seeded random numbers standing in for trained ones, as in GPT-2 and BERT).
+export function positionVectors(kind, n, d = E) {
+  if (kind === 'learned') return randomArray(n * d, 21).map((x) => x * 0.8);
+  return Float32Array.from({ length: n * d }, (_, e) => {
+    const i = Math.floor(e / d) + 1, c = Math.floor((e % d) / 2);
+    const angle = i * 10000 ** (-2 * c / d);
+    return e % 2 === 0 ? Math.sin(angle) : Math.cos(angle);
+  });
+}
 
 // A seeded permutation of n positions that moves at least one (for the shuffle button).
 function shuffled(n, seed) {
@@ -50,7 +65,11 @@ const rowDiffs = (b, moved, order, width) => order.map((src, k) => {
 });
 
 export function startPosition(lib, strings, language) {
-  const state = { kind: 'swap', seed: 1, chosen: null, lang: null };
+  const state = { kind: 'swap', seed: 1, chosen: null, lang: null, vectors: 'sinusoidal' };
+  const kindButtons = [...document.querySelectorAll('#pos-kind button')];
+  const narrow = matchMedia('(max-width: 520px)');  // a phone: the rotation's pairs one under the other
+  narrow.addEventListener('change', () => render());
+  for (const b of kindButtons) b.addEventListener('click', () => { state.vectors = b.dataset.kind; render(); });
   const orderButtons = [...document.querySelectorAll('#pos-orders button')];
   for (const b of orderButtons) {
     b.addEventListener('click', () => {
@@ -72,6 +91,10 @@ export function startPosition(lib, strings, language) {
       return lib.attention(q, k, k, { heads: 1, seqQ: n, headDim: E });
     };
     const outputs = content(embedding), movedOutputs = content(moved);
+    // With eⁱ added: the position vectors stay with the positions, the words move.
+    const e = positionVectors(state.vectors, n);
+    const plus = (a) => a.map((x, k) => x + e[k]);
+    const added = content(plus(embedding)), addedMoved = content(plus(moved));
     // The position head: the same q and k for every word; only the rotation tells them apart.
     const query = repeat(QUERY, n), key = repeat(KEY, n);
     const rope = { ...ROPE, seq: n };
@@ -85,6 +108,7 @@ export function startPosition(lib, strings, language) {
     return {
       tokens, movedTokens: order.map((i) => tokens[i]), n, action, order, embedding, moved,
       outputs, movedOutputs, diffs: rowDiffs(outputs, movedOutputs, order, E),
+      e, sum: plus(embedding), added, addedMoved, addedDiffs: rowDiffs(added, addedMoved, order, E),
       query, key, rq, rk, scores, before, after, rotOutputs, rotMoved, rotDiffs: rowDiffs(rotOutputs, rotMoved, order, E),
     };
   }
@@ -121,6 +145,20 @@ export function startPosition(lib, strings, language) {
     renderMatrix($('pos-moved-outputs'), r.movedOutputs, n, E, { ...movedWord, extraColumn: delta(r.diffs, (d) => d.toExponential(1)) });
     $('pos-shuffle-reading').innerHTML = format(t.posShuffleReading, { diff: Math.max(...r.diffs).toExponential(1) });
 
+    // Add a position vector.
+    for (const b of kindButtons) b.setAttribute('aria-pressed', String(b.dataset.kind === state.vectors));
+    $('pos-kind-text').innerHTML = state.vectors === 'learned' ? t.posLearnedText : t.posSinusoidalText;
+    const positions = (k) => `e${sup(k + 1)}`;
+    const eMax = Math.max(...r.e.map(Math.abs));
+    renderMatrix($('pos-e'), r.e, n, E, { rowLabel: positions, colLabel: (c) => String(c + 1), corner: t.cornerPositionComponent, digits: 2, signed: { max: eMax } });
+    renderMatrix($('pos-sum'), r.sum, n, E, { ...word, rowLabel: tokens.map((w, k) => `${w}${sup(k + 1)}`) });
+    $('pos-add-outputs-caption').textContent = format(t.posAddOutputsCaption, { sentence: join(tokens) });
+    $('pos-add-moved-caption').textContent = format(t.posAddMovedCaption, { sentence: join(movedTokens) });
+    renderMatrix($('pos-add-outputs'), r.added, n, E, word);
+    renderMatrix($('pos-add-moved'), r.addedMoved, n, E, { ...movedWord, extraColumn: delta(r.addedDiffs, (d) => d.toFixed(2)) });
+    $('pos-add-reading').innerHTML = Math.max(...r.addedDiffs) < 1e-3 ? t.posOrderSame
+      : format(t.posAddReading, { sentence: join(movedTokens), diff: Math.max(...r.addedDiffs).toFixed(2) });
+
     // The rotation, drawn from the library's rotated rows.
     const pairOf = (m, p, c) => [m[p * D + 2 * c], m[p * D + 2 * c + 1]];
     const labels = tokens.map((w, p) => `${w}${sup(p + 1)}`);
@@ -130,8 +168,9 @@ export function startPosition(lib, strings, language) {
         title: format(t.posPairTitle, { c: c + 1, cs: sub(c + 1), x1: `x${sub(2 * c + 1)}`, x2: `x${sub(2 * c + 2)}`, theta: theta.toFixed(2) }),
         keys: tokens.map((_, p) => pairOf(r.rk, p, c)), query: pairOf(r.rq, i, c),
       })),
-      labels, chosen: i, unit: C, queryLabel: format(t.posQueryLegend, { word: labels[i] }),
+      labels, chosen: i, unit: C, columns: narrow.matches ? 1 : 2,
     });
+    $('pos-rotation-legend').textContent = format(t.posQueryLegend, { word: labels[i] });
     $('pos-rotation').setAttribute('aria-label', t.posRotationLabel);
     $('pos-rotation-caption').innerHTML = i === 0 ? format(t.posRotationFirst, { word: labels[0] })
       : format(t.posRotationCaption, { word: labels[i], prev: labels[i - 1] });
@@ -163,6 +202,7 @@ export function startPosition(lib, strings, language) {
     window.attentionDemo.position = {
       kind: state.kind, order: r.order, tokens, movedTokens, chosen: i, embedding: [...r.embedding], moved: [...r.moved],
       outputs: [...r.outputs], movedOutputs: [...r.movedOutputs], diffs: r.diffs,
+      vectors: state.vectors, e: [...r.e], added: [...r.added], addedMoved: [...r.addedMoved], addedDiffs: r.addedDiffs,
       query: [...r.query], key: [...r.key], rq: [...r.rq], rk: [...r.rk], rope: { ...ROPE, seq: n }, scores: [...r.scores],
       before: [...r.before], after: [...r.after], rotOutputs: [...r.rotOutputs], rotMoved: [...r.rotMoved], rotDiffs: r.rotDiffs,
     };

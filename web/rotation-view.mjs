@@ -31,15 +31,17 @@ function spreadLabels(g, cx, cy) {
 }
 
 // pairs: [{ title, keys: [[x, y] per position], query: [x, y] }]; labels: a word per position;
-// chosen: the query's position (its own key is drawn too); unit: the vectors' length.
-export function drawRotation(figure, { pairs, labels, chosen, unit, queryLabel }) {
-  figure.setAttribute('viewBox', `0 0 ${BOX * pairs.length} ${BOX + 20}`);
+// chosen: the query's position (its own key is drawn too); unit: the vectors' length; columns:
+// pairs side by side (one on a phone, so that the text stays legible).
+export function drawRotation(figure, { pairs, labels, chosen, unit, columns = pairs.length }) {
+  const rows = Math.ceil(pairs.length / columns);
+  figure.setAttribute('viewBox', `0 0 ${BOX * columns} ${(BOX + 10) * rows}`);
   const parts = [];
   pairs.forEach((pair, c) => {
-    const cx = BOX * c + BOX / 2, cy = BOX / 2 + 14;
+    const cx = BOX * (c % columns) + BOX / 2, top = (BOX + 10) * Math.floor(c / columns), cy = top + BOX / 2 + 14;
     const at = ([x, y], r = RADIUS) => [cx + (x / unit) * r, cy - (y / unit) * r];  // y up
     const g = svg('g', { class: 'pair' });
-    g.append(svg('text', { x: cx, y: 12, class: 'pair-title', 'text-anchor': 'middle' }, pair.title));
+    g.append(svg('text', { x: cx, y: top + 12, class: 'pair-title', 'text-anchor': 'middle' }, pair.title));
     g.append(svg('circle', { cx, cy, r: RADIUS, class: 'orbit' }));
     g.append(svg('line', { x1: cx - RADIUS - 8, y1: cy, x2: cx + RADIUS + 8, y2: cy, class: 'axis' }));
     g.append(svg('line', { x1: cx, y1: cy - RADIUS - 8, x2: cx, y2: cy + RADIUS + 8, class: 'axis' }));
@@ -57,7 +59,6 @@ export function drawRotation(figure, { pairs, labels, chosen, unit, queryLabel }
     g.append(svg('circle', { cx: qx, cy: qy, r: 4, class: 'query-tip' }));
     parts.push({ g, cx, cy });
   });
-  const legend = svg('text', { x: BOX * pairs.length / 2, y: BOX + 16, class: 'rotation-legend', 'text-anchor': 'middle' }, queryLabel);
-  figure.replaceChildren(...parts.map((p) => p.g), legend);
+  figure.replaceChildren(...parts.map((p) => p.g));
   for (const { g, cx, cy } of parts) spreadLabels(g, cx, cy);
 }

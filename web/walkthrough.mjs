@@ -1,10 +1,13 @@
-// "Attention, step by step": four tokens a¹…a⁴ of four numbers each, every matrix computed live by
-// the library — projections and Q·Kᵀ by lib.linear, weights by lib.attentionWeights, outputs by
-// lib.attention — with the scale and the masks next to the tables they change, and the weighted
-// sum bⁱ = Σⱼ α̂(i, j)·vʲ spelled out beside the outputs.
+// "Self-attention, step by step": four tokens a¹…a⁴ of four numbers each, every matrix computed
+// live by the library — projections and Q·Kᵀ by lib.linear, weights by lib.attentionWeights,
+// outputs by lib.attention — with the scale and the masks next to the tables they change. One
+// query is followed through every step (the picker, or a click on a row): its input, its query,
+// every key it is compared with (drawn as alignment), its row of scores and of weights, and the
+// products α̂(i, j)·vʲ that add up to its output bⁱ.
+import { $, el } from './dom.mjs';
+import { drawAlignment } from './alignment-view.mjs';
 import { format } from './i18n.mjs';
-import { renderMatrix, shade, sub, sup } from './matrix-view.mjs';
-import { $ } from './dom.mjs';
+import { formatNumber, markRows, renderMatrix, shade, sup } from './matrix-view.mjs';
 
 const N = 4;  // tokens
 const D = 4;  // size of each input, query, key and value (d_model = d_k)
@@ -18,6 +21,7 @@ export const DEFAULTS = {
   wv: [0.8, -0.4, 0.2, 0.5, 0.1, 0.9, -0.6, 0.3, -0.5, 0.3, 0.7, -0.2, 0.4, 0.2, -0.3, 0.9],
 };
 const IDENTITY = Float32Array.from({ length: D * D }, (_, e) => (e % (D + 1) === 0 ? 1 : 0));
+export const LAYER_TOLERANCE = 1e-5;  // the ✓: the layer's outputs within this of lib.attention's
 
 // A small seeded generator for the Randomise buttons (two decimals, in [-1, 1)).
 function generator(seed) {
@@ -28,8 +32,29 @@ function generator(seed) {
   };
 }
 
+// Tokens are numbered by superscripts (a², the second input), components by plain numbers in the
+// column headers (the corner says which is which).
 const tokenLabel = (name) => (i) => `${name}${sup(i + 1)}`;
-const dimLabel = (name) => (c) => `${name}${sub(c + 1)}`;
+const componentLabel = (c) => String(c + 1);
+const vector = (v) => `(${[...v].map((x) => formatNumber(x, 2)).join(', ')})`;
+
+// The products α̂(i, j)·vʲ, one row per key j, and their sum bⁱ under them: each row shaded by
+// its weight, so the row bⁱ takes most from is the darkest. Shared with the search section.
+export function renderProducts(table, { weights, values, n, d, sum, rowLabel, weightTitle, sumLabel, hidden, corner = '' }) {
+  const rows = [];
+  for (let j = 0; j < n; j++) rows.push(weights[j], ...values.subarray(j * d, (j + 1) * d).map((x) => weights[j] * x));
+  rows.push(NaN, ...sum);
+  renderMatrix(table, rows, n + 1, d + 1, {
+    rowLabel: (r) => (r < n ? rowLabel(r) : sumLabel), corner,
+    colLabel: (c) => (c === 0 ? weightTitle : componentLabel(c - 1)),
+    special: (r, c) => (r === n ? (c === 0 ? { text: 'Σ =', className: 'sum' } : null)
+      : hidden?.(r) ? { text: '0', className: 'masked masked-key' } : null),
+    rowClass: (r) => (r === n ? 'total' : ''),
+  });
+  [...table.tBodies[0].rows].slice(0, n).forEach((tr, j) => {
+    for (const cell of [...tr.cells].slice(1)) if (!cell.classList.contains('masked')) shade(cell, weights[j]);
+  });
+}
 
 // Returns { render(), state }: render() redraws everything in the current language.
 export function startWalkthrough(lib, strings) {
@@ -74,13 +99,14 @@ export function startWalkthrough(lib, strings) {
   const emptyRows = () => [...Array(N).keys()].filter((i) => [...Array(N).keys()].every((j) => hiddenBy(i, j)));
 
   function renderEditable() {
+    const t = strings();
     const edit = (name) => (index, v) => { state[name][index] = v; renderDerived(); };
     renderMatrix($('inputs'), state.inputs, N, D, {
-      rowLabel: tokenLabel('a'), colLabel: dimLabel('a'), corner: strings().cornerTokenDim, editable: true, onEdit: edit('inputs'), name: 'A',
+      rowLabel: tokenLabel('a'), colLabel: componentLabel, corner: t.cornerTokenDim, editable: true, onEdit: edit('inputs'), name: 'A',
     });
     for (const [w, out] of [['wq', 'q'], ['wk', 'k'], ['wv', 'v']]) {
       renderMatrix($(w), state[w], D, D, {
-        rowLabel: dimLabel(out), colLabel: dimLabel('a'), corner: `${out} ╲ a`, editable: true, onEdit: edit(w), name: w,
+        rowLabel: componentLabel, colLabel: componentLabel, corner: `${out} ╲ a`, editable: true, onEdit: edit(w), name: `W${out}`,
       });
     }
   }
@@ -89,91 +115,98 @@ export function startWalkthrough(lib, strings) {
     computed = compute();
     const t = strings();
     const s = computed.options.scale;
-    renderMatrix($('query'), computed.query, N, D, { rowLabel: tokenLabel('q'), colLabel: dimLabel('q') });
-    renderMatrix($('key'), computed.key, N, D, { rowLabel: tokenLabel('k'), colLabel: dimLabel('k') });
-    renderMatrix($('value'), computed.value, N, D, { rowLabel: tokenLabel('v'), colLabel: dimLabel('v') });
-    renderMatrix($('scores'), computed.scores, N, N, { rowLabel: tokenLabel('q'), colLabel: tokenLabel('k') });
-    renderMatrix($('scaled'), computed.scaled, N, N, { rowLabel: tokenLabel('q'), colLabel: tokenLabel('k'), special: maskedCell(t, '−∞') });
+    const tokens = { rowLabel: tokenLabel('q'), colLabel: tokenLabel('k'), corner: 'q ╲ k' };
+    renderMatrix($('query'), computed.query, N, D, { rowLabel: tokenLabel('q'), colLabel: componentLabel, corner: t.cornerTokenDim });
+    renderMatrix($('key'), computed.key, N, D, { rowLabel: tokenLabel('k'), colLabel: componentLabel, corner: t.cornerTokenDim });
+    renderMatrix($('value'), computed.value, N, D, { rowLabel: tokenLabel('v'), colLabel: componentLabel, corner: t.cornerTokenDim });
+    renderMatrix($('scores'), computed.scores, N, N, tokens);
+    renderMatrix($('scaled'), computed.scaled, N, N, { ...tokens, special: maskedCell(t, '−∞') });
     $('scale-shown').textContent = s.toFixed(2);
     $('scale-value').textContent = state.customScale.toFixed(2);
     const empty = emptyRows();
     const rowSum = (i) => computed.weights.subarray(i * N, i * N + N).reduce((a, b) => a + b, 0);
     renderMatrix($('weights'), computed.weights, N, N, {
-      rowLabel: tokenLabel('q'), colLabel: tokenLabel('k'), heat: true, special: maskedCell(t, '0'),
-      extraColumn: { title: t.rowSums, value: (i) => rowSum(i).toFixed(3) },
-      rowClass: (i) => (i === state.selected ? 'highlight' : ''),
+      ...tokens, heat: true, special: maskedCell(t, '0'), extraColumn: { title: t.rowSums, value: (i) => rowSum(i).toFixed(3) },
     });
     const note = $('empty-row-note');
     note.hidden = empty.length === 0;
     note.textContent = empty.map((i) => format(t.emptyRow, { i: sup(i + 1) })).join(' ');
-    renderMatrix($('outputs'), computed.outputs, N, D, {
-      rowLabel: tokenLabel('b'), colLabel: dimLabel('b'), rowClass: (i) => (i === state.selected ? 'highlight' : ''),
-    });
-    renderWeightedSum(t);
+    renderMatrix($('outputs'), computed.outputs, N, D, { rowLabel: tokenLabel('b'), colLabel: componentLabel, corner: t.cornerTokenDim });
+    const checked = computed.layerDiff <= LAYER_TOLERANCE;
+    const badge = $('layer-badge');
+    badge.textContent = checked ? t.badgeChecked : t.badgeFailed;
+    badge.title = t.layerBadgeTitle;
+    badge.classList.toggle('failed', !checked);
     $('layer-check').innerHTML = format(t.layerCheck, { diff: computed.layerDiff.toExponential(1) });
-    wireOutputRows();
+    wireRows();
+    renderFollowed(t);
+  }
+
+  // Everything that follows the chosen query i: the picker, the outlined rows, the worked qⁱ,
+  // the alignment drawing, the products that make bⁱ.
+  function renderFollowed(t = strings()) {
+    const i = state.selected;
+    for (const input of document.querySelectorAll('#follow input')) input.checked = Number(input.value) === i;
+    for (const id of ['inputs', 'query', 'scores', 'scaled', 'weights', 'outputs']) markRows($(id), 'highlight', (k) => k === i);
+    markRows($('key'), 'compared', () => true);
+    const q = computed.query.subarray(i * D, (i + 1) * D);
+    $('query-worked').innerHTML = format(t.queryWorked, { i: i + 1, a: vector(state.inputs.subarray(i * D, (i + 1) * D)), q: vector(q) });
+    const keys = Array.from({ length: N }, (_, j) => [...computed.key.subarray(j * D, (j + 1) * D)]);
+    const points = drawAlignment($('alignment'), { query: [...q], keys, labels: keys.map((_, j) => `k${sup(j + 1)}`), queryLabel: `q${sup(i + 1)}` });
+    $('alignment').setAttribute('aria-label', format(t.alignmentLabel, { i: sup(i + 1) }));
+    const best = computed.scores.subarray(i * N, (i + 1) * N).reduce((b, x, j, row) => (x > row[b] ? j : b), 0);
+    $('alignment-caption').innerHTML = format(t.alignmentCaption, { i: i + 1, best: best + 1, score: formatNumber(computed.scores[i * N + best], 2) });
+    $('sum-caption').innerHTML = format(t.sumCaption, { i: i + 1 });
+    renderProducts($('weighted-sum'), {
+      weights: computed.weights.subarray(i * N, (i + 1) * N), values: computed.value, n: N, d: D,
+      sum: computed.outputs.subarray(i * D, (i + 1) * D), rowLabel: tokenLabel('v'), weightTitle: `α̂(${i + 1}, j)`,
+      sumLabel: `b${sup(i + 1)}`, hidden: (j) => hiddenBy(i, j), corner: t.cornerProducts,
+    });
     window.attentionDemo.walk = {
       inputs: [...state.inputs], wq: [...state.wq], wk: [...state.wk], wv: [...state.wv],
       ...Object.fromEntries(['query', 'key', 'value', 'scores', 'scaled', 'weights', 'outputs', 'fromLayer'].map((k) => [k, [...computed[k]]])),
-      options: { ...computed.options, mask: [...computed.options.mask] }, selected: state.selected,
+      options: { ...computed.options, mask: [...computed.options.mask] }, selected: i, layerDiff: computed.layerDiff,
+      alignment: points,
     };
   }
 
-  // bⁱ spelled out: each value row vʲ with its weight α̂(i, j), shaded by that weight, then bⁱ.
-  function renderWeightedSum(t) {
-    const i = state.selected;
-    $('sum-caption').innerHTML = format(t.sumCaption, { i: i + 1 });
-    const table = $('weighted-sum');
-    const rows = [];
-    for (let j = 0; j < N; j++) rows.push([computed.weights[i * N + j], ...computed.value.subarray(j * D, j * D + D)]);
-    rows.push([NaN, ...computed.outputs.subarray(i * D, i * D + D)]);
-    renderMatrix(table, rows.flat(), N + 1, D + 1, {
-      rowLabel: (r) => (r < N ? `v${sup(r + 1)}` : `b${sup(i + 1)}`),
-      colLabel: (c) => (c === 0 ? `α̂(${i + 1}, j)` : `v${sub(c)}`),
-      special: (r, c) => (c > 0 ? null : r === N ? { text: '= Σ', className: 'sum' } : maskedCell(t, '0')(i, r)),
-      rowClass: (r) => (r === N ? 'total' : ''),
-    });
-    // Shade each value row by its weight: the brightest row is the one bⁱ takes most from.
-    [...table.tBodies[0].rows].slice(0, N).forEach((tr, j) => {
-      for (const cell of [...tr.cells].slice(1)) if (!cell.classList.contains('masked')) shade(cell, computed.weights[i * N + j]);
-    });
-  }
+  const select = (i) => {
+    if (state.selected === i) return;
+    state.selected = i;
+    renderFollowed();
+  };
 
-  // Hovering, focusing or clicking output row i selects it: its weights row is outlined and the
-  // weighted sum beside it shows how bⁱ is made. The rows stay (only their classes change), so a
-  // row under a resting mouse does not take the selection back from the keyboard.
-  function wireOutputRows() {
+  // A click on a row of Q, the scores, the weights or B chooses its query; B's rows also follow
+  // the mouse and the keyboard focus.
+  function wireRows() {
+    for (const id of ['query', 'scores', 'scaled', 'weights', 'outputs']) {
+      [...$(id).tBodies[0].rows].forEach((row, i) => row.addEventListener('click', () => select(i)));
+    }
     [...$('outputs').tBodies[0].rows].forEach((row, i) => {
       row.tabIndex = 0;
-      const select = () => {
-        if (state.selected === i) return;
-        state.selected = i;
-        for (const id of ['outputs', 'weights']) {
-          [...$(id).tBodies[0].rows].forEach((r, k) => r.classList.toggle('highlight', k === i));
-        }
-        renderWeightedSum(strings());
-        window.attentionDemo.walk.selected = i;
-      };
-      row.addEventListener('mouseenter', select);
-      row.addEventListener('focus', select);
-      row.addEventListener('click', select);
+      row.setAttribute('aria-label', format(strings().outputRowLabel, { i: sup(i + 1) }));
+      row.addEventListener('mouseenter', () => select(i));
+      row.addEventListener('focus', () => select(i));
     });
   }
 
   function buildControls() {
+    const follow = $('follow');
+    for (let i = 0; i < N; i++) {
+      const input = el('input', { type: 'radio', name: 'follow', value: String(i) });
+      input.addEventListener('change', () => select(i));
+      follow.append(el('label', {}, input, ` q${sup(i + 1)}`));
+    }
     const box = $('key-masks');
     for (let j = 0; j < N; j++) {
-      const label = document.createElement('label');
-      const input = document.createElement('input');
-      input.type = 'checkbox';
+      const input = el('input', { type: 'checkbox' });
       input.dataset.key = String(j);
       input.addEventListener('change', () => {
         if (input.checked) state.maskedKeys.add(j);
         else state.maskedKeys.delete(j);
         renderDerived();
       });
-      label.append(input, ` k${sup(j + 1)}`);
-      box.append(label);
+      box.append(el('label', {}, input, ` k${sup(j + 1)}`));
     }
     $('causal').addEventListener('change', () => { state.causal = $('causal').checked; renderDerived(); });
     for (const radio of document.querySelectorAll('input[name="scale"]')) {
@@ -203,5 +236,5 @@ export function startWalkthrough(lib, strings) {
   }
 
   buildControls();
-  return { render };
+  return { render, state };
 }

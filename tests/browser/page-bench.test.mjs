@@ -56,3 +56,27 @@ test('the panel on the page: both languages, a run, results re-labelled on a swi
   assert.deepEqual(await texts(page, `${panel} option`), STRINGS.en.benchShapes);
   assert.deepEqual(problems, []);
 });
+
+test('the panel\'s Cancel stops a run at once, in the page\'s language; the bars\' column says what they show', async () => {
+  const { page, problems } = await openDemo(demo.browser, demo.server.url);
+  const panel = 'section[aria-labelledby="bench"] .bench-panel';
+  await page.click('button[data-lang="zh"]');
+  const [run, cancel] = await page.$$(`${panel} button`);
+  assert.equal(await cancel.textContent(), '取消');
+  assert.equal(await cancel.isDisabled(), true, 'nothing to cancel yet');
+  await run.click();  // the BERT-base shape: far longer than this test waits
+  await page.waitForSelector(`${panel}[data-state="running"]`);
+  await page.waitForFunction((sel) => /测量中|正在加载/.test(document.querySelector(`${sel} .bench-panel-status`).textContent), panel);
+  await cancel.click();
+  await page.waitForSelector(`${panel}[data-state="cancelled"]`, { timeout: 5000 });
+  assert.equal(await page.textContent('.bench-panel-status'), '已取消。');
+  assert.equal(await run.isDisabled(), false);
+  assert.equal(await cancel.isDisabled(), true);
+  // A run afterwards works, and its bars have a column header.
+  await page.evaluate(([shape, timing]) => window.attentionDemo.benchPanel.run(shape, timing), [SMALL, SHORT]);
+  assert.equal(await page.getAttribute(panel, 'data-state'), 'done');
+  assert.equal(await page.textContent(`${panel} thead th.bench-panel-bar-cell`), '相对速度（最快 = 满格）');
+  await page.click('button[data-lang="en"]');
+  assert.equal(await page.textContent(`${panel} thead th.bench-panel-bar-cell`), 'relative speed (fastest = full bar)');
+  assert.deepEqual(problems, []);
+});

@@ -65,8 +65,11 @@ test('the walk-through shows the library\'s numbers, equal to a JS reference, re
   assert.deepEqual(sums, ['1.000', '1.000', '1.000', '1.000']);
   assert.match(await page.textContent('#layer-check'), /largest difference \d\.\de[-+]\d+/);
   // The weight tables say what their rows and columns are.
+  // (rows: components of q, columns: of a; tokens have superscripts, components plain numbers).
   assert.deepEqual(await page.$$eval('#wq th', (ths) => ths.map((th) => th.textContent)),
-    ['q ╲ a', 'a₁', 'a₂', 'a₃', 'a₄', 'q₁', 'q₂', 'q₃', 'q₄']);
+    ['q ╲ a', '1', '2', '3', '4', '1', '2', '3', '4']);
+  assert.deepEqual(await page.$$eval('#inputs th', (ths) => ths.map((th) => th.textContent)),
+    ['token ╲ component', '1', '2', '3', '4', 'a¹', 'a²', 'a³', 'a⁴']);
 
   // Typing recomputes everything at once (no Enter, no blur), and the focus stays in the cell.
   const cell = '#inputs tbody tr:nth-child(2) td:nth-child(3) input';
@@ -163,16 +166,23 @@ test('masks: −∞ scores and greyed zero weights where the reference masks, wi
   assert.deepEqual(problems, []);
 });
 
-test('the weighted sum beside B: weights, value rows and the output together, by mouse and keyboard', async () => {
+test('the products α̂(i, j)·vʲ beside B add up to bⁱ, chosen by mouse and keyboard', async () => {
   const { page, problems } = await openDemo(demo.browser, demo.server.url);
   async function checkSum(i) {
     const s = (await demoState(page)).walk;
     assert.equal(s.selected, i);
-    assert.equal(await page.textContent('#sum-caption'), `b${i + 1} = Σj α̂(${i + 1}, j)·vj`);
+    assert.equal(await page.textContent('#sum-caption'), `b${i + 1} = Σj α̂(${i + 1}, j)·vj: each column adds up to b${i + 1}`);
     const rows = await tableCells(page, '#weighted-sum');
-    shownAs(rows.slice(0, N).map((r) => r[0]), s.weights.slice(i * N, i * N + N), 3, 'the weights of row i');
-    shownAs(rows.slice(0, N).map((r) => r.slice(1)), s.value, 3, 'the value rows');
+    const w = s.weights.slice(i * N, i * N + N);
+    shownAs(rows.slice(0, N).map((r) => r[0]), w, 3, 'the weights of row i');
+    const products = Array.from({ length: N * D }, (_, e) => w[Math.floor(e / D)] * s.value[e]);
+    shownAs(rows.slice(0, N).map((r) => r.slice(1)), products, 3, 'α̂(i, j)·vʲ');
     shownAs(rows[N].slice(1), s.outputs.slice(i * D, i * D + D), 3, 'bⁱ');
+    // The columns of products add up to bⁱ (to rounding: what a reader can check by eye).
+    for (let c = 0; c < D; c++) {
+      const total = products.filter((_, e) => e % D === c).reduce((a, b) => a + b, 0);
+      assert.ok(Math.abs(total - s.outputs[i * D + c]) < 1e-5, `column ${c + 1} adds up to b${i + 1}`);
+    }
     const outlined = (id) => page.$$eval(`#${id} tbody tr`, (rows) => rows.map((r) => r.classList.contains('highlight')));
     const only = Array.from({ length: N }, (_, k) => k === i);
     assert.deepEqual(await outlined('weights'), only, 'only the chosen weights row is outlined');
@@ -198,7 +208,7 @@ test('both languages: every string in both, the page switches and re-renders', a
   assert.deepEqual(await empty(), []);
   assert.equal(await page.getAttribute('html', 'lang'), 'zh-CN');
   assert.equal(await page.getAttribute('button[data-lang="zh"]', 'aria-pressed'), 'true');
-  assert.equal(await page.textContent('h2'), '注意力机制，一步一步');
+  assert.equal(await page.textContent('h3'), '注意力从搜索说起');
   assert.match(await page.textContent('#status'), /^由 attention-wasm .* 计算/);
   assert.match(await page.textContent('#layer-check'), /最大差异 \d\.\de[-+]\d+/);
   assert.equal(await page.textContent('#sentence'), '小猫 · 坐 · 在 · 垫子 · 上');
@@ -209,7 +219,7 @@ test('both languages: every string in both, the page switches and re-renders', a
   assert.match(await page.getAttribute('#scaled tbody tr:nth-child(1) td:nth-child(3)', 'title'), /被因果遮罩遮住/);
   checkWalkthrough((await demoState(page)).walk);
   await page.click('button[data-lang="en"]');
-  assert.equal(await page.textContent('h2'), 'Attention, step by step');
+  assert.equal(await page.textContent('h3'), 'Attention starts with search');
   assert.equal(await page.textContent('#sentence'), 'the cat sat on the mat');
   assert.match(await page.textContent('#empty-row-note'), /^Row q¹ has no visible key/);
   assert.deepEqual(problems, []);
@@ -231,8 +241,8 @@ test('under a strict Content-Security-Policy every section works', async () => {
   await page.waitForSelector('#play-status[data-state="result"]', { timeout: 60000 });
   await page.click('#learn-start');
   await page.waitForFunction(() => Number(document.getElementById('learn-status').dataset.step) >= 20, null, { timeout: 60000 });
-  await page.click('#learn-stop');
-  assert.equal(await page.getAttribute('#learn-status', 'data-state'), 'stopped');
+  await page.click('#learn-start');  // Pause
+  await page.waitForSelector('#learn-status[data-state="paused"]');
   assert.deepEqual(problems, []);
 });
 

@@ -20,7 +20,7 @@ async function run(page, shape, { plain = true, pattern = 'positions' } = {}) {
   await page.click('#playground button[type="submit"]');
   await page.waitForSelector('#play-status:is([data-state="result"], [data-state="error"])', { timeout: 60000 });
   assert.equal(await page.getAttribute('#play-status', 'data-state'), 'result', await page.textContent('#play-status'));
-  return page.evaluate(() => window.playgroundResult);
+  return page.evaluate(() => { const r = window.playgroundResult; return r && { ...r, weights: r.weights && [...r.weights] }; });
 }
 
 // Query i sees key j iff j ≤ i + seqK − seqQ (the library's causal rule), counted one by one.
@@ -108,5 +108,24 @@ test('plain JavaScript can be skipped, and Cancel stops a long run at once', asy
   assert.equal(await page.evaluate(() => 1 + 1), 2);
   const next = await run(page, { heads: 1, kvHeads: 1, seqQ: 16, seqK: 16, headDim: 8 });
   assert.ok(next.maxDiff < 1e-5);
+  assert.deepEqual(problems, []);
+});
+
+test('a shape the heads cannot share is refused before it runs, in the page\'s language', async () => {
+  const { page, problems } = await openDemo(demo.browser, demo.server.url);
+  await page.click('button[data-lang="zh"]');
+  await page.fill('input[name="heads"]', '8');
+  await page.fill('input[name="kvHeads"]', '3');
+  await page.click('#playground button[type="submit"]');
+  assert.equal(await page.getAttribute('#play-status', 'data-state'), 'invalid');
+  assert.equal(await page.textContent('#play-status'), '各个头按相等的组共用 K/V 头，所以头数必须是 K/V 头数的倍数：8 个头不能平分 3 个 K/V 头。');
+  assert.equal(await page.isDisabled('#playground button[type="submit"]'), false, 'nothing started');
+  await page.click('button[data-lang="en"]');
+  assert.match(await page.textContent('#play-status'), /^The heads share the kv heads in equal groups.*8 heads cannot share 3 kv heads\.$/);
+  await page.fill('input[name="kvHeads"]', '4');
+  await page.fill('input[name="seqQ"]', '16');
+  await page.fill('input[name="seqK"]', '16');
+  await page.click('#playground button[type="submit"]');
+  await page.waitForSelector('#play-status[data-state="result"]', { timeout: 60000 });
   assert.deepEqual(problems, []);
 });

@@ -1,6 +1,7 @@
 // The demo page's "Position" section in headless Chromium: shuffling the words shuffles the
-// outputs (each row of B′ is its word's row of B, against tests/js/reference.mjs), and rotary
-// embeddings — the rotated rows against referenceRotary, the drawing at their coordinates, the
+// outputs (each row of B′ is its word's row of B, against tests/js/reference.mjs); position
+// vectors eⁱ added to the inputs (sinusoids from position 1, or a learned table) break that; and
+// rotary embeddings — the rotated rows against referenceRotary, the drawing at their coordinates, the
 // weights before and after, the query turned back one position picking the word before it, and
 // the shuffled sentence then giving other outputs. Both languages.
 import assert from 'node:assert/strict';
@@ -62,13 +63,53 @@ test('shuffle the words: each word keeps its output, the rows of B move with it'
   assert.deepEqual(problems, []);
 });
 
+test('position vectors added to the inputs: sinusoids counted from position 1, or a learned table; the shuffle test breaks', async () => {
+  const { page, problems } = await openDemo(demo.browser, demo.server.url);
+  for (const lang of ['en', 'zh']) {
+    await page.click(`button[data-lang="${lang}"]`);
+    for (const vectors of ['sinusoidal', 'learned']) {
+      await page.click(`#pos-kind button[data-kind="${vectors}"]`);
+      for (const kind of ['swap', 'reverse', 'original']) {
+        await page.click(`#pos-orders button[data-order="${kind}"]`);
+        const p = (await demoState(page)).position;
+        const n = p.tokens.length;
+        assert.equal(p.vectors, vectors);
+        if (vectors === 'sinusoidal') {
+          // eⁱ for positions i = 1 … n: e_{2c−1} = sin(i·ω_c), e_{2c} = cos(i·ω_c), ω_c = 10000^(−2(c−1)/d).
+          const want = Array.from({ length: n * E }, (_, e) => {
+            const i = Math.floor(e / E) + 1, c = Math.floor((e % E) / 2), angle = i * 10000 ** (-2 * c / E);
+            return e % 2 === 0 ? Math.sin(angle) : Math.cos(angle);
+          });
+          near(p.e, want, `${lang}: the sinusoids`, 1e-6);
+        }
+        const plus = (a) => a.map((x, k) => x + p.e[k]);
+        near(p.added, contentHead(plus(p.embedding), n).out, `${lang} ${vectors}: B with eⁱ`);
+        near(p.addedMoved, contentHead(plus(p.moved), n).out, `${lang} ${vectors} ${kind}: B′ with eⁱ (the vectors stay with the positions)`);
+        const moved = Math.max(...p.addedDiffs);
+        if (kind === 'original') assert.ok(moved < 1e-6, 'nothing moved');
+        else assert.ok(moved > 0.1, `${lang} ${vectors} ${kind}: the outputs no longer just move with their words (${p.addedDiffs})`);
+        shownAs(await tableCells(page, '#pos-e'), p.e, 2, 'shown e');
+        shownAs(await tableCells(page, '#pos-sum'), plus(p.embedding), 2, 'shown A + E');
+        shownAs(await tableCells(page, '#pos-add-outputs'), p.added, 2, 'shown B with eⁱ');
+        shownAs(withoutLast(await tableCells(page, '#pos-add-moved')), p.addedMoved, 2, 'shown B′ with eⁱ');
+        assert.deepEqual(await page.$$eval('#pos-e tbody th', (ths) => ths.map((th) => th.textContent)), Array.from({ length: n }, (_, k) => `e${'¹²³⁴⁵⁶'[k]}`));
+        assert.equal(await page.getAttribute(`#pos-kind button[data-kind="${vectors}"]`, 'aria-pressed'), 'true');
+      }
+    }
+  }
+  await page.click('button[data-lang="en"]');
+  await page.click('#pos-orders button[data-order="swap"]');
+  assert.match(await page.textContent('#pos-add-reading'), /^In “the mat sat on the cat” the words’ outputs differ .* the shuffle test breaks/);
+  assert.deepEqual(problems, []);
+});
+
 test('rotary: rows against referenceRotary, drawn where they point, the weights before and after, order now counts', async () => {
   const { page, problems } = await openDemo(demo.browser, demo.server.url);
   for (const lang of ['en', 'zh']) {
     await page.click(`button[data-lang="${lang}"]`);
     const p = (await demoState(page)).position;
     const n = p.tokens.length;
-    assert.deepEqual(p.rope, { heads: 1, headDim: D, base: 10, interleaved: true, seq: n });
+    assert.deepEqual(p.rope, { heads: 1, headDim: D, base: 10, interleaved: true, positionOffset: 1, seq: n });  // a¹ at position 1
     const rq = referenceRotary(p.query, p.rope), rk = referenceRotary(p.key, p.rope);
     near(p.rq, rq, `${lang} q̃`, 2e-6);
     near(p.rk, rk, `${lang} k̃`, 2e-6);

@@ -1,12 +1,13 @@
 // Screenshots of every section of the demo page — desktop, 中文 and a phone — after a playground
 // run, a finished training with its weights exported, three decoding steps and a short benchmark
-// run, into artifacts/ (demo-*.png for the whole page, sections/ for each
-// section), so that a person can look at them. It fails on console errors or sideways overflow.
+// run, so that a person can look at them. This test writes them (they are not committed):
+// artifacts/demo-*.png for the whole page, artifacts/sections/<view>-<section>.png for each
+// section. It fails on console errors or sideways overflow.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { PHONE, openDemo, pageShot, sectionShot, startDemo } from './demo.mjs';
 
-const SECTIONS = ['walk', 's1', 's2', 's3', 's4', 's5', 'words', 'heads', 'position', 'decode', 'learn', 'play', 'bench'];
+const SECTIONS = ['search', 'walk', 's1', 's2', 's3', 's4', 's5', 'words', 'learn', 'position', 'heads', 'decode', 'play', 'bench'];
 let demo;
 before(async () => { demo = await startDemo(); });
 after(async () => { await demo?.close(); });
@@ -17,11 +18,13 @@ test('screenshots of every section: desktop, 中文, phone', async () => {
   await page.fill('input[name="seqK"]', '160');
   await page.check('input[name="causal"]');
   await page.click('#playground button[type="submit"]');
+  await page.selectOption('#learn-speed', '60');
   await page.click('#learn-start');
   await page.waitForSelector('#play-status[data-state="result"]', { timeout: 60000 });
   await page.waitForSelector('#learn-status[data-state="converged"]', { timeout: 90000 });
   await page.hover('#outputs tbody tr:nth-child(3)');
   await page.click('#learn-export');
+  await page.waitForSelector('#learn-export-box:not([hidden])');
   for (let i = 0; i < 3; i++) await page.click('#decode-next');
   await page.evaluate(() => window.attentionDemo.benchPanel.run({ label: '(1, 4, 64, 64, 32)', batch: 1, heads: 4, seqQ: 64, seqK: 64, headDim: 32 },
     { warmMs: 50, rounds: 2, turnMs: 50, settleMs: 10 }));

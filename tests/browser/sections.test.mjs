@@ -1,12 +1,14 @@
 // The demo page's sections after the walk-through, in headless Chromium: real words as tokens
 // and multi-head attention (every matrix against tests/js/reference.mjs, the layer against
-// referenceMha), and "Watch it learn" (training stops by itself, disabled buttons look disabled,
-// the chart has its axes, the exported weights make a layer of one's own that has learned).
+// referenceMha), and "Watch it learn" (a worker trains W_q and W_k on the words; one step, pause,
+// speed; the weights shown are the layer's by referenceMha and end where the hand-made head
+// looks; training stops by itself; the exported weights make a layer of one's own that has learned).
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, before, test } from 'node:test';
 import { loadAttention } from '../../dist/node.mjs';
-import { BATCH, makeTask } from '../../web/learn.mjs';
+import { CONFIG, MAX_STEPS, STOP_LOSS, initialWeights, makeTask } from '../../web/learn-task.mjs';
+import { WQ } from '../../web/sentences.mjs';
 import { referenceAttention, referenceLinear, referenceMha } from '../js/reference.mjs';
 import { demoState, near, openDemo, shownAs, startDemo, tableCells } from './demo.mjs';
 
@@ -84,57 +86,87 @@ test('multi-head attention: two heads side by side, concatenated and through W_o
   assert.deepEqual(problems, []);
 });
 
-test('watch it learn: training stops by itself at convergence, with the weights a permutation', async () => {
+test('watch it learn: in a worker, W_q and W_k learn the words\' weights; pause, one step, speed; it stops by itself', async () => {
   const { page, problems } = await openDemo(demo.browser, demo.server.url);
   const looks = (sel) => page.$eval(sel, (b) => ({ disabled: b.disabled, background: getComputedStyle(b).backgroundColor, cursor: getComputedStyle(b).cursor }));
+  const state = () => page.evaluate(() => window.attentionDemo.learn);
   assert.equal(await page.getAttribute('#learn-status', 'data-state'), 'idle');
-  const [start, stop] = [await looks('#learn-start'), await looks('#learn-stop')];
-  assert.equal(start.disabled, false);
-  assert.equal(stop.disabled, true);
-  assert.notEqual(stop.background, start.background, 'a disabled button looks different');
-  assert.equal(stop.cursor, 'not-allowed');
+  // The untrained layer: the weights of the page's sentence, W_q and W_k from the seeded start.
+  const lib = await loadAttention({ threads: 1 });
+  const task = makeTask(lib);
+  const en = task.sentences.find((x) => x.lang === 'en');
+  const untrained = await state();
+  near(untrained.wq, initialWeights().wq, 'W_q starts from the seeded weights');
+  const check = (st, what) => {
+    const want = referenceMha(CONFIG, { wq: st.wq, wk: st.wk, wv: initialWeights().wv, wo: initialWeights().wo }, [...en.embedding], null, null);
+    near(st.weights, want.weights, `${what}: α̂ is the layer's, by the reference`);
+  };
+  check(untrained, 'untrained');
   // The chart has its axes: powers of ten up, steps across, titles, and the stopping line.
   const ticks = await page.$$eval('#learn-loss text.tick', (ts) => ts.map((t) => t.textContent));
   for (const t of ['10⁰', '10⁻¹', '10⁻⁴', '10⁻⁵', '0', '100']) assert.ok(ticks.includes(t), `tick ${t} in ${ticks}`);
   assert.deepEqual(await page.$$eval('#learn-loss text.title', (ts) => ts.map((t) => t.textContent)), ['training step', 'loss (log scale)']);
   assert.equal(await page.locator('#learn-loss line.stop').count(), 1);
+  // The glosses of loss and Adam are there for a learner.
+  assert.deepEqual(await page.$$eval('.glosses dt', (dts) => dts.map((d) => d.textContent)), ['loss', 'Adam']);
 
-  // Pause and continue.
+  // One step at a time: the step count moves by one and W_q changes.
+  await page.click('#learn-step');
+  await page.waitForSelector('#learn-status[data-step="1"]');
+  await page.click('#learn-step');
+  await page.waitForSelector('#learn-status[data-step="2"]');
+  const two = await state();
+  assert.equal(two.phase, 'paused');
+  assert.equal(two.losses.length, 2);
+  assert.notDeepEqual(two.wq, untrained.wq, 'W_q learns');
+  assert.notDeepEqual(two.wk, untrained.wk, 'W_k learns');
+  check(two, 'after two steps');
+  // Start, then Pause: nothing runs while paused.
+  await page.selectOption('#learn-speed', '60');
   await page.click('#learn-start');
-  await page.waitForFunction(() => Number(document.getElementById('learn-status').dataset.step) >= 10, null, { timeout: 30000 });
-  await page.click('#learn-stop');
-  assert.equal(await page.getAttribute('#learn-status', 'data-state'), 'stopped');
+  assert.equal(await page.textContent('#learn-start'), 'Pause');
+  await page.waitForFunction(() => Number(document.getElementById('learn-status').dataset.step) >= 20, null, { timeout: 30000 });
+  await page.click('#learn-start');
+  await page.waitForSelector('#learn-status[data-state="paused"]');
   assert.match(await page.textContent('#learn-status'), /^Paused at step \d+, loss \d\.\d\de-\d+: Start continues\.$/);
   const paused = Number(await page.getAttribute('#learn-status', 'data-step'));
-  await page.waitForTimeout(200);
+  await page.waitForTimeout(300);
   assert.equal(Number(await page.getAttribute('#learn-status', 'data-step')), paused, 'nothing runs while paused');
+  // Chinese while paused: the worker shows the Chinese sentence with the same weights.
+  await page.click('button[data-lang="zh"]');
+  await page.waitForFunction(() => window.attentionDemo.learn.lang === 'zh');
+  assert.deepEqual(await page.$$eval('#learn-weights tbody th', (ths) => ths.map((th) => th.textContent)), ['小猫¹', '坐²', '在³', '垫子⁴', '上⁵']);
+  await page.click('button[data-lang="en"]');
+  await page.waitForFunction(() => window.attentionDemo.learn.lang === 'en');
   await page.click('#learn-start');
   await page.waitForSelector('#learn-status:is([data-state="converged"], [data-state="limit"])', { timeout: 90000 });
   assert.equal(await page.getAttribute('#learn-status', 'data-state'), 'converged');
   const steps = Number(await page.getAttribute('#learn-status', 'data-step'));
   const first = Number(await page.getAttribute('#learn-status', 'data-first-loss'));
   const last = Number(await page.getAttribute('#learn-status', 'data-loss'));
-  assert.ok(first > 0.1 && last < 1e-4, `loss ${first} → ${last}`);
-  assert.ok(steps > paused && steps < 3000, `converged after ${steps} steps`);
-  assert.match(await page.textContent('#learn-status'), /^Converged at step \d+: the loss \d\.\d\de-5 is below 1e-4, so training stopped by itself\.$/);
-  await page.waitForTimeout(200);
+  assert.ok(first > 1e-2 && last < STOP_LOSS, `loss ${first} → ${last}`);
+  assert.ok(steps > paused && steps < MAX_STEPS, `converged after ${steps} steps`);
+  assert.match(await page.textContent('#learn-status'), /^Learned at step \d+: the loss \d\.\d\de-5 is below 1e-4, so training stopped by itself\.$/);
+  await page.waitForTimeout(300);
   assert.equal(Number(await page.getAttribute('#learn-status', 'data-step')), steps, 'it stays stopped');
   assert.equal((await looks('#learn-start')).disabled, true);
-  assert.equal((await looks('#learn-stop')).disabled, true);
+  assert.equal((await looks('#learn-step')).disabled, true);
+  assert.equal((await looks('#learn-start')).cursor, 'not-allowed');
   assert.equal(await page.$eval('#learn-loss polyline', (p) => p.getAttribute('points').split(' ').length), steps);
-  // Every query now gives nearly all its weight to the outlined key.
-  const rows = await tableCells(page, '#learn-weights');
-  const targets = await page.$$eval('#learn-weights tbody tr', (trs) => trs.map((tr) => [...tr.cells].findIndex((c) => c.classList.contains('target')) - 1));
-  assert.equal(rows.length, 6);
-  rows.forEach((row, i) => {
-    assert.ok(Math.abs(row.reduce((a, b) => a + b, 0) - 1) < 0.05, `row sums to 1: ${row}`);
-    assert.ok(row[targets[i]] >= 0.9, `query ${i + 1} picks its key ${targets[i] + 1}: ${row}`);
-  });
+  // The learned weights put each word's weight where the hand-made head does (the outlined cells).
+  const learned = await state();
+  check(learned, 'learned');
+  const n = en.n;
+  const want = referenceAttention(referenceLinear(en.embedding, n, E, WQ, null, E), [...en.embedding], [...en.embedding], { heads: 1, seqQ: n, headDim: E }).weights;
+  near(learned.weights, want, 'α̂ close to the hand-made head\'s', 0.03);
+  const outlined = await page.$$eval('#learn-weights tbody tr', (trs) => trs.map((tr) => [...tr.cells].slice(1).map((c) => c.classList.contains('target'))));
+  outlined.forEach((row, i) => row.forEach((on, j) => assert.equal(on, want[i * n + j] >= 0.3, `(${i + 1}, ${j + 1}) outlined where the hand-made head looks`)));
 
   // Export: the weights as JSON, shown and as a download, from which a layer of one's own (made
   // as its "load" line says, in Node) has learned the task too.
   assert.equal(await page.isHidden('#learn-export-box'), true);
   await page.click('#learn-export');
+  await page.waitForSelector('#learn-export-box:not([hidden])');
   const text = await page.inputValue('#learn-export-text');
   const json = JSON.parse(text);
   assert.equal(json.step, steps);
@@ -142,26 +174,27 @@ test('watch it learn: training stops by itself at convergence, with the weights 
   const [download] = await Promise.all([page.waitForEvent('download'), page.click('#learn-download')]);
   assert.equal(download.suggestedFilename(), 'attention-weights.json');
   assert.equal(readFileSync(await download.path(), 'utf8'), text);
-  assert.deepEqual(Object.keys(json.weights).sort(), ['bk', 'bo', 'bq', 'bv', 'wk', 'wo', 'wq', 'wv']);
+  assert.deepEqual(Object.keys(json.weights).sort(), ['wk', 'wo', 'wq', 'wv']);
   for (const [name, values] of Object.entries(json.weights)) {
-    assert.equal(values.length, name.startsWith('w') ? 64 : 8);
+    assert.equal(values.length, 16);
     // Nine significant digits: each number is a float32 written exactly (it reads back as itself).
     for (const v of values) assert.equal(Number(Math.fround(v).toPrecision(9)), v, `${name}: ${v}`);
   }
-  const lib = await loadAttention({ threads: 1 });
+  assert.deepEqual(json.weights.wv, [...initialWeights().wv], 'W_v stayed fixed');
   const layer = new Function('lib', 'json', `${json.load}; return layer;`)(lib, json);
-  assert.deepEqual(json.config, { embedDim: 8, numHeads: 1, numKvHeads: 1, kdim: 8, vdim: 8, bias: true });
-  for (const [key, value] of Object.entries(json.config)) assert.equal(layer.config[key], value, key);
-  for (const [name, w] of Object.entries(layer.getWeights())) assert.deepEqual([...w], json.weights[name].map(Math.fround), name);
-  const task = makeTask();
-  const y = layer.forward(task.queries, task.keys, task.values, { batch: BATCH });
-  const loss = y.reduce((s, v, i) => s + (v - task.targets[i]) ** 2, 0) / y.length;
-  assert.ok(loss < 1e-4, `the exported layer has learned: loss ${loss}`);
+  assert.deepEqual(json.config, { embedDim: 4, numHeads: 1, numKvHeads: 1, kdim: 4, vdim: 4, bias: false });
+  let loss = 0;
+  for (const s of task.sentences) {
+    const y = layer.forward(s.embedding, null, null);
+    loss += y.reduce((sum, v, e) => sum + (v - s.target[e]) ** 2, 0);
+  }
+  assert.ok(loss / task.size < STOP_LOSS, `the exported layer has learned: loss ${loss / task.size}`);
   layer.dispose();
 
   await page.click('#learn-reset');
-  assert.equal(await page.getAttribute('#learn-status', 'data-state'), 'idle');
+  await page.waitForSelector('#learn-status[data-state="idle"]');
   assert.equal(await page.isHidden('#learn-export-box'), true);
   assert.equal((await looks('#learn-start')).disabled, false);
+  near((await state()).wq, initialWeights().wq, 'reset: back to the seeded weights');
   assert.deepEqual(problems, []);
 });

@@ -6,10 +6,10 @@
 //   import { mountBenchPanel } from './bench/panel.mjs';
 //   const panel = mountBenchPanel(element, options);
 // - element: an HTMLElement, normally empty; the panel renders into it (a shape picker, a Run
-//   button, a status line, a results table, a note on how it measured) and sets
-//   element.dataset.state to 'idle' | 'running' | 'done' | 'error'. It adds no heading: give it
-//   one. Its stylesheet panel.css (all rules under .bench-panel) is linked into
-//   document.head once, unless options.stylesheet is false (then link it yourself).
+//   button and a Cancel button, a status line, a results table, a note on how it measured) and
+//   sets element.dataset.state to 'idle' | 'running' | 'done' | 'cancelled' | 'error'. It adds
+//   no heading: give it one. Its stylesheet panel.css (all rules under .bench-panel) is linked
+//   into document.head once, unless options.stylesheet is false (then link it yourself).
 // - options (all optional):
 //     ortUrl: folder of onnxruntime-web's dist files (default '../../vendor/onnxruntime-web/' relative to
 //       this file, which `npm start` serves from node_modules); null: no onnxruntime-web. When the
@@ -21,7 +21,7 @@
 // - Each engine runs in its own module Web Worker (panel-worker.mjs), one at a time; at
 //   1 thread, and also at navigator.hardwareConcurrency threads (≤ 8) when the page is
 //   cross-origin isolated. Works under `script-src 'self' 'wasm-unsafe-eval'`.
-// - Returns { run(shape?, timing?) → Promise<results>, results, update({ text?, shapes? }),
+// - Returns { run(shape?, timing?) → Promise<results> (null when cancelled), results, update({ text?, shapes? }),
 //   destroy() }. run() measures the shape picked (or the one given; `timing` overrides the
 //   schedule for this run). update() switches the strings (the page's language) and the shape
 //   list (same length: the pick stays) and re-renders what is shown, results included. A
@@ -34,6 +34,8 @@ import { measureShape, referenceOf, TIMING } from './schedule.mjs';
 export const TEXT = {
   shape: 'Shape (batch, heads, queries, keys, head size)',
   run: 'Run benchmark',
+  cancel: 'Cancel',
+  cancelled: 'Cancelled.',
   loading: 'Loading the engines…',
   measuring: 'Measuring: round {round} of {rounds}…',
   done: 'Done: {shape}, medians of {rounds} rounds on this device.',
@@ -42,6 +44,7 @@ export const TEXT = {
   median: 'median time',
   speed: 'GFLOP/s',
   relative: 'time ÷ attention-wasm',
+  bar: 'relative speed (fastest = full bar)',
   oneThread: '1 thread',
   threads: '{n} threads',
   noOrt: 'onnxruntime-web is not served here ({url}): comparing with plain JavaScript only. `npm start` serves it.',
@@ -66,8 +69,11 @@ function linkStylesheet() {
   document.head.append(link);
 }
 
-// A worker holding the engines of one spec, with the interface schedule.mjs drives.
-function startWorker(spec, ortUrl) {
+// A worker holding the engines of one spec, with the interface schedule.mjs drives. `live`
+// holds a stop function for every worker not yet closed: Cancel ends them all, and each call
+// still waiting then fails with CANCELLED.
+const CANCELLED = 'cancelled';
+function startWorker(spec, ortUrl, live) {
   const worker = new Worker(new URL('./panel-worker.mjs', import.meta.url), { type: 'module' });
   const pending = new Map();
   let nextId = 0;
@@ -86,10 +92,18 @@ function startWorker(spec, ortUrl) {
     pending.set(id, { ok, fail });
     worker.postMessage({ id, method, args });
   });
+  const close = () => {
+    worker.terminate();
+    live.delete(close);
+    for (const { fail } of pending.values()) fail(new Error(CANCELLED));
+    pending.clear();
+  };
+  live.add(close);
   return call('load', spec, { ortUrl: ortUrl && String(ortUrl) })
-    .then((engines) => ({ label: JSON.stringify(spec), engines, call, close: () => worker.terminate() }))
+    .then((engines) => ({ label: JSON.stringify(spec), engines, call, close }))
     .catch((error) => {
-      worker.terminate();
+      close();
+      if (error.message === CANCELLED) throw error;
       return { label: JSON.stringify(spec), failed: error.message };
     });
 }
@@ -118,8 +132,9 @@ export function mountBenchPanel(element, options = {}) {
 
   const select = el('select', { name: 'shape' });
   const button = el('button', { type: 'submit' });
+  const cancel = el('button', { type: 'button', disabled: true });
   const shapeLabel = document.createTextNode('');
-  const form = el('form', { className: 'bench-panel-form' }, el('label', {}, shapeLabel, select), button);
+  const form = el('form', { className: 'bench-panel-form' }, el('label', {}, shapeLabel, select), button, cancel);
   const status = el('p', { className: 'bench-panel-status', role: 'status' });
   const headRow = el('tr');
   const body = el('tbody');
@@ -133,6 +148,7 @@ export function mountBenchPanel(element, options = {}) {
   let measuredIndex = -1;  // which of `shapes` the results are for (-1: a shape given to run())
   let running = null;
   let workers = [];
+  const live = new Set();  // every worker's stop function (see startWorker)
   // What the status line and the note say, as [key of text, values], so update() can re-say it.
   let said = null;
   let notes = [['how']];
@@ -148,8 +164,9 @@ export function mountBenchPanel(element, options = {}) {
     select.replaceChildren(...shapes.map((s, i) => el('option', { value: String(i), textContent: s.label })));
     select.value = picked;
     button.textContent = text.run;
+    cancel.textContent = text.cancel;
     headRow.replaceChildren(...[text.engine, text.median, text.speed, text.relative].map((h) => el('th', { scope: 'col', textContent: h })),
-      el('td', { className: 'bench-panel-bar-cell' }));
+      el('th', { scope: 'col', className: 'bench-panel-bar-cell', textContent: text.bar }));
     note.textContent = notes.map(([key, values]) => fill(text[key], values ?? {})).join(' ');
     if (said?.[0] === 'done' && measuredIndex >= 0) said[1].shape = shapes[measuredIndex].label;  // in the new language
     if (said) status.textContent = fill(text[said[0]], said[1]);
@@ -192,7 +209,7 @@ export function mountBenchPanel(element, options = {}) {
 
     say('loading');
     const hosts = [];
-    for (const spec of specs) hosts.push(await startWorker(spec, ortUrl));  // one at a time: loads compete
+    for (const spec of specs) hosts.push(await startWorker(spec, ortUrl, live));  // one at a time: loads compete
     workers = hosts.filter((h) => !h.failed);
     try {
       let round = 0;
@@ -216,6 +233,7 @@ export function mountBenchPanel(element, options = {}) {
     if (running) return running;
     element.dataset.state = 'running';
     button.disabled = select.disabled = true;
+    cancel.disabled = false;
     const runTiming = { ...timing, ...timingOverrides };
     running = (async () => {
       try {
@@ -227,11 +245,17 @@ export function mountBenchPanel(element, options = {}) {
         element.dispatchEvent(new CustomEvent('bench-panel-done', { detail: results }));
         return results;
       } catch (error) {
+        if (error.message === CANCELLED) {
+          say('cancelled');
+          element.dataset.state = 'cancelled';
+          return null;
+        }
         say('failed', { message: error.message });
         element.dataset.state = 'error';
         throw error;
       } finally {
         button.disabled = select.disabled = false;
+        cancel.disabled = true;
         running = null;
       }
     })();
@@ -242,6 +266,7 @@ export function mountBenchPanel(element, options = {}) {
     event.preventDefault();
     run().catch(() => {});  // shown in the status line
   });
+  cancel.addEventListener('click', () => { for (const stop of [...live]) stop(); });
   label();
 
   return {
@@ -258,7 +283,7 @@ export function mountBenchPanel(element, options = {}) {
       label();
     },
     destroy() {
-      for (const w of workers) w.close();
+      for (const stop of [...live]) stop();
       element.replaceChildren();
       element.classList.remove('bench-panel');
       delete element.dataset.state;

@@ -64,6 +64,27 @@ function inputs({ batch, heads, kvHeads, seqQ, seqK, headDim }, pattern) {
   };
 }
 
+// The heatmap of the weights as RGBA pixels, one per weight, made here so that the page only
+// copies them in: each row normalised to its own maximum so that long rows stay visible; keys the
+// causal mask hides from a query grey, not white (weight 0).
+function heatmapPixels(weights, rows, cols, causal) {
+  const px = new Uint8ClampedArray(4 * rows * cols);
+  for (let i = 0; i < rows; i++) {
+    let max = 0;
+    for (let j = 0; j < cols; j++) max = Math.max(max, weights[i * cols + j]);
+    const scale = max > 0 ? 1 / max : 0;
+    for (let j = 0, p = 4 * i * cols; j < cols; j++, p += 4) {
+      const t = weights[i * cols + j] * scale;
+      const hidden = causal && j > i + cols - rows;
+      px[p] = hidden ? 200 : 255 - 202 * t;
+      px[p + 1] = hidden ? 203 : 255 - 167 * t;
+      px[p + 2] = hidden ? 210 : 255 - 55 * t;
+      px[p + 3] = 255;
+    }
+  }
+  return px;
+}
+
 self.addEventListener('message', async ({ data }) => {
   if (data.type === 'init') {
     libPromise = load(data.module);
@@ -96,13 +117,14 @@ self.addEventListener('message', async ({ data }) => {
     }
     const pairs = batch * heads * visiblePairs(seqQ, seqK, causal);
     const flops = 4 * headDim * pairs;  // Q·Kᵀ and P·V: 2·headDim each per visible pair
-    let weights = null;
+    let weights = null, pixels = null;
     if (seqQ <= 512 && seqK <= 512) {
       weights = lib.attentionWeights(q.subarray(0, seqQ * headDim), k.subarray(0, seqK * headDim),
         { heads: 1, seqQ, seqK, headDim, causal });
+      pixels = heatmapPixels(weights, seqQ, seqK, causal);
     }
     self.postMessage({ type: 'result', ms, runs: times.length, plainMs, maxDiff, pairs, flops, gflops: flops / (ms * 1e6),
-      seqQ, seqK, causal, pattern, weights, library: { ...lib.info, shared } }, weights ? [weights.buffer] : []);
+      seqQ, seqK, causal, pattern, weights, pixels, library: { ...lib.info, shared } }, weights ? [weights.buffer, pixels.buffer] : []);
   } catch (error) {
     self.postMessage({ type: 'error', message: `${error.name}: ${error.message}` });
   }

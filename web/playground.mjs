@@ -57,7 +57,7 @@ export function startPlayground(strings, info) {
       shown = { kind: 'result', data };
       Object.assign(status.dataset, { flops: String(data.flops), pairs: String(data.pairs), gflops: String(data.gflops),
         speedup: data.plainMs === null ? '' : String(data.plainMs / data.ms), maxDiff: data.maxDiff === null ? '' : String(data.maxDiff) });
-      if (data.weights) drawHeatmap(canvas, data.weights, data.seqQ, data.seqK, data.causal);
+      if (data.pixels) drawHeatmap(canvas, data.pixels, data.seqQ, data.seqK);
       figure.hidden = !data.weights;
       window.playgroundResult = data;
     }
@@ -107,26 +107,9 @@ export function startPlayground(strings, info) {
   return showStatus;
 }
 
-// One pixel per weight, scaled up by CSS; each row is normalised to its own maximum so that long
-// rows stay visible. Keys the causal mask hides from a query are grey, not white (weight 0).
-function drawHeatmap(canvas, weights, rows, cols, causal) {
+// The heatmap's pixels come from the worker (heatmapPixels): here they are only copied in.
+function drawHeatmap(canvas, pixels, rows, cols) {
   canvas.width = cols;
   canvas.height = rows;
-  const ctx = canvas.getContext('2d');
-  const image = ctx.createImageData(cols, rows);
-  const px = image.data;  // written directly: up to 512 × 512 pixels in one task
-  for (let i = 0; i < rows; i++) {
-    let max = 0;
-    for (let j = 0; j < cols; j++) max = Math.max(max, weights[i * cols + j]);
-    const scale = max > 0 ? 1 / max : 0;
-    for (let j = 0, p = 4 * i * cols; j < cols; j++, p += 4) {
-      const t = weights[i * cols + j] * scale;
-      const hidden = causal && j > i + cols - rows;
-      px[p] = hidden ? 200 : 255 - 202 * t;
-      px[p + 1] = hidden ? 203 : 255 - 167 * t;
-      px[p + 2] = hidden ? 210 : 255 - 55 * t;
-      px[p + 3] = 255;
-    }
-  }
-  ctx.putImageData(image, 0, 0);
+  canvas.getContext('2d').putImageData(new ImageData(pixels, cols, rows), 0, 0);
 }

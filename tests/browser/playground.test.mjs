@@ -20,7 +20,7 @@ async function run(page, shape, { plain = true, pattern = 'positions' } = {}) {
   await page.click('#playground button[type="submit"]');
   await page.waitForSelector('#play-status:is([data-state="result"], [data-state="error"])', { timeout: 60000 });
   assert.equal(await page.getAttribute('#play-status', 'data-state'), 'result', await page.textContent('#play-status'));
-  return page.evaluate(() => { const r = window.playgroundResult; return r && { ...r, weights: r.weights && [...r.weights] }; });
+  return page.evaluate(() => { const r = window.playgroundResult; return r && { ...r, weights: r.weights && [...r.weights], pixels: undefined }; });
 }
 
 // Query i sees key j iff j ≤ i + seqK − seqQ (the library's causal rule), counted one by one.

@@ -115,6 +115,11 @@ export const EN = {
   features: ['animal', 'action', 'place', 'relation'],
   looksFor: ['→ animal', '→ action', '→ place', '→ relation'],
   cornerWord: 'word', cornerLooksFor: 'looks for ╲ has', cornerLooksAt: 'q ╲ k',
+  wordsFollowLabel: 'Follow a word',
+  wordsFollowed: 'The word followed: <b>{word}</b> is {kind}, so its query is the “{feature}” column of W<sub>q</sub> (outlined): it looks for {looksFor}. Its row of α̂ gives the most weight to {top}; its row of B is what it gathered.',
+  wordsFollowedNone: 'The word followed: <b>{word}</b> has none of the four features, so its query is 0: it looks for nothing, and its row of α̂ gives every word the same weight ({even}).',
+  featureKinds: ['an animal', 'an action', 'a place', 'a relation word'],
+  listAnd: ' and ', wordsTopEach: '{words} ({w} each)', wordsTopOne: '{words} ({w})',
 
   learnTitle: 'Watch it learn',
   learnText: 'Nobody picks W<sub>q</sub> and W<sub>k</sub> by hand in a real model: they are learned. Here an attention layer starts from random W<sub>q</sub> and W<sub>k</sub> and learns, from the sentences of “Real words as tokens” (both languages), to give every word the output that the hand-made W<sub>q</sub> above gives it. W<sub>v</sub> and W<sub>o</sub> stay fixed at I, so the only way to get the outputs right is to look at the right words: watch the weights α̂ move onto the outlined cells (where the hand-made head looks), and W<sub>q</sub> and W<sub>k</sub> change as they do.',

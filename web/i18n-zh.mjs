@@ -114,6 +114,11 @@ export const ZH = {
   features: ['动物', '动作', '地点', '关系词'],
   looksFor: ['→ 动物', '→ 动作', '→ 地点', '→ 关系词'],
   cornerWord: '词', cornerLooksFor: '找 ╲ 有', cornerLooksAt: 'q ╲ k',
+  wordsFollowLabel: '跟着一个词',
+  wordsFollowed: '跟着的词：<b>{word}</b>是{kind}，所以它的查询就是 W<sub>q</sub> 里“{feature}”那一列（画了框）：它要找{looksFor}。它那一行 α̂ 把最多的权重给了{top}；它那一行 B 就是它收集到的。',
+  wordsFollowedNone: '跟着的词：<b>{word}</b>没有这四个特征中的任何一个，所以它的查询是 0：它什么都不找，它那一行 α̂ 给每个词一样的权重（{even}）。',
+  featureKinds: ['动物', '动作', '地点', '关系词'],
+  listAnd: '和', wordsTopEach: '{words}（各 {w}）', wordsTopOne: '{words}（{w}）',
 
   learnTitle: '看它学习',
   learnText: '真实的模型里，没有人手工挑 W<sub>q</sub> 和 W<sub>k</sub>：它们是学出来的。这里一个注意力层从随机的 W<sub>q</sub> 和 W<sub>k</sub> 出发，用“真实的词作为 token”的句子（两种语言）学习，让每个词的输出变成上面手工的 W<sub>q</sub> 给它的输出。W<sub>v</sub> 和 W<sub>o</sub> 固定为 I，所以要让输出对，唯一的办法是看对的词：看权重 α̂ 移到画了框的格子上（手工的头看的地方），W<sub>q</sub> 和 W<sub>k</sub> 也跟着变化。',

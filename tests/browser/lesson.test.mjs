@@ -1,7 +1,8 @@
 // The lesson's first part in headless Chromium: the search analogy (the keys, values and the
 // four own queries are K, V and Q of the walk-through at its starting numbers; weights and result
 // against tests/js/reference.mjs), one query followed through every step (the rows outlined in
-// every table, the worked query, the alignment drawing at the true angles and lengths), and the
+// every table, the worked query, the alignment drawing at the true angles and lengths), a word
+// followed in "Real words" (its rows, and the column of W_q that is its query), and the
 // "for developers" switch (cross-checks and library calls hidden until it is on; the ✓ badges).
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -129,6 +130,54 @@ test('one query followed through every step: rows outlined, the worked query, th
   await check(0);
   const hidden = await page.$$eval('#weighted-sum tbody tr', (trs) => trs.slice(0, 4).map((tr) => tr.cells[1].classList.contains('masked')));
   assert.deepEqual(hidden, [false, true, true, true], 'q¹ sees only k¹');
+  assert.deepEqual(problems, []);
+});
+
+test('a word followed in Real words: its rows of A, α̂ and B outlined, and the column of W_q that is its query, in both languages', async () => {
+  const { page, problems } = await openDemo(demo.browser, demo.server.url);
+  const E = 4;
+  async function check(i, lang) {
+    const w = (await demoState(page)).words;
+    const n = w.tokens.length;
+    assert.equal(w.selected, i, `${lang}: the word followed`);
+    assert.equal(await page.isChecked(`#words-follow input[value="${i}"]`), true, 'the picker shows it');
+    for (const id of ['words-embedding', 'words-weights', 'words-outputs']) {
+      assert.deepEqual(await page.$$eval(`#${id} tbody tr`, (trs) => trs.map((tr) => tr.classList.contains('highlight'))),
+        Array.from({ length: n }, (_, k) => k === i), `${lang} ${id}: row ${i + 1} outlined`);
+    }
+    // The outlined column c of W_q is the word's query: its embedding is the one-hot of feature c.
+    const feature = w.embedding.slice(i * E, (i + 1) * E).indexOf(1);
+    const used = await page.$$eval('#words-wq tr', (trs) => trs.map((tr) => [...tr.cells].map((c) => c.classList.contains('used'))));
+    used.forEach((cells) => assert.deepEqual(cells, cells.map((_, c) => feature >= 0 && c === feature + 1), `${lang}: column ${feature + 1} of W_q outlined`));
+    const query = w.query.slice(i * E, (i + 1) * E);
+    if (feature >= 0) near(query, Array.from({ length: E }, (_, r) => w.wq[r * E + feature]), `${lang}: the query is that column`);
+    else near(query, [0, 0, 0, 0], `${lang}: a word without features has the query 0`);
+    // The sentence under the picker names the words the row gives the most weight to.
+    const row = w.weights.slice(i * n, (i + 1) * n);
+    const top = Math.max(...row);
+    const reading = await page.textContent('#words-followed');
+    assert.ok(reading.includes(w.tokens[i]), reading);
+    if (feature >= 0) {
+      for (let j = 0; j < n; j++) if (top - row[j] < 1e-3) assert.ok(reading.includes(w.tokens[j]), `${reading} names ${w.tokens[j]}`);
+      assert.ok(reading.includes(top.toFixed(2)), `${reading} gives ${top.toFixed(2)}`);
+    }
+    return { w, reading };
+  }
+  let { w, reading } = await check(2, 'en');  // sat, the action, at first
+  assert.match(reading, /sat is an action, so its query is the “action” column of Wq \(outlined\): it looks for animal and place\. Its row of α̂ gives the most weight to cat and mat \(0\.43 each\)/);
+  await page.click('#words-weights tbody tr:nth-child(1)');  // a click on a row: the, no features
+  ({ reading } = await check(0, 'en'));
+  assert.match(reading, /has none of the four features/);
+  await page.click('#words-outputs tbody tr:nth-child(4)');
+  await check(3, 'en');
+  await page.click('button[data-lang="zh"]');
+  ({ w } = await check(1, 'zh'));  // 坐, the action of the Chinese sentence
+  assert.deepEqual(await page.$$eval('#words-follow label', (ls) => ls.map((l) => l.textContent.trim())), w.tokens.map((t, i) => `${t}${'¹²³⁴⁵⁶'[i]}`));
+  await page.check('#words-follow input[value="3"]');
+  ({ reading } = await check(3, 'zh'));
+  assert.match(reading, /垫子是地点.*在和上（各 0\.45）/);
+  await page.click('button[data-lang="en"]');
+  await check(3, 'en');  // each language keeps its own word
   assert.deepEqual(problems, []);
 });
 

@@ -8,11 +8,14 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer } from 'node:net';
 import { writeFile } from 'node:fs/promises';
+import { stackPngs } from './png.mjs';
 
 const DRIVER = process.env.WEBKIT_WEBDRIVER_PATH ?? '/usr/bin/WebKitWebDriver';
-// A full-page screenshot is one window as tall as the page: up to TALLEST px (Xvfb's screen
-// holds it and the window's toolbar; a longer page is cut there).
-const TALLEST = 30000;
+// A full-page screenshot is one window as tall as the page, up to TALLEST px: WebKitGTK paints a
+// taller window black. A longer page is shot in windows of that height, scrolled down one after
+// another, and stacked (an element that sticks to the top of the window shows in each of them).
+// Xvfb's screen holds the tallest window and its toolbar.
+const TALLEST = 16384;
 const SCREEN = `1600x${TALLEST + 1000}x24`;
 const CAPABILITIES = {
   capabilities: {
@@ -139,10 +142,22 @@ export async function launch() {
         run,
         problems: () => run('window.__pageProblems.slice()'),
         async screenshot(path, { fullPage }) {
-          const height = fullPage ? Math.min(await run('document.documentElement.scrollHeight'), TALLEST) : size.height;
+          const total = fullPage ? await run('document.documentElement.scrollHeight') : size.height;
+          const height = Math.min(total, TALLEST);
+          const shot = async () => Buffer.from(await s('/screenshot'), 'base64');
           if (height > size.height) await setViewport({ width: size.width, height });
           try {
-            await writeFile(path, Buffer.from(await s('/screenshot'), 'base64'));
+            if (total <= height) return await writeFile(path, await shot());
+            const parts = [];
+            const was = await run('scrollY');
+            for (let y = 0; y < total; y += height) {
+              // Scrolled, and painted: two animation frames later. The last window scrolls less
+              // far than asked; its top rows repeat the one before it.
+              const at = await run(`new Promise((resolve) => { scrollTo(0, ${y}); requestAnimationFrame(() => requestAnimationFrame(() => resolve(scrollY))); })`);
+              parts.push({ png: await shot(), skip: y - at });
+            }
+            await run(`scrollTo(0, ${was})`);
+            await writeFile(path, stackPngs(parts));
           } finally {
             if (height > size.height) await setViewport(size);
           }

@@ -7,7 +7,7 @@
 // by one position, so with rotary every word looks at the word before it. Positions are counted
 // from 1 everywhere, as the labels a¹, a², … count them.
 import { format } from './i18n.mjs';
-import { renderMatrix, sub, sup } from './matrix-view.mjs';
+import { formatNumber, renderMatrix, sub, sup } from './matrix-view.mjs';
 import { drawRotation } from './rotation-view.mjs';
 import { E, IDENTITY, WQ, sentence } from './sentences.mjs';
 import { $ } from './dom.mjs';
@@ -142,8 +142,11 @@ export function startPosition(lib, strings, language) {
     $('pos-outputs-caption').textContent = format(t.posOutputsCaption, { sentence: join(tokens) });
     $('pos-moved-caption').textContent = format(t.posMovedCaption, { sentence: join(movedTokens) });
     renderMatrix($('pos-outputs'), r.outputs, n, E, word);
-    renderMatrix($('pos-moved-outputs'), r.movedOutputs, n, E, { ...movedWord, extraColumn: delta(r.diffs, (d) => d.toExponential(1)) });
-    $('pos-shuffle-reading').innerHTML = format(t.posShuffleReading, { diff: Math.max(...r.diffs).toExponential(1) });
+    // Differences to the tables' two decimals (float32 rounding shows as 0.00), the exact largest
+    // one for developers.
+    renderMatrix($('pos-moved-outputs'), r.movedOutputs, n, E, { ...movedWord, extraColumn: delta(r.diffs, (d) => formatNumber(d, 2)) });
+    const largest = Math.max(...r.diffs);
+    $('pos-shuffle-reading').innerHTML = format(t.posShuffleReading, { diff: formatNumber(largest, 2), exact: largest.toExponential(1) });
 
     // Add a position vector.
     for (const b of kindButtons) b.setAttribute('aria-pressed', String(b.dataset.kind === state.vectors));

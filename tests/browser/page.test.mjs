@@ -255,7 +255,7 @@ test('without cross-origin isolation: one thread, the reason shown, the same num
   assert.deepEqual(problems, []);
 });
 
-test('a phone-sized screen: no sideways scrolling of the page or of any table, in both languages', async () => {
+test('a phone-sized screen: no sideways scrolling of the page, a table or a formula, in both languages', async () => {
   const { page, problems } = await openDemo(demo.browser, demo.server.url, { viewport: PHONE });
   await page.click('#decode-all');
   await page.click('#learn-export');
@@ -268,6 +268,12 @@ test('a phone-sized screen: no sideways scrolling of the page or of any table, i
     const wide = await page.$$eval('figure, .wide-table', (boxes) => boxes.filter((b) => !b.hidden && b.scrollWidth > b.clientWidth)
       .map((b) => `${b.querySelector('table, canvas, svg')?.id || b.className}: ${b.scrollWidth} > ${b.clientWidth}`));
     assert.deepEqual(wide, [], `${lang}: every table fits its box`);
+    const cut = await page.$$eval('.formula', (fs) => fs.filter((f) => f.checkVisibility() && f.scrollWidth > f.clientWidth)
+      .map((f) => `${f.closest('section')?.getAttribute('aria-labelledby') ?? 'the header'}: ${f.scrollWidth} > ${f.clientWidth}`));
+    assert.deepEqual(cut, [], `${lang}: every formula fits without scrolling`);
+    // The followed query's picker stays on one line, so that it hides little of what scrolls under it.
+    const picker = await page.$eval('#follow', (f) => [f.getBoundingClientRect().height, parseFloat(getComputedStyle(f).lineHeight) || 24]);
+    assert.ok(picker[0] < 2 * picker[1] + 12, `${lang}: the follow picker is ${picker[0]} px tall`);
     await page.uncheck('#causal');
     await page.uncheck('#key-masks input[data-key="0"]');
   }

@@ -58,6 +58,7 @@ test('decoding with a KV cache: one word per step, each new query over the cache
   const { page, problems } = await openDemo(demo.browser, demo.server.url);
   assert.equal(await page.isDisabled('#decode-reset'), true);
   assert.match(await page.textContent('#decode-status'), /Nothing decoded yet/);
+  assert.equal(await page.isVisible('#decode-tables'), false, 'no header-only tables before the first step');
   for (let t = 1; t <= 6; t++) {
     await page.click('#decode-next');
     await checkSteps(page, t, false);
@@ -70,7 +71,10 @@ test('decoding with a KV cache: one word per step, each new query over the cache
   // A sliding-window ring of 3: the same steps again, each query seeing the last 3 positions.
   await page.check('#decode-window');
   await checkSteps(page, 6, true);
+  assert.match(await page.textContent('#decode-status'), /^Step 6: mat⁶ arrives\. .*which now holds 3 positions \(24 numbers\), and its query attends to on⁴ the⁵ mat⁶\./,
+    'the ring holds 3 positions, whatever cache.length counts');
   await page.click('#decode-reset');
+  assert.equal(await page.isVisible('#decode-tables'), false, 'reset: the tables go');
   await checkSteps(page, 0, true);
   await page.click('#decode-next');
   await page.click('#decode-next');

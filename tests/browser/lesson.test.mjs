@@ -19,6 +19,25 @@ after(async () => { await demo?.close(); });
 const project = (w) => referenceLinear(DEFAULTS.inputs, N, D, w, null, D);
 const row = (m, i, width = D) => [...m.slice(i * width, (i + 1) * width)];
 
+test('the lesson first, in the lecture\'s order, then "Beyond the lecture"; the search is the first section', async () => {
+  const { page, problems } = await openDemo(demo.browser, demo.server.url);
+  // The page's sections and part titles in document order, each part with the sections after it.
+  const outline = await page.$$eval('main h2.part-title, main section[aria-labelledby]', (els) => els
+    .filter((el) => el.matches('h2') || !el.parentElement.closest('section'))
+    .map((el) => (el.matches('h2') ? `# ${el.textContent}` : el.getAttribute('aria-labelledby'))));
+  assert.deepEqual(outline, ['# The lecture', 'search', 'walk', 'words', 'learn',
+    '# Beyond the lecture', 'position', 'heads', 'decode', 'play', 'bench']);
+  const steps = await page.$$eval('section[aria-labelledby="walk"] section', (ss) => ss.map((s) => s.getAttribute('aria-labelledby')));
+  assert.deepEqual(steps, ['s1', 's2', 's3', 's4', 's5'], 'the five steps in order');
+  // The notation table is no longer ahead of the numbers: nothing but the header before the search.
+  const before = await page.evaluate(() => {
+    const first = document.querySelector('section[aria-labelledby="search"]');
+    return [...document.querySelectorAll('main table')].filter((t) => t.compareDocumentPosition(first) & Node.DOCUMENT_POSITION_FOLLOWING).length;
+  });
+  assert.equal(before, 0, 'no table before the search');
+  assert.deepEqual(problems, []);
+});
+
 test('the search: keys, values and queries are K, V and Q of the steps; weights and result by the reference', async () => {
   const { page, problems } = await openDemo(demo.browser, demo.server.url);
   const keys = project(DEFAULTS.wk), values = project(DEFAULTS.wv), queries = project(DEFAULTS.wq);

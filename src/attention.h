@@ -71,6 +71,10 @@ struct AttentionParams {
   // Key and value storage. For i8, key_scale/value_scale hold one float per stored row,
   // addressed with ks/vs (col unused).
   KvType kv_type = KvType::f32;
+  // f16 only: true promises that no element of K or V is ±∞ or NaN (exponent 31), as the KV
+  // cache knows of what it stored; the kernel then widens without checking each element for that
+  // case (a broken promise reads such an element as a finite value of magnitude ≥ 65536).
+  bool kv_finite = false;
   const float* key_scale = nullptr;
   const float* value_scale = nullptr;
   Strides ks, vs;

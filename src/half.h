@@ -14,6 +14,11 @@
 
 namespace attn::half {
 
+// The storage type of float16 elements known to hold no ±∞ or NaN (exponent 31): the same bits
+// as std::uint16_t, read by the readers below that skip that case (kv_storage.h picks them when
+// AttentionParams::kv_finite says so).
+enum class Finite : std::uint16_t {};
+
 inline float bits_to_float(std::uint32_t u) {
   float f;
   std::memcpy(&f, &u, sizeof f);
@@ -60,6 +65,11 @@ inline std::uint16_t from_float(float f) {
 inline simd::vfloat load(const std::uint16_t* p) { return to_float(*p); }
 inline void load2(const std::uint16_t* p, simd::vfloat& lo, simd::vfloat& hi) { lo = to_float(p[0]); hi = to_float(p[1]); }
 inline void store(std::uint16_t* p, simd::vfloat v) { *p = from_float(v.x); }
+inline simd::vfloat load_finite(const Finite* p) { return to_float(static_cast<std::uint16_t>(*p)); }
+inline void load2_finite(const Finite* p, simd::vfloat& lo, simd::vfloat& hi) {
+  lo = to_float(static_cast<std::uint16_t>(p[0]));
+  hi = to_float(static_cast<std::uint16_t>(p[1]));
+}
 
 #else
 
@@ -91,6 +101,28 @@ inline void load2(const std::uint16_t* p, vfloat& lo, vfloat& hi) {
   const __m128i special = _mm_cmpeq_epi16(_mm_and_si128(h, exponent), exponent);
   const __m128i top = _mm_or_si128(_mm_and_si128(_mm_srai_epi16(h, 3), _mm_set1_epi16(static_cast<short>(0x8fff))),
                                    _mm_and_si128(special, _mm_set1_epi16(0x7000)));
+  const __m128i bottom = _mm_slli_epi16(h, 13);
+  const vfloat scale(0x1p112f);
+  lo = vfloat(_mm_castsi128_ps(_mm_unpacklo_epi16(bottom, top))) * scale;
+  hi = vfloat(_mm_castsi128_ps(_mm_unpackhi_epi16(bottom, top))) * scale;
+}
+
+// As load() and load2() for halves that are not ±∞ or NaN: each half into the top 16 bits of a
+// 32-bit lane, shifted right by 3 (arithmetic: the sign stays in bit 31), the copies of the sign
+// masked off, times 2^112 — the multiply form of to_float without its exponent-31 case. That
+// case cost 4 of load2's 11 operations, and decode steps over a float16 cache are bound by them.
+inline vfloat load_finite(const Finite* p) {
+  const __m128i h = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  const __m128i bits = _mm_and_si128(_mm_srai_epi32(_mm_unpacklo_epi16(_mm_setzero_si128(), h), 3),
+                                     _mm_set1_epi32(static_cast<int>(0x8fffe000u)));
+  return vfloat(_mm_castsi128_ps(bits)) * vfloat(0x1p112f);
+}
+
+// 2W halves (no ±∞ or NaN) -> 2W floats (lo: the first W): load2's 16-bit form without the
+// exponent-31 case.
+inline void load2_finite(const Finite* p, vfloat& lo, vfloat& hi) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i top = _mm_and_si128(_mm_srai_epi16(h, 3), _mm_set1_epi16(static_cast<short>(0x8fff)));
   const __m128i bottom = _mm_slli_epi16(h, 13);
   const vfloat scale(0x1p112f);
   lo = vfloat(_mm_castsi128_ps(_mm_unpacklo_epi16(bottom, top))) * scale;

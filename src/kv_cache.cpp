@@ -18,10 +18,14 @@ namespace {
 using simd::vfloat;
 using simd::W;
 
-void store_f16(const float* x, int n, std::uint16_t* out) {
+// Returns whether any stored half is ±∞ or NaN (stage() refuses finite values beyond half's range).
+bool store_f16(const float* x, int n, std::uint16_t* out) {
   int c = 0;
   for (; c + W <= n; c += W) half::store(out + c, simd::load(x + c));
   for (; c < n; ++c) out[c] = half::from_float(x[c]);
+  bool special = false;
+  for (c = 0; c < n; ++c) special |= (out[c] & 0x7c00) == 0x7c00;
+  return special;
 }
 
 void store_bf16(const float* x, int n, bfloat16::Bits* out) {
@@ -86,6 +90,7 @@ const char* KvCache::allocate(const KvCacheConfig& c) {
     return "kv cache: out of memory";
   config_ = c;
   length_ = first_ = 0;
+  special_ = false;
   k_ = std::move(k);
   v_ = std::move(v);
   k_scale_ = std::move(ks);
@@ -166,7 +171,7 @@ const char* KvCache::stage(const float* key, const Strides& ks, const float* val
           if (c.dtype == KvType::f32) {
             std::memcpy(dst, x, dim * sizeof(float));
           } else if (c.dtype == KvType::f16) {
-            store_f16(x, dim, reinterpret_cast<std::uint16_t*>(dst));
+            if (store_f16(x, dim, reinterpret_cast<std::uint16_t*>(dst))) special_ = true;
           } else if (c.dtype == KvType::bf16) {
             store_bf16(x, dim, reinterpret_cast<bfloat16::Bits*>(dst));
           } else {
@@ -195,6 +200,7 @@ void KvCache::describe(AttentionParams& p, int staged) const {
   p.key = k_.get();
   p.value = v_.get();
   p.kv_type = c.dtype;
+  p.kv_finite = c.dtype == KvType::f16 && !special_;
   p.batch = c.batch;
   p.kv_heads = c.kv_heads;
   p.head_dim = c.head_dim;

@@ -90,6 +90,9 @@ class KvCache {
   ByteBuffer k_, v_;               // storage of dtype
   FloatBuffer k_scale_, v_scale_;  // int8 only
   F16Overflow overflow_;
+  // float16: some append stored a ±∞ or NaN (kept for the cache's life: describe() promises
+  // AttentionParams::kv_finite only while no slot can hold one).
+  bool special_ = false;
 };
 
 }  // namespace attn

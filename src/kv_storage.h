@@ -46,6 +46,20 @@ struct Stored<std::uint16_t> {
   static float one(const std::uint16_t* p) { return half::to_float(*p); }
 };
 
+// float16 with no ±∞ or NaN (AttentionParams::kv_finite): widened without that case.
+template <>
+struct Stored<half::Finite> {
+#if defined(ATTN_SCALAR)
+  static constexpr int kVectors = 1;
+  static void load_chunk(const half::Finite* p, vfloat* v) { v[0] = half::load_finite(p); }
+#else
+  static constexpr int kVectors = 2;
+  static void load_chunk(const half::Finite* p, vfloat* v) { half::load2_finite(p, v[0], v[1]); }
+#endif
+  static vfloat load(const half::Finite* p) { return half::load_finite(p); }
+  static float one(const half::Finite* p) { return half::to_float(static_cast<std::uint16_t>(*p)); }
+};
+
 template <>
 struct Stored<bfloat16::Bits> {
 #if defined(ATTN_SCALAR)
@@ -174,11 +188,23 @@ inline std::int32_t dot_i16_i8(const std::int16_t* q, const std::int8_t* k, int 
   return sum;
 }
 
+// How a Head's elements are read: KvType, with float16 split by AttentionParams::kv_finite.
+enum class Storage { f32, f16, f16_finite, bf16, i8 };
+
+inline Storage storage(const AttentionParams& p) {
+  switch (p.kv_type) {
+    case KvType::f16: return p.kv_finite ? Storage::f16_finite : Storage::f16;
+    case KvType::bf16: return Storage::bf16;
+    case KvType::i8: return Storage::i8;
+    default: return Storage::f32;
+  }
+}
+
 // The K and V rows of one (batch, kv head), as stored (type erased: the typed readers below
 // take the element type as a template argument). Row j of the logical key sequence lives in
 // physical row ("slot") j, or j % ring for a ring buffer; the scales are 1 except for int8.
 struct Head {
-  KvType type = KvType::f32;
+  Storage type = Storage::f32;
   const void* key = nullptr;
   const void* value = nullptr;
   std::ptrdiff_t key_row = 0, value_row = 0;
@@ -208,13 +234,15 @@ inline void for_each_piece(const Head& h, int begin, int end, Fn&& fn) {
   }
 }
 
-// Calls fn(T{}) with T the element type of `type` (float, uint16_t, bfloat16::Bits or int8_t).
+// Calls fn(T{}) with T the element type of `type` (float, uint16_t, half::Finite, bfloat16::Bits
+// or int8_t).
 template <class Fn>
-inline void with_type(KvType type, Fn&& fn) {
+inline void with_type(Storage type, Fn&& fn) {
   switch (type) {
-    case KvType::f16: fn(std::uint16_t{}); break;
-    case KvType::bf16: fn(bfloat16::Bits{}); break;
-    case KvType::i8: fn(std::int8_t{}); break;
+    case Storage::f16: fn(std::uint16_t{}); break;
+    case Storage::f16_finite: fn(half::Finite{}); break;
+    case Storage::bf16: fn(bfloat16::Bits{}); break;
+    case Storage::i8: fn(std::int8_t{}); break;
     default: fn(float{}); break;
   }
 }
@@ -225,7 +253,7 @@ inline std::size_t element_bytes(KvType type) {
 
 inline Head head(const AttentionParams& p, int b, int kvh) {
   Head h;
-  h.type = p.kv_type;
+  h.type = storage(p);
   const std::size_t bytes = element_bytes(p.kv_type);
   const auto at = [bytes](const void* base, std::ptrdiff_t elements) {
     return static_cast<const void*>(static_cast<const char*>(base) + elements * static_cast<std::ptrdiff_t>(bytes));
@@ -248,7 +276,7 @@ inline Head head(const AttentionParams& p, int b, int kvh) {
 inline float key_abs_max(const Head& h, int begin, int end, int head_dim) {
   float m = 0.0f;
   if (begin >= end) return m;
-  if (h.type == KvType::f16) return 65504.0f;
+  if (h.type == Storage::f16 || h.type == Storage::f16_finite) return 65504.0f;
   const auto rows = [&](auto t) {
     using T = decltype(t);
     for_each_piece(h, begin, end, [&](int j0, int j1, int s0) {

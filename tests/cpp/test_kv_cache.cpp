@@ -193,6 +193,38 @@ TEST_CASE("a one-position float16 or bfloat16 cache returns exactly the stored v
     }
 }
 
+TEST_CASE("a float16 cache that stored ±∞ or NaN reads them as such, on both paths", "[cache]") {
+  // The cache promises the kernel finite float16 (AttentionParams::kv_finite, read without the
+  // exponent-31 case) only while no append stored ±∞ or NaN: the last position's values are ±∞
+  // and NaN, so the last query row, which sees every position, gets them.
+  Data d = make_data(1, 4, 2, 40, 16, 16, 21);
+  for (int h = 0; h < d.kv_heads; ++h) {
+    float* v = d.v.data() + (std::size_t(h) * d.seq + d.seq - 1) * d.value_dim;
+    v[0] = INFINITY;
+    v[1] = -INFINITY;
+    v[2] = NAN;
+  }
+  attn::KvCache cache;
+  REQUIRE(cache.allocate(config_for(d, attn::KvType::f16, d.seq)) == nullptr);
+  append(cache, d, 0, d.seq - 1);
+  attn::AttentionParams causal;
+  causal.causal = true;
+  for (float x : attend(cache, d, 1, causal, d.seq - 1)) CHECK(std::isfinite(x));
+  append(cache, d, d.seq - 1, 1);
+  const auto check_last_row = [&](const std::vector<float>& out, int seq_q) {
+    for (int h = 0; h < d.heads; ++h) {
+      const float* o = out.data() + (std::size_t(h) * seq_q + seq_q - 1) * d.value_dim;
+      INFO("head " << h << ", seq_q " << seq_q);
+      CHECK(o[0] == INFINITY);
+      CHECK(o[1] == -INFINITY);
+      CHECK(std::isnan(o[2]));
+      for (int c = 3; c < d.value_dim; ++c) CHECK(std::isfinite(o[c]));
+    }
+  };
+  check_last_row(attend(cache, d, 1, causal), 1);            // one row per kv head group: direct
+  check_last_row(attend(cache, d, d.seq, causal), d.seq);    // 80 rows per kv head: blocked
+}
+
 TEST_CASE("chunked appends (5, 1, 1, 3) equal one append, bit for bit, either input layout", "[cache]") {
   const auto dtype = GENERATE(attn::KvType::f32, attn::KvType::f16, attn::KvType::bf16, attn::KvType::i8);
   const Data d = make_data(2, 6, 3, 10, 16, 12, 11);

@@ -182,7 +182,8 @@ TEST_CASE("vector bfloat16 conversions equal the scalar ones", "[bfloat16]") {
 }
 
 TEST_CASE("the kernel's wide readers equal the one-element ones: every half and bfloat16, every int8", "[half]") {
-  // half::load2 (8 halves → 2 vectors) and the int8 chunk (16 → 4 vectors) feed the decode path.
+  // half::load2 (8 halves → 2 vectors), its finite-only twin and the int8 chunk (16 → 4 vectors)
+  // feed the decode path.
   using attn::kv::Stored;
   constexpr int W = attn::simd::W;
   std::vector<std::uint16_t> halves(65536);
@@ -203,6 +204,38 @@ TEST_CASE("the kernel's wide readers equal the one-element ones: every half and 
         REQUIRE(std::signbit(got[j]) == std::signbit(want));
       }
     }
+  }
+  // The reader of float16 known to be finite (AttentionParams::kv_finite): every half but the
+  // 2048 of exponent 31, by chunks and by single vectors, bit for bit (signs of zeros too).
+  std::vector<attn::half::Finite> finite;
+  for (std::uint32_t h = 0; h < 65536; ++h)
+    if ((h & 0x7c00) != 0x7c00) finite.push_back(attn::half::Finite(h));
+  REQUIRE(finite.size() == 65536 - 2048);
+  using FiniteReader = Stored<attn::half::Finite>;
+  constexpr int FV = FiniteReader::kVectors;
+  got.assign(FV * W, 0.0f);
+  const auto same_bits = [](float a, float b) { return std::memcmp(&a, &b, 4) == 0; };
+  for (std::size_t i = 0; i + FV * W <= finite.size(); i += FV * W) {
+    attn::simd::vfloat v[FV];
+    FiniteReader::load_chunk(finite.data() + i, v);
+    for (int k = 0; k < FV; ++k) attn::simd::store(got.data() + k * W, v[k]);
+    for (int j = 0; j < FV * W; ++j) {
+      const auto h = static_cast<std::uint16_t>(finite[i + j]);
+      INFO("half 0x" << std::hex << h);
+      REQUIRE(same_bits(got[j], attn::half::to_float(h)));
+      REQUIRE(double(got[j]) == half_value(h));
+      REQUIRE(same_bits(FiniteReader::one(&finite[i + j]), got[j]));
+    }
+  }
+  for (std::size_t i = 0; i + W <= finite.size(); i += W) {
+    attn::simd::store(got.data(), FiniteReader::load(finite.data() + i));
+    attn::simd::vfloat exact = Stored<std::uint16_t>::load(reinterpret_cast<const std::uint16_t*>(finite.data() + i));
+    for (int j = 0; j < W; ++j) {
+      INFO("half 0x" << std::hex << static_cast<std::uint16_t>(finite[i + j]));
+      REQUIRE(same_bits(got[j], attn::half::to_float(static_cast<std::uint16_t>(finite[i + j]))));
+    }
+    attn::simd::store(got.data(), exact);
+    for (int j = 0; j < W; ++j) REQUIRE(same_bits(got[j], attn::half::to_float(static_cast<std::uint16_t>(finite[i + j]))));
   }
   std::vector<attn::bfloat16::Bits> bf16s(65536);
   for (std::uint32_t h = 0; h < 65536; ++h) bf16s[h] = attn::bfloat16::Bits(h);

@@ -165,8 +165,7 @@ const char* attention_backward(const AttentionParams& forward, const AttentionGr
             }
           }
           for (; j < len; ++j) {
-            const float e = ref == kPosInf ? (s[j] == kPosInf ? 1.0f : 0.0f) : simd::exp2_softmax(s[j] - ref);
-            s[j] = e * inv;
+            s[j] = unnormalised_weight(s[j], ref) * inv;
             ds[j] = s[j] * (ds[j] - dsum[i]) * sl[j] * p.scale;
           }
         }

@@ -235,6 +235,14 @@ inline void pack_queries(const RowBlock& rb, int head_dim, float factor, float* 
 
 // ---- the online softmax ----
 
+// exp2(s − ref): the unnormalised weight of score s in a row whose reference is ref (log2 units).
+// When ref is +∞, scores of +∞ (overflowing inputs or masks) take all the weight, shared equally,
+// as the limit of the softmax (exp2(∞ − ∞) would be NaN); a NaN score stays NaN.
+inline float unnormalised_weight(float s, float ref) {
+  if (ref != kPosInf) return simd::exp2_softmax(s - ref);
+  return s != s ? s : s == kPosInf ? 1.0f : 0.0f;
+}
+
 inline void start_rows(const AttentionParams& p, const RowBlock& rb, Workspace& ws) {
   std::fill(ws.row_max, ws.row_max + rb.rows, kNegInf);
   std::fill(ws.row_sum, ws.row_sum + rb.rows, 0.0f);
@@ -285,11 +293,9 @@ inline void softmax_update(const AttentionParams& p, int i, int len, float* s, f
     return;
   }
   float sum = 0.0f;
-  if (ref == kPosInf) {
-    // Scores of +∞ (overflowing inputs or masks) take all the weight, shared equally, as the
-    // limit of the softmax; exp2(∞ − ∞) would be NaN.
+  if (ref == kPosInf) {  // scores of +∞ take all the weight (see unnormalised_weight)
     for (j = 0; j < len; ++j) {
-      s[j] = s[j] != s[j] ? s[j] : s[j] == kPosInf ? 1.0f : 0.0f;
+      s[j] = unnormalised_weight(s[j], ref);
       sum += s[j];
     }
   } else {
@@ -341,11 +347,7 @@ inline void finish_rows(const AttentionParams& p, const RowBlock& rb, int kstart
     if (float* w = rb.w[i]) {
       const float ref = ws.row_max[i];
       const int end = sum == 0.0f ? kstart : kend;
-      for (int j = kstart; j < end; ++j) {
-        const float e = ref == kPosInf ? (w[j] != w[j] ? w[j] : w[j] == kPosInf ? 1.0f : 0.0f)
-                                       : simd::exp2_softmax(w[j] - ref);
-        w[j] = e * inv;
-      }
+      for (int j = kstart; j < end; ++j) w[j] = unnormalised_weight(w[j], ref) * inv;
       std::fill(w, w + kstart, 0.0f);
       std::fill(w + end, w + p.seq_k, 0.0f);
     }

@@ -18,26 +18,29 @@
 
 namespace {
 
-// Mirrors the object built by callKernel() in src/js/api.mjs. Addresses are byte offsets into
-// the wasm heap; 0 means "absent".
+// The forward call, as run() in src/js/api.mjs builds it: addresses are byte offsets into the
+// wasm heap (0 = absent), sizes and options those of attn::AttentionParams, whose strides follow
+// from the sizes and the layout.
 struct JsAttentionCall {
   std::uintptr_t query = 0, key = 0, value = 0, out = 0, weights = 0, mask = 0;
-  int maskType = 0;       // attn::MaskType
-  int maskBroadcast = 0;  // 0: [seqQ, seqK], 1: [batch, 1, seqQ, seqK], 2: [batch, heads, seqQ, seqK]
+  std::uintptr_t lse = 0;  // each row's log-sum-exp [batch, heads, seqQ], when asked for
+  attn::MaskType maskType = attn::MaskType::none;
+  attn::MaskShape maskShape = attn::MaskShape::plane;
   int batch = 1, heads = 1, kvHeads = 1, seqQ = 1, seqK = 1, headDim = 1, valueDim = 1;
   bool bshd = false;  // layout of query, key, value and out: [batch, seq, heads, dim]
   float scale = 1.0f;
   bool causal = false;
-  // Score variants (attn::AttentionParams): align 1 = upper-left; window sides −1 = no limit;
-  // alibi [heads] or [batch, heads] (alibiBatchStride 0 or heads); sinks [heads].
-  int align = 0, windowLeft = -1, windowRight = -1;
+  attn::Align align = attn::Align::lower_right;
+  int windowLeft = attn::kNoLimit, windowRight = attn::kNoLimit;
   float softcap = 0.0f;
-  std::uintptr_t alibi = 0, sinks = 0;
+  std::uintptr_t alibi = 0, sinks = 0;  // alibi [heads] or [batch, heads] (alibiBatchStride 0 or heads)
   int alibiBatchStride = 0;
-  // The backward pass only: dL/d(out) in, the gradients out (same layouts as their tensors).
+};
+
+// What the backward pass adds to its forward call: dL/d(out) in, the gradients out (the layouts
+// of their tensors), and optionally the forward's lse and output (attn::AttentionGrads).
+struct JsAttentionGrads {
   std::uintptr_t dOut = 0, dQuery = 0, dKey = 0, dValue = 0, dSinks = 0;
-  // Each row's log-sum-exp [batch, heads, seqQ]: written by the forward, read by the backward
-  // (with savedOut, the forward's output).
   std::uintptr_t lse = 0, savedOut = 0;
 };
 
@@ -56,7 +59,7 @@ attn::AttentionParams to_params(const JsAttentionCall& c) {
   p.out = ptr<float>(c.out);
   p.weights = ptr<float>(c.weights);
   p.mask = ptr<const void>(c.mask);
-  p.mask_type = static_cast<attn::MaskType>(c.maskType);
+  p.mask_type = c.maskType;
   p.batch = c.batch;
   p.heads = c.heads;
   p.kv_heads = c.kvHeads;
@@ -66,7 +69,7 @@ attn::AttentionParams to_params(const JsAttentionCall& c) {
   p.value_dim = c.valueDim;
   p.scale = c.scale;
   p.causal = c.causal;
-  p.align = static_cast<attn::Align>(c.align);
+  p.align = c.align;
   p.window_left = c.windowLeft;
   p.window_right = c.windowRight;
   p.softcap = c.softcap;
@@ -80,7 +83,7 @@ attn::AttentionParams to_params(const JsAttentionCall& c) {
   p.v = dense(c.kvHeads, c.seqK, c.valueDim);
   p.o = dense(c.heads, c.seqQ, c.valueDim);
   p.w = attn::dense_bhsd(c.heads, c.seqQ, c.seqK);  // mask and weights are always bhsd
-  p.m = attn::mask_strides(static_cast<attn::MaskShape>(c.maskBroadcast), c.heads, c.seqQ, c.seqK);
+  p.m = attn::mask_strides(c.maskShape, c.heads, c.seqQ, c.seqK);
   p.lse = ptr<float>(c.lse);
   p.l = attn::dense_bhsd(c.heads, c.seqQ, 1);
   return p;
@@ -88,24 +91,24 @@ attn::AttentionParams to_params(const JsAttentionCall& c) {
 
 std::string run_attention(const JsAttentionCall& c) { return message(attn::attention(to_params(c))); }
 
-std::string run_attention_backward(const JsAttentionCall& c) {
+std::string run_attention_backward(const JsAttentionCall& c, const JsAttentionGrads& d) {
   const attn::AttentionParams p = to_params(c);
   attn::AttentionGrads g;
-  g.d_out = ptr<const float>(c.dOut);
-  g.d_query = ptr<float>(c.dQuery);
-  g.d_key = ptr<float>(c.dKey);
-  g.d_value = ptr<float>(c.dValue);
-  g.d_sinks = ptr<float>(c.dSinks);
+  g.d_out = ptr<const float>(d.dOut);
+  g.d_query = ptr<float>(d.dQuery);
+  g.d_key = ptr<float>(d.dKey);
+  g.d_value = ptr<float>(d.dValue);
+  g.d_sinks = ptr<float>(d.dSinks);
   g.d_o = p.o;
   g.d_q = p.q;
   g.d_k = p.k;
   g.d_v = p.v;
-  g.lse = ptr<const float>(c.lse);
-  g.out = ptr<const float>(c.savedOut);
+  g.lse = ptr<const float>(d.lse);
+  g.out = ptr<const float>(d.savedOut);
   return message(attn::attention_backward(p, g));
 }
 
-// Mirrors the config object built in src/js/mha.mjs.
+// The layer's config, as configureCore() in src/js/mha-config.mjs builds it.
 struct JsMhaConfig {
   int embedDim = 0, numHeads = 0, numKvHeads = 0, kdim = 0, vdim = 0;
   bool bias = true;
@@ -117,12 +120,14 @@ struct JsMhaConfig {
   bool sinks = false;
 };
 
-// Mirrors the object built by MultiHeadAttention.forward() in src/js/mha.mjs.
+// A forward call of the layer, as forwardArgs() in src/js/mha-forward.mjs builds it.
 struct JsMhaCall {
   std::uintptr_t query = 0, key = 0, value = 0, out = 0, weights = 0, mask = 0, keyPadding = 0;
-  int maskType = 0, maskBroadcast = 0, batch = 1, seqQ = 1, seqK = 1;
+  attn::MaskType maskType = attn::MaskType::none;
+  attn::MaskShape maskShape = attn::MaskShape::plane;
+  int batch = 1, seqQ = 1, seqK = 1;
   bool causal = false;
-  int align = 0;  // attn::Align
+  attn::Align align = attn::Align::lower_right;
   std::uintptr_t positions = 0;  // rotary positions, int32 [seqQ] or [batch, seqQ]
   int positionsBatchStride = 0;
 };
@@ -135,14 +140,14 @@ attn::MhaForward to_forward(const JsMhaCall& c) {
   f.out = ptr<float>(c.out);
   f.weights = ptr<float>(c.weights);
   f.mask = ptr<const void>(c.mask);
-  f.mask_type = static_cast<attn::MaskType>(c.maskType);
-  f.mask_shape = static_cast<attn::MaskShape>(c.maskBroadcast);
+  f.mask_type = c.maskType;
+  f.mask_shape = c.maskShape;
   f.key_padding = ptr<const std::uint8_t>(c.keyPadding);
   f.batch = c.batch;
   f.seq_q = c.seqQ;
   f.seq_k = c.seqK;
   f.causal = c.causal;
-  f.align = static_cast<attn::Align>(c.align);
+  f.align = c.align;
   f.positions = ptr<const std::int32_t>(c.positions);
   f.positions_batch_stride = c.positionsBatchStride;
   return f;
@@ -194,7 +199,8 @@ std::string mha_forward_cached(const attn::MultiHeadAttention& m, const JsMhaCal
   return message(m.forward(f));
 }
 
-// Mirrors the gradient buffers passed by MultiHeadAttention.backward() / *Step() in mha.mjs.
+// The layer's gradient buffers (src/js/mha-training.mjs), or its weights or Adam moments as
+// dWq … dBo (src/js/mha-weights.mjs, mha-optimizer.mjs).
 struct JsMhaGrads {
   std::uintptr_t dOut = 0, dQuery = 0, dKey = 0, dValue = 0;
   std::uintptr_t dWq = 0, dWk = 0, dWv = 0, dWo = 0, dBq = 0, dBk = 0, dBv = 0, dBo = 0, dSinks = 0;
@@ -264,9 +270,12 @@ std::string mha_adam_step(attn::MultiHeadAttention& m, const JsMhaGrads& c, floa
   return message(m.adam_step(to_grads(c), lr, beta1, beta2, eps, step));
 }
 
-// Mirrors the config object built by createKVCache() / createCache() in src/js/kvcache.mjs.
+// A cache's sizes, as newCache() in src/js/kvcache.mjs (for createKVCache() and the layer's
+// createCache()) passes them.
 struct JsKvCacheConfig {
-  int batch = 1, kvHeads = 1, headDim = 1, valueDim = 1, maxSeq = 1, dtype = 0, window = 0;
+  int batch = 1, kvHeads = 1, headDim = 1, valueDim = 1, maxSeq = 1;
+  attn::KvType dtype = attn::KvType::f32;
+  int window = 0;
 };
 
 attn::KvCacheConfig to_cache_config(const JsKvCacheConfig& c) {
@@ -276,7 +285,7 @@ attn::KvCacheConfig to_cache_config(const JsKvCacheConfig& c) {
   config.head_dim = c.headDim;
   config.value_dim = c.valueDim;
   config.max_seq = c.maxSeq;
-  config.dtype = static_cast<attn::KvType>(c.dtype);
+  config.dtype = c.dtype;
   config.window = c.window;
   return config;
 }
@@ -285,21 +294,32 @@ std::string cache_allocate(attn::KvCache& cache, const JsKvCacheConfig& c) {
   return message(cache.allocate(to_cache_config(c)));
 }
 
+// What a cache of config c will take (attn::cache_bytes), for the memory check before allocating.
+struct JsCacheBytes {
+  double total = 0, largest = 0;
+};
+
+JsCacheBytes cache_bytes_for(const JsKvCacheConfig& c) {
+  const attn::KvCacheBytes b = attn::cache_bytes(to_cache_config(c));
+  return {b.total(), b.largest()};
+}
+
 // What a call over a cache asks for (attn::CacheCall), from src/js/api.mjs: sizes 0 = not given.
 struct JsCacheCall {
   int batch = 0, heads = 1, kvHeads = 0, headDim = 0, valueDim = 0, seqK = 0, seqQ = 1;
   bool causal = false;
-  int align = 0, windowLeft = -1, windowRight = -1;
+  attn::Align align = attn::Align::lower_right;
+  int windowLeft = attn::kNoLimit, windowRight = attn::kNoLimit;
 };
 
-// attn::CacheCheck for JS, which words the message: conflict 0 = none; call and cache the values.
+// attn::CacheCheck for JS, which words the message: call and cache are the two values.
 struct JsCacheCheck {
-  int conflict = 0;
+  attn::CacheConflict conflict = attn::CacheConflict::none;
   double call = 0, cache = 0;
 };
 
 JsCacheCheck to_js(const attn::CacheCheck& c) {
-  return {static_cast<int>(c.conflict), static_cast<double>(c.call), static_cast<double>(c.cache)};
+  return {c.conflict, static_cast<double>(c.call), static_cast<double>(c.cache)};
 }
 
 // lib.attention(query, cache, …) checks its options here before anything is staged.
@@ -313,7 +333,7 @@ JsCacheCheck cache_check(const attn::KvCache& cache, const JsCacheCall& c) {
   call.seq_k = c.seqK;
   call.seq_q = c.seqQ;
   call.causal = c.causal;
-  call.align = static_cast<attn::Align>(c.align);
+  call.align = c.align;
   call.window_left = c.windowLeft;
   call.window_right = c.windowRight;
   attn::AttentionParams unused;
@@ -417,6 +437,40 @@ std::string simd_name() {
 
 EMSCRIPTEN_BINDINGS(attention_wasm) {
   using namespace emscripten;
+  // The enums the boundary carries, by the names the JS side uses for them.
+  enum_<attn::MaskType>("MaskType")
+      .value("none", attn::MaskType::none)
+      .value("additive", attn::MaskType::additive)
+      .value("boolean", attn::MaskType::boolean);
+  enum_<attn::MaskShape>("MaskShape")
+      .value("plane", attn::MaskShape::plane)
+      .value("perBatch", attn::MaskShape::per_batch)
+      .value("perHead", attn::MaskShape::per_head);
+  enum_<attn::Align>("Align")
+      .value("lowerRight", attn::Align::lower_right)
+      .value("upperLeft", attn::Align::upper_left);
+  enum_<attn::KvType>("KvType")  // the dtype names of createKVCache()
+      .value("float32", attn::KvType::f32)
+      .value("float16", attn::KvType::f16)
+      .value("bfloat16", attn::KvType::bf16)
+      .value("int8", attn::KvType::i8);
+  enum_<attn::CacheConflict>("CacheConflict")
+      .value("none", attn::CacheConflict::none)
+      .value("notAllocated", attn::CacheConflict::not_allocated)
+      .value("batch", attn::CacheConflict::batch)
+      .value("kvHeads", attn::CacheConflict::kv_heads)
+      .value("headDim", attn::CacheConflict::head_dim)
+      .value("valueDim", attn::CacheConflict::value_dim)
+      .value("heads", attn::CacheConflict::heads)
+      .value("seqK", attn::CacheConflict::seq_k)
+      .value("empty", attn::CacheConflict::empty)
+      .value("seqQ", attn::CacheConflict::seq_q)
+      .value("upperLeft", attn::CacheConflict::upper_left)
+      .value("windowUnbounded", attn::CacheConflict::window_unbounded)
+      .value("windowWider", attn::CacheConflict::window_wider)
+      .value("overwritten", attn::CacheConflict::overwritten)
+      .value("noRoom", attn::CacheConflict::no_room);
+
   value_object<JsAttentionCall>("AttentionCall")
       .field("query", &JsAttentionCall::query)
       .field("key", &JsAttentionCall::key)
@@ -424,8 +478,9 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .field("out", &JsAttentionCall::out)
       .field("weights", &JsAttentionCall::weights)
       .field("mask", &JsAttentionCall::mask)
+      .field("lse", &JsAttentionCall::lse)
       .field("maskType", &JsAttentionCall::maskType)
-      .field("maskBroadcast", &JsAttentionCall::maskBroadcast)
+      .field("maskShape", &JsAttentionCall::maskShape)
       .field("batch", &JsAttentionCall::batch)
       .field("heads", &JsAttentionCall::heads)
       .field("kvHeads", &JsAttentionCall::kvHeads)
@@ -442,14 +497,15 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .field("softcap", &JsAttentionCall::softcap)
       .field("alibi", &JsAttentionCall::alibi)
       .field("alibiBatchStride", &JsAttentionCall::alibiBatchStride)
-      .field("sinks", &JsAttentionCall::sinks)
-      .field("dSinks", &JsAttentionCall::dSinks)
-      .field("dOut", &JsAttentionCall::dOut)
-      .field("dQuery", &JsAttentionCall::dQuery)
-      .field("dKey", &JsAttentionCall::dKey)
-      .field("dValue", &JsAttentionCall::dValue)
-      .field("lse", &JsAttentionCall::lse)
-      .field("savedOut", &JsAttentionCall::savedOut);
+      .field("sinks", &JsAttentionCall::sinks);
+  value_object<JsAttentionGrads>("AttentionGrads")
+      .field("dOut", &JsAttentionGrads::dOut)
+      .field("dQuery", &JsAttentionGrads::dQuery)
+      .field("dKey", &JsAttentionGrads::dKey)
+      .field("dValue", &JsAttentionGrads::dValue)
+      .field("dSinks", &JsAttentionGrads::dSinks)
+      .field("lse", &JsAttentionGrads::lse)
+      .field("savedOut", &JsAttentionGrads::savedOut);
   function("attention", &run_attention);
   function("attentionBackward", &run_attention_backward);
   function("linear", &run_linear);
@@ -494,7 +550,7 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .field("mask", &JsMhaCall::mask)
       .field("keyPadding", &JsMhaCall::keyPadding)
       .field("maskType", &JsMhaCall::maskType)
-      .field("maskBroadcast", &JsMhaCall::maskBroadcast)
+      .field("maskShape", &JsMhaCall::maskShape)
       .field("batch", &JsMhaCall::batch)
       .field("seqQ", &JsMhaCall::seqQ)
       .field("seqK", &JsMhaCall::seqK)
@@ -553,6 +609,7 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .function("truncate", &cache_truncate)
       .function("length", &attn::KvCache::length)
       .function("held", &attn::KvCache::held)
+      .function("room", &attn::KvCache::room)
       .function("bytes", &cache_bytes)
       .function("address", &cache_address)
       .function("check", &cache_check)
@@ -564,6 +621,10 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .field("row", &JsF16Overflow::row)
       .field("element", &JsF16Overflow::element)
       .field("value", &JsF16Overflow::value);
+  value_object<JsCacheBytes>("CacheBytes")
+      .field("total", &JsCacheBytes::total)
+      .field("largest", &JsCacheBytes::largest);
+  function("cacheBytes", &cache_bytes_for);
   value_object<JsCacheCall>("CacheCall")
       .field("batch", &JsCacheCall::batch)
       .field("heads", &JsCacheCall::heads)

@@ -29,12 +29,6 @@ inline std::atomic<long> made{0};
 // memory may reach 4 GiB (dlmalloc never grows it by 2 GiB at once anyway).
 inline constexpr std::size_t kMaxBlockBytes = static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max());
 
-// a · b, or SIZE_MAX if that overflows size_t (an allocation of it then fails).
-inline std::size_t size_product(std::size_t a, std::size_t b) {
-  std::size_t n;
-  return __builtin_mul_overflow(a, b, &n) ? std::numeric_limits<std::size_t>::max() : n;
-}
-
 // malloc that never returns memory for 0 bytes as null; null means out of memory (or more than
 // kMaxBlockBytes).
 inline void* allocate_bytes(std::size_t bytes) {

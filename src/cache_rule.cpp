@@ -52,10 +52,8 @@ CacheCheck resolve(const CacheCall& call, const KvCache& cache, AttentionParams&
   const KvCacheConfig& c = cache.config();
   if (const CacheCheck check = check_config(call, c); !check.ok()) return check;
   const std::int64_t keys = std::int64_t(cache.length()) + call.staged;
-  if (call.staged < 0 || (call.staged > 0 && !cache.has_room(call.staged))) {
-    const std::int64_t room = c.window > 0 ? c.max_seq - std::min(cache.length(), c.window - 1) : c.max_seq - cache.length();
-    return conflict(CacheConflict::no_room, call.staged, room);
-  }
+  if (call.staged < 0 || (call.staged > 0 && !cache.has_room(call.staged)))
+    return conflict(CacheConflict::no_room, call.staged, cache.room());
   if (keys == 0) return conflict(CacheConflict::empty, 0, 0);
   if (call.seq_k != 0 && call.seq_k != keys) return conflict(CacheConflict::seq_k, call.seq_k, keys);
   if (call.seq_q < 1 || call.seq_q > keys) return conflict(CacheConflict::seq_q, call.seq_q, keys);

@@ -76,17 +76,25 @@ const char* validate(const KvCacheConfig& c) {
 
 std::size_t KvCache::element_bytes() const { return bytes_per_element(config_.dtype); }
 
+KvCacheBytes cache_bytes(const KvCacheConfig& c) {
+  const double rows = double(c.batch) * c.max_seq * c.kv_heads;
+  const double bytes = double(bytes_per_element(c.dtype));
+  return {rows * c.head_dim * bytes, rows * c.value_dim * bytes, c.dtype == KvType::i8 ? rows * sizeof(float) : 0.0};
+}
+
 const char* KvCache::allocate(const KvCacheConfig& c) {
   if (const char* err = validate(c)) return err;
-  const std::size_t bytes = bytes_per_element(c.dtype);
-  // Checked: in wasm32 size_t is 32 bits, and the sizes come straight from the caller.
-  const std::size_t rows = size_product(size_product(c.batch, c.max_seq), c.kv_heads);
+  // The sizes come straight from the caller and size_t is 32 bits in wasm32: a size past its range
+  // becomes SIZE_MAX, which no allocation can satisfy.
+  constexpr std::size_t kMax = std::numeric_limits<std::size_t>::max();
+  const auto count = [](double n) { return n < double(kMax) ? static_cast<std::size_t>(n) : kMax; };
+  const KvCacheBytes b = cache_bytes(c);
   ByteBuffer k, v;
   FloatBuffer ks, vs;
   const bool scales = c.dtype == KvType::i8;
-  if (!k.allocate(size_product(size_product(rows, c.head_dim), bytes)) ||
-      !v.allocate(size_product(size_product(rows, c.value_dim), bytes)) ||
-      (scales && (!ks.allocate(rows) || !vs.allocate(rows))))
+  const std::size_t scale_count = count(b.scales / sizeof(float));
+  if (!k.allocate(count(b.key)) || !v.allocate(count(b.value)) ||
+      (scales && (!ks.allocate(scale_count) || !vs.allocate(scale_count))))
     return "kv cache: out of memory";
   config_ = c;
   length_ = first_ = 0;
@@ -105,10 +113,9 @@ int KvCache::first_held(int staged) const {
   return static_cast<int>(std::max<std::int64_t>(first_, std::int64_t(length_) + staged - config_.max_seq));
 }
 
-bool KvCache::has_room(int seq) const {
-  const std::int64_t n = seq;
-  if (config_.window > 0) return std::min<std::int64_t>(length_ + n, config_.window - 1 + n) <= config_.max_seq;
-  return length_ + n <= config_.max_seq;
+int KvCache::room() const {
+  const int kept = config_.window > 0 ? std::min(length_, config_.window - 1) : length_;
+  return config_.max_seq - kept;
 }
 
 std::size_t KvCache::bytes() const { return k_.size + v_.size + 4 * (k_scale_.size + v_scale_.size); }

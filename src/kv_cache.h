@@ -41,6 +41,16 @@ struct F16Overflow {
 // the tie rounds to even, which is ∞).
 constexpr float kF16Overflow = 65520.0f;
 
+// The memory a cache of config c takes, known before allocating it: its keys, its values and, for
+// int8, each of its two arrays of scales (one float per row). Doubles, so sizes past size_t's
+// range (wasm32's is 4 GiB) stay comparable instead of wrapping; exact below 2^53.
+struct KvCacheBytes {
+  double key = 0, value = 0, scales = 0;
+  double total() const { return key + value + 2 * scales; }
+  double largest() const { return key > value ? key : value; }  // the largest single buffer
+};
+KvCacheBytes cache_bytes(const KvCacheConfig& c);
+
 class KvCache {
  public:
   // Allocates the storage; all-or-nothing (on failure the cache is as before).
@@ -58,7 +68,10 @@ class KvCache {
   // either way), describe(p, seq) includes them, commit(seq) keeps them.
   const char* stage(const float* key, const Strides& ks, const float* value, const Strides& vs, int seq);
   void commit(int seq) { length_ += seq; }
-  bool has_room(int seq) const;
+  // Positions an append can add now: a linear cache's free positions; a ring's slots less the
+  // window − 1 positions before the new ones that it must keep (min(length, window − 1)).
+  int room() const;
+  bool has_room(int seq) const { return seq <= room(); }
 
   void reset() { length_ = first_ = 0; }
   // Forgets positions >= n. A ring can only go back as far as it still holds the window − 1
@@ -71,7 +84,7 @@ class KvCache {
   int first_held(int staged = 0) const;
   const KvCacheConfig& config() const { return config_; }
   bool allocated() const { return k_.data != nullptr; }
-  std::size_t bytes() const;               // memory of K, V and scales
+  std::size_t bytes() const;               // memory of K, V and scales (cache_bytes(config()).total())
   std::uintptr_t key_address() const { return reinterpret_cast<std::uintptr_t>(k_.get()); }
   // The value that made the last append (or stage) of a float16 cache fail.
   const F16Overflow& f16_overflow() const { return overflow_; }

@@ -1,10 +1,10 @@
 // The library object that loadAttention() resolves to: checks arguments, copies tensors into
 // one reused heap block, runs the kernel, copies the results out into caller-owned arrays.
 import { coreError, HeapArena, kernelWorkspaceBytes, wasmMemoryLimit } from './heap.mjs';
-import { CONFLICT, isAnyKVCache, makeKVCacheClass } from './kvcache.mjs';
+import { conflictName, isAnyKVCache, makeKVCacheClass } from './kvcache.mjs';
 import { makeMultiHeadAttention } from './mha.mjs';
 import { makeRotary } from './rotary.mjs';
-import { VARIANT_OPTIONS, resolveCausal, resolveVariants, resolveWindow } from './variants.mjs';
+import { VARIANT_OPTIONS, resolveVariants, resolveVisibility } from './variants.mjs';
 import {
   checkFloat32, checkKnownKeys, checkMask, checkOptionalTensor, checkTensor, describe, dim, elementCount, given, kindOf,
   plural, resolveShape, tensorParts,
@@ -27,25 +27,32 @@ export function createLibrary(M, { threads = M.numThreads(), threadsReason = 're
   const info = Object.freeze({ version: M.version(), simd: M.simdName(), simdReason, threads, threadsReason });
   let disposed = false;
 
-  // Stages the tensors, runs `kernel` (M.attention or M.attentionBackward; with `cacheCore`, over
-  // the keys and values of that KV cache), returns copyOut(name, target) for the results.
-  function run(fn, shape, variants, inputs, mask, outputs, kernel = M.attention, cacheCore = null) {
+  // Stages the tensors and runs the forward kernel (with `cacheCore`, over the keys and values of
+  // that KV cache) or, with `backward`, the backward; returns copyOut(name, target) for the results.
+  // The calls are the AttentionCall and AttentionGrads of src/bindings.cpp.
+  function run(fn, shape, variants, inputs, mask, outputs, { cacheCore = null, backward = false } = {}) {
     const call = arena.stage(fn, { ...inputs, mask: mask?.array, alibi: variants.alibi, sinks: variants.sinks }, outputs,
       kernelWorkspaceBytes(shape.seqK, shape.headDim, shape.valueDim || 0));
-    const args = {
+    const forward = {
       query: call.address('query'), key: call.address('key'), value: call.address('value'),
       out: call.address('out'), weights: call.address('weights'), mask: call.address('mask'),
-      maskType: mask ? mask.type : 0, maskBroadcast: mask ? mask.broadcast : 0,
+      lse: backward ? 0 : call.address('lse'),
+      maskType: M.MaskType[mask ? mask.type : 'none'], maskShape: M.MaskShape[mask ? mask.shape : 'plane'],
       batch: shape.batch, heads: shape.heads, kvHeads: shape.kvHeads, seqQ: shape.seqQ, seqK: shape.seqK,
       headDim: shape.headDim, valueDim: shape.valueDim || 1, bshd: shape.layout === 'bshd',
-      scale: shape.scale, causal: variants.causal, align: variants.align,
+      scale: shape.scale, causal: variants.causal, align: M.Align[variants.align],
       windowLeft: variants.windowLeft, windowRight: variants.windowRight, softcap: variants.softcap,
       alibi: call.address('alibi'), alibiBatchStride: variants.alibiBatchStride, sinks: call.address('sinks'),
-      dSinks: call.address('dSinks'),
-      dOut: call.address('dOut'), dQuery: call.address('dQuery'), dKey: call.address('dKey'), dValue: call.address('dValue'),
-      lse: call.address('lse'), savedOut: call.address('savedOut'),
     };
-    const error = cacheCore ? M.attentionCached(args, cacheCore) : kernel(args);
+    let error;
+    if (backward) {
+      error = M.attentionBackward(forward, {
+        dOut: call.address('dOut'), dQuery: call.address('dQuery'), dKey: call.address('dKey'), dValue: call.address('dValue'),
+        dSinks: call.address('dSinks'), lse: call.address('lse'), savedOut: call.address('savedOut'),
+      });
+    } else {
+      error = cacheCore ? M.attentionCached(forward, cacheCore) : M.attention(forward);
+    }
     if (error) throw coreError(M, error);
     return call.copyOut;
   }
@@ -81,7 +88,7 @@ export function createLibrary(M, { threads = M.numThreads(), threadsReason = 're
     const outputs = { out: elementCount(parts.out) };
     if (weightsOut) outputs.weights = weightsOut.length;
     if (lseOut) outputs.lse = lseOut.length;
-    const copyOut = run(fn, shape, variants, inputs, mask, outputs, M.attention, cacheCore);
+    const copyOut = run(fn, shape, variants, inputs, mask, outputs, { cacheCore });
     if (weightsOut) copyOut('weights', weightsOut);
     if (lseOut) copyOut('lse', lseOut);
     return copyOut('out', out ?? new Float32Array(outputs.out));
@@ -97,15 +104,16 @@ export function createLibrary(M, { threads = M.numThreads(), threadsReason = 're
     if (given(value)) throw new TypeError(`${fn}: value must be null when key is a KVCache (the cache holds the values), got ${describe(value)}`);
     checkKnownKeys(fn, options, ATTENTION_OPTIONS, 'options', ' with at least heads and seqQ');
     const size = (name, fallback) => dim(options, name, fallback, 'options', fn);
-    const { causal, align } = resolveCausal(fn, options.causal);
-    const [windowLeft, windowRight] = resolveWindow(fn, options.window);
-    const call = { heads: size('heads'), seqQ: size('seqQ'), causal, align, windowLeft, windowRight };
+    const visibility = resolveVisibility(fn, options);
+    const { causal, align, windowLeft, windowRight } = visibility;
+    const call = { heads: size('heads'), seqQ: size('seqQ'), causal, align: M.Align[align], windowLeft, windowRight };
     for (const name of ['batch', 'kvHeads', 'headDim', 'valueDim', 'seqK']) call[name] = size(name, 0);  // 0: the cache's
     const check = core.check(call);
-    if (check.conflict) throw cacheCallError(fn, check, cache, options, core.length());
+    const conflict = conflictName(M, check.conflict);
+    if (conflict !== 'none') throw cacheCallError(fn, conflict, check, cache, options, core.length());
     const fromCache = { batch: cache.batch, kvHeads: cache.kvHeads, headDim: cache.headDim, valueDim: cache.valueDim, seqK: core.length() };
     const shape = resolveShape(fn, { ...options, ...fromCache }, ATTENTION_OPTIONS);
-    const variants = resolveVariants(shape, options);
+    const variants = resolveVariants(shape, options, visibility);
     const parts = tensorParts(shape);
     checkTensor(shape, 'query', query, parts.query);
     return attendAndCopy(fn, shape, variants, parts, { query }, options, core);
@@ -142,7 +150,7 @@ export function createLibrary(M, { threads = M.numThreads(), threadsReason = 're
     if (!lse !== !savedOut) throw new TypeError('attentionBackward: options.lse and options.out go together (both from the forward call)');
     const sizes = { dQuery: query.length, dKey: key.length, dValue: value.length };
     if (variants.sinks) sizes.dSinks = shape.heads;
-    const copyOut = run('attentionBackward', shape, variants, { query, key, value, dOut, lse, savedOut }, mask, sizes, M.attentionBackward);
+    const copyOut = run('attentionBackward', shape, variants, { query, key, value, dOut, lse, savedOut }, mask, sizes, { backward: true });
     return Object.fromEntries(Object.entries(sizes).map(([name, n]) => [name, copyOut(name, new Float32Array(n))]));
   }
 
@@ -216,28 +224,30 @@ export function createLibrary(M, { threads = M.numThreads(), threadsReason = 're
 const shownWindow = (w) => (given(w) && Array.isArray(w) ? `[${w.map(String).join(', ')}]` : 'none');
 
 // The RangeError for attention(query, cache, null, options) refused by the cache rule: `check`
-// is { conflict, call, cache } (the call's value and the cache's), `length` the cache's.
-function cacheCallError(fn, { conflict, call, cache: have }, cache, options, length) {
-  const sizeName = { [CONFLICT.batch]: 'batch', [CONFLICT.kvHeads]: 'kvHeads', [CONFLICT.headDim]: 'headDim', [CONFLICT.valueDim]: 'valueDim' }[conflict];
-  if (sizeName) return new RangeError(`${fn}: options.${sizeName} (${describe(options[sizeName])}) differs from the KV cache's ${sizeName} ${have}`);
+// is { conflict, call, cache } (the call's value and the cache's), `conflict` named as the
+// module's CacheConflict names it, `length` the cache's.
+function cacheCallError(fn, conflict, { call, cache: have }, cache, options, length) {
+  if (['batch', 'kvHeads', 'headDim', 'valueDim'].includes(conflict)) {
+    return new RangeError(`${fn}: options.${conflict} (${describe(options[conflict])}) differs from the KV cache's ${conflict} ${have}`);
+  }
   const W = cache.window;
   const ring = `this ring (window ${W}, maxSeq ${cache.maxSeq})`;
   const hf = `[${W - 1}, 0] (Hugging Face's sliding_window ${W})`;
   switch (conflict) {
-    case CONFLICT.heads: return new RangeError(`${fn}: options.heads (${call}) must be a multiple of the KV cache's kvHeads (${have})`);
-    case CONFLICT.seqK: return new RangeError(`${fn}: options.seqK (${describe(options.seqK)}) differs from the KV cache's length ${have}`);
-    case CONFLICT.empty: return new RangeError(`${fn}: the KV cache is empty; append keys and values before attending over it`);
-    case CONFLICT.seqQ:
+    case 'heads': return new RangeError(`${fn}: options.heads (${call}) must be a multiple of the KV cache's kvHeads (${have})`);
+    case 'seqK': return new RangeError(`${fn}: options.seqK (${describe(options.seqK)}) differs from the KV cache's length ${have}`);
+    case 'empty': return new RangeError(`${fn}: the KV cache is empty; append keys and values before attending over it`);
+    case 'seqQ':
       return new RangeError(`${fn}: options.seqQ (${call}) is more than the KV cache's length ${have}: the queries are the last seqQ positions appended`);
-    case CONFLICT.upperLeft:
+    case 'upperLeft':
       return new RangeError(`${fn}: options.causal 'upper-left' does not apply to a KV cache, whose queries are its last seqQ positions ('lower-right')`);
-    case CONFLICT.windowUnbounded:
+    case 'windowUnbounded':
       return new RangeError(`${fn}: ${ring} keeps only the ${plural(W - 1, 'position')} before each query, so options.window must limit how far ` +
         `back a query looks: window ${hf} or narrower, got ${shownWindow(options.window)}; for attention over every position use a linear cache (maxSeq)`);
-    case CONFLICT.windowWider:
+    case 'windowWider':
       return new RangeError(`${fn}: options.window ${shownWindow(options.window)} looks back ${call} positions, more than ${ring} keeps ` +
         `(the ${W - 1} before each query); use window ${hf} or narrower, or a ring with window ≥ ${call + 1}`);
-    case CONFLICT.overwritten: {
+    case 'overwritten': {
       const seqQ = call, left = options.window[0];
       return new RangeError(`${fn}: ${ring} no longer holds every key the last ${seqQ} positions see: the first of them looks back to ` +
         `position ${length - seqQ - left}, and the ring holds positions ${have} … ${length - 1}; attend with at most ` +

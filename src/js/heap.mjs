@@ -22,7 +22,7 @@ const usableBytes = (M) => wasmMemoryLimit(M) - RESERVED_BYTES;
 // freed when the call returns (so one huge call does not hold memory a cache may need later).
 export const ARENA_KEEP_BYTES = 16 * 2 ** 20;
 const ALIGN = 16;
-const KEYS_PER_BLOCK = 64;  // kKeysPerBlock in src/attention.cpp
+const KEYS_PER_BLOCK = 64;  // kKeysPerBlock in src/attention_blocks.h
 
 // Bytes the attention kernel allocates for itself: Kᵀ and V of one kv head, packed (V's columns
 // padded to 16), plus a few small blocks.

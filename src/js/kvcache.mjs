@@ -6,19 +6,16 @@
 import { checkMemory, coreError } from './heap.mjs';
 import { checkFloat32, checkKnownKeys, describe, dim, given, plural } from './shapes.mjs';
 
-export const DTYPES = ['float32', 'float16', 'bfloat16', 'int8'];
-export const DTYPE_CODE = { float32: 0, float16: 1, int8: 2, bfloat16: 3 };  // attn::KvType
-const DTYPE_BYTES = { float32: 4, float16: 2, bfloat16: 2, int8: 1 };
+export const DTYPES = ['float32', 'float16', 'bfloat16', 'int8'];  // the names of the module's KvType
 const CACHE_OPTIONS = ['batch', 'kvHeads', 'headDim', 'valueDim', 'maxSeq', 'dtype', 'window'];
 const APPEND_OPTIONS = ['seq', 'layout'];
 
-// Bytes of K, V (and int8 scales) for a cache of these sizes, and of its largest buffer (K or V).
-export function cacheBytes({ batch, kvHeads, headDim, valueDim, maxSeq, dtype }) {
-  const rows = batch * maxSeq * kvHeads;
-  return rows * (headDim + valueDim) * DTYPE_BYTES[dtype] + (dtype === 'int8' ? 8 * rows : 0);
-}
-const largestBuffer = ({ batch, kvHeads, headDim, valueDim, maxSeq, dtype }) =>
-  batch * maxSeq * kvHeads * Math.max(headDim, valueDim) * DTYPE_BYTES[dtype];
+// The KvCacheConfig (src/bindings.cpp) of a cache's sizes ({ batch, kvHeads, headDim, valueDim,
+// maxSeq, dtype, window }).
+export const coreConfig = (M, sizes) => ({ ...sizes, dtype: M.KvType[sizes.dtype] });
+
+// The name (as the module's CacheConflict names it) of a conflict a cache's check returned.
+export const conflictName = (M, conflict) => Object.keys(M.CacheConflict).find((name) => M.CacheConflict[name] === conflict);
 const SMALLER = "store it smaller: dtype 'float16' or 'bfloat16' halves it, 'int8' quarters it, fewer positions (maxSeq) shrink it";
 
 // dtype and window options (shared by createKVCache and MultiHeadAttention.createCache).
@@ -36,12 +33,6 @@ export function resolveStorage(fn, options, maxSeqGiven) {
   return { dtype, window, maxSeq };
 }
 
-// attn::CacheConflict (src/cache_rule.h): why a call over a cache was refused.
-export const CONFLICT = Object.freeze({
-  none: 0, notAllocated: 1, batch: 2, kvHeads: 3, headDim: 4, valueDim: 5, heads: 6, seqK: 7, empty: 8, seqQ: 9,
-  upperLeft: 10, windowUnbounded: 11, windowWider: 12, overwritten: 13, noRoom: 14,
-});
-
 // Every KVCache of every instance of the library in this realm: a cache passed to another
 // instance is told apart from an object that is no cache at all.
 const EVERY_CACHE = new WeakSet();
@@ -49,24 +40,22 @@ export const isAnyKVCache = (value) => EVERY_CACHE.has(value);
 export const FOREIGN_CACHE = 'a KVCache of another attention-wasm instance (another loadAttention() or createAttention() ' +
   'call); a cache lives in the wasm memory of the instance that made it';
 
-// Throws a RangeError naming `fn` unless `seq` more positions fit in `cache` (holding `length`):
-// a ring must keep, besides them, the positions before them that their window reaches (the last
-// min(length, window − 1)). `names` says how the message calls the cache, the ring and the count
-// (for append: the cache, this ring, seq).
-export function checkRoom(fn, { maxSeq, window }, length, seq, names = { cache: 'the cache', ring: 'this ring', seq: 'seq' }) {
+// Throws a RangeError naming `fn` unless `seq` more positions fit in `cache` (its sizes) with C++
+// core `core` (its room(): a ring must keep, besides them, the positions before them that their
+// window reaches, the last min(length, window − 1)). `names` says how the message calls the
+// cache, the ring and the count (for append: the cache, this ring, seq).
+export function checkRoom(fn, { maxSeq, window }, core, seq, names = { cache: 'the cache', ring: 'this ring', seq: 'seq' }) {
+  const room = core.room(), length = core.length();
+  if (seq <= room) return;
   if (window) {
-    const before = Math.min(length, window - 1);
-    if (before + seq > maxSeq) {
-      const now = maxSeq - before, always = maxSeq - (window - 1);
-      throw new RangeError(`${fn}: appending ${seq} positions at length ${length} to ${names.ring} (window ${window}, maxSeq ${maxSeq}) ` +
-        `needs ${before + seq} slots, more than maxSeq: ${seq} for them and ${before} for the positions before them that their window ` +
-        `reaches (the last min(length, window − 1) = ${before}); append at most ${now} now` +
-        (now !== always ? ` (${always} once the ring holds ${plural(window - 1, 'position')})` : '') +
-        `, or make maxSeq ≥ ${window - 1 + seq} (window − 1 + ${seq}) to append ${seq} at any length`);
-    }
-  } else if (length + seq > maxSeq) {
-    throw new RangeError(`${fn}: ${names.cache} has room for ${maxSeq - length} more positions (maxSeq ${maxSeq}, length ${length}), got ${names.seq} ${seq}`);
+    const before = maxSeq - room, always = maxSeq - (window - 1);
+    throw new RangeError(`${fn}: appending ${seq} positions at length ${length} to ${names.ring} (window ${window}, maxSeq ${maxSeq}) ` +
+      `needs ${before + seq} slots, more than maxSeq: ${seq} for them and ${before} for the positions before them that their window ` +
+      `reaches (the last min(length, window − 1) = ${before}); append at most ${room} now` +
+      (room !== always ? ` (${always} once the ring holds ${plural(window - 1, 'position')})` : '') +
+      `, or make maxSeq ≥ ${window - 1 + seq} (window − 1 + ${seq}) to append ${seq} at any length`);
   }
+  throw new RangeError(`${fn}: ${names.cache} has room for ${room} more positions (maxSeq ${maxSeq}, length ${length}), got ${names.seq} ${seq}`);
 }
 
 // Where a float16 cache's refused value is, for a message: 'key[batch 0, kvHead 1, position 13,
@@ -127,7 +116,7 @@ export function makeKVCacheClass(M, arena, registry) {
       checkFloat32('key', key, seq * perPosition, `${order} × headDim ${headDim}`, fn);
       checkFloat32('value', value, batch * kvHeads * seq * valueDim, `${order} × valueDim ${valueDim}`, fn);
       const length = core.length();
-      checkRoom(fn, this, length, seq);
+      checkRoom(fn, this, core, seq);
       arena.call(fn, { key, value }, {}, 0, (call) => {
         const error = core.append(call.address('key'), call.address('value'), seq, layout === 'bshd');
         if (error && /beyond float16's range/.test(error)) throw float16OverflowError(fn, core, length);
@@ -209,12 +198,14 @@ export function makeKVCacheClass(M, arena, registry) {
 
   // A cache of `sizes` ({ batch, kvHeads, headDim, valueDim, maxSeq, dtype, window }).
   function newCache(fn, sizes, owner) {
-    checkMemory(M, fn, cacheBytes(sizes), { block: largestBuffer(sizes), what: 'this cache', hint: SMALLER });
+    const config = coreConfig(M, sizes);
+    const bytes = M.cacheBytes(config);
+    checkMemory(M, fn, bytes.total, { block: bytes.largest, what: 'this cache', hint: SMALLER });
     const core = new M.KvCacheCore();
-    const error = core.allocate({ ...sizes, dtype: DTYPE_CODE[sizes.dtype] });
+    const error = core.allocate(config);
     if (error) {
       core.delete();
-      const e = coreError(M, error, cacheBytes(sizes));
+      const e = coreError(M, error, bytes.total);
       if (/out of memory/.test(error)) e.message += `; or ${SMALLER}`;
       throw e;
     }

@@ -63,6 +63,7 @@ function resolveAlibi(value, numHeads) {
   return Float32Array.from(value);
 }
 
+// The layer's public config (frozen) and the kernel's window sides (−1 = no limit) for configureCore.
 export function resolveConfig(config) {
   checkKnownKeys(FN, config, CONFIG_KEYS, 'config', ' with at least embedDim and numHeads');
   const size = (name, fallback) => dim(config, name, fallback, 'config', FN);
@@ -80,21 +81,21 @@ export function resolveConfig(config) {
   }
   const headDim = embedDim / numHeads;
   const rotary = resolveRotary(config.rotary, headDim);
-  const window = given(config.window) ? resolveWindow(FN, config.window, 'config.window') : undefined;
+  const windowSides = resolveWindow(FN, config.window, 'config.window');
   const softcap = resolveSoftcap(FN, config.softcap, 'config.softcap');
   const alibi = resolveAlibi(config.alibi, numHeads);
   const sinks = bool(config, 'sinks', false, 'config', FN);
-  return Object.freeze({
+  const resolved = Object.freeze({
     embedDim, numHeads, numKvHeads, kdim, vdim, bias, headDim,
-    rotary: rotary ?? null, window: window ? Object.freeze([...config.window]) : null, softcap,
+    rotary: rotary ?? null, window: given(config.window) ? Object.freeze([...config.window]) : null, softcap,
     alibi: alibi ?? null, sinks,
   });
+  return { config: resolved, windowSides };
 }
 
-// Configures a new C++ core from a resolved config (the tables and slopes are staged through the
-// arena). Throws the core's error.
-export function configureCore(M, arena, core, c) {
-  const [windowLeft, windowRight] = c.window ? resolveWindow(FN, c.window, 'config.window') : [-1, -1];
+// Configures a new C++ core from a resolved config and window sides (the tables and slopes are
+// staged through the arena). Throws the core's error.
+export function configureCore(M, arena, core, c, [windowLeft, windowRight]) {
   const error = core.configure({
     embedDim: c.embedDim, numHeads: c.numHeads, numKvHeads: c.numKvHeads, kdim: c.kdim, vdim: c.vdim, bias: c.bias,
     rotaryDim: c.rotary?.rotaryDim ?? 0, rotaryBase: c.rotary?.base ?? 10000, rotaryInterleaved: c.rotary?.interleaved ?? false,

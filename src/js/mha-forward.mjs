@@ -54,7 +54,7 @@ function checkPositions(rotary, positions, batch, seqQ, seqK, cache) {
 // + t. Those must be in the rotary tables, if the layer has tables.
 function checkDefaultPositions(rotary, { cache, length, seqQ, seqK, align }) {
   if (!rotary?.maxPosition) return;
-  const off = cache ? length : align === 1 ? 0 : seqK - seqQ;
+  const off = cache ? length : align === 'upperLeft' ? 0 : seqK - seqQ;
   const first = cache ? length : Math.min(0, off), last = cache ? length + seqQ - 1 : Math.max(seqK, off + seqQ) - 1;
   if (first >= 0 && last < rotary.maxPosition) return;
   const how = cache ? `the cache's length ${length} + row` : `keys at 0 … ${seqK - 1}, queries at ${off} + row`;
@@ -91,7 +91,7 @@ export function planForward(config, cacheCoreOf, query, key, value, options) {
     if (opts.causal === false) throw new RangeError(`${FN}: options.causal cannot be false with options.cache: cached decoding is always causal`);
     if (kdim !== e || vdim !== e) throw new RangeError(`${FN}: options.cache needs kdim == vdim == embedDim (this layer has kdim ${kdim}, vdim ${vdim})`);
     length = cacheCore.length();
-    checkRoom(FN, cache, length, seqQ, { cache: 'options.cache', ring: 'options.cache (a ring)', seq: 'seqQ' });
+    checkRoom(FN, cache, cacheCore, seqQ, { cache: 'options.cache', ring: 'options.cache (a ring)', seq: 'seqQ' });
     seqTotal = length + seqQ;
   } else {
     if (given(key)) {
@@ -120,7 +120,7 @@ export function planForward(config, cacheCoreOf, query, key, value, options) {
     }
   }
   const { causal, align } = resolveCausal(FN, opts.causal);
-  if (cache && align === 1) {
+  if (cache && align === 'upperLeft') {
     throw new RangeError(`${FN}: options.causal 'upper-left' does not apply to options.cache (the new queries are its last positions: 'lower-right')`);
   }
   const positions = checkPositions(config.rotary, opts.positions, batch, seqQ, seqK, cache);
@@ -152,13 +152,13 @@ export function planForward(config, cacheCoreOf, query, key, value, options) {
   return { inputs, outputs, workspace, cacheCore, batch, seqQ, seqK, seqTotal, mask, causal, align, positions, train, key, value, out, outCount, weightsOut };
 }
 
-// The MhaCall (src/bindings.cpp) for a plan staged as `call`.
-export function forwardArgs(call, { mask, batch, seqQ, seqTotal, causal, align, positions }) {
+// The MhaCall (src/bindings.cpp) of module M for a plan staged as `call`.
+export function forwardArgs(M, call, { mask, batch, seqQ, seqTotal, causal, align, positions }) {
   return {
     query: call.address('query'), key: call.address('key'), value: call.address('value'),
     out: call.address('out'), weights: call.address('weights'), mask: call.address('mask'),
-    keyPadding: call.address('keyPadding'), maskType: mask ? mask.type : 0,
-    maskBroadcast: mask ? mask.broadcast : 0, batch, seqQ, seqK: seqTotal, causal, align,
+    keyPadding: call.address('keyPadding'), maskType: M.MaskType[mask ? mask.type : 'none'],
+    maskShape: M.MaskShape[mask ? mask.shape : 'plane'], batch, seqQ, seqK: seqTotal, causal, align: M.Align[align],
     positions: call.address('positions'), positionsBatchStride: positions && positions.length !== seqQ ? seqQ : 0,
   };
 }

@@ -5,7 +5,7 @@
 // backward (mha-training.mjs), the optimizer steps and state (mha-optimizer.mjs). Its KV caches
 // are the library's KVCache (kvcache.mjs). Tensors are staged through the library's heap arena.
 import { coreError } from './heap.mjs';
-import { CONFLICT, DTYPE_CODE, float16OverflowError, resolveStorage } from './kvcache.mjs';
+import { conflictName, coreConfig, float16OverflowError, resolveStorage } from './kvcache.mjs';
 import { configureCore, resolveConfig } from './mha-config.mjs';
 import { forwardArgs, planForward } from './mha-forward.mjs';
 import { Optimizer } from './mha-optimizer.mjs';
@@ -25,13 +25,13 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
     #optimizer;
 
     constructor(config) {
-      const c = resolveConfig(config);
+      const { config: c, windowSides } = resolveConfig(config);
       Object.defineProperty(this, 'config', { value: c, enumerable: true });
       this.#optimizer = new Optimizer(M, arena, c);
       this.#core = new M.MultiHeadAttentionCore();
       registry.register(this, this.#core, this);
       try {
-        configureCore(M, arena, this.#core, c);
+        configureCore(M, arena, this.#core, c, windowSides);
       } catch (error) {
         this.dispose();
         throw error;
@@ -84,7 +84,7 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
         query, key, value, options);
       const { cacheCore, train, weightsOut, out, outCount } = plan;
       return arena.call(fn, plan.inputs, plan.outputs, plan.workspace, (call) => {
-        const args = forwardArgs(call, plan);
+        const args = forwardArgs(M, call, plan);
         let error;
         if (train) error = this.#tape.forward(core, args, plan);
         else error = cacheCore ? core.forwardCached(args, cacheCore) : core.forward(args);
@@ -134,8 +134,9 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
       const { dtype, window, maxSeq } = resolveStorage(fn, options, given(options.maxSeq) ? size('maxSeq') : undefined);
       const { numKvHeads: kvHeads, headDim } = this.config;
       const sizes = { batch, kvHeads, headDim, valueDim: headDim, maxSeq, dtype, window };
-      const check = core.checkCache({ ...sizes, dtype: DTYPE_CODE[dtype] });
-      if (check.conflict) throw layerCacheError(fn, check, this.config, window);
+      const check = core.checkCache(coreConfig(M, sizes));
+      const conflict = conflictName(M, check.conflict);
+      if (conflict !== 'none') throw layerCacheError(fn, conflict, check, this.config, window);
       return newCache(fn, sizes, this);
     }
 
@@ -170,14 +171,15 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
 
 // Why a ring cannot serve a layer (the cache rule of src/cache_rule.h): the ring keeps the
 // window − 1 positions before each query, and the layer's config.window may look back no further.
-function layerCacheError(fn, { conflict, call }, config, window) {
+// `conflict` is named as the module's CacheConflict names it.
+function layerCacheError(fn, conflict, { call }, config, window) {
   const hf = `Hugging Face's sliding_window W is config.window [W − 1, 0] and a ring of window W`;
-  if (conflict === CONFLICT.windowUnbounded) {
+  if (conflict === 'windowUnbounded') {
     const has = config.window ? `config.window [${config.window.join(', ')}] has no left limit` : 'it has no config.window';
     return new RangeError(`${fn}: this layer attends to every earlier position (${has}), but a ring (options.window ${window}) keeps only ` +
       `the ${plural(window - 1, 'position')} before each query; use a linear cache ({ maxSeq }), or a layer with config.window [${window - 1}, 0] (${hf})`);
   }
-  if (conflict === CONFLICT.windowWider) {
+  if (conflict === 'windowWider') {
     return new RangeError(`${fn}: config.window [${config.window.join(', ')}] looks back ${call} positions, more than a ring with ` +
       `options.window ${window} keeps (the ${window - 1} before each query); use options.window ≥ ${call + 1} (${hf})`);
   }

@@ -175,6 +175,45 @@ TEST_CASE("bytes: int8 < float16 = bfloat16 < float32, int8 at most 0.27 of floa
   CHECK(double(i8.bytes()) <= 0.27 * f32.bytes());
 }
 
+TEST_CASE("cache_bytes, known before allocating, is what the cache holds: total and largest buffer", "[cache]") {
+  const auto dtype = GENERATE(attn::KvType::f32, attn::KvType::f16, attn::KvType::bf16, attn::KvType::i8);
+  const int window = GENERATE(0, 5);
+  const Data d = make_data(3, 4, 2, 1, 12, 7, 1);
+  const attn::KvCacheConfig c = config_for(d, dtype, 9, window);
+  const attn::KvCacheBytes want = attn::cache_bytes(c);
+  attn::KvCache cache;
+  REQUIRE(cache.allocate(c) == nullptr);
+  INFO("dtype " << int(dtype) << " window " << window);
+  CHECK(want.total() == double(cache.bytes()));
+  const double element = dtype == attn::KvType::f32 ? 4 : dtype == attn::KvType::i8 ? 1 : 2;
+  CHECK(want.largest() == 3 * 9 * 2 * 12 * element);  // the keys: head_dim 12 > value_dim 7
+  CHECK(want.scales == (dtype == attn::KvType::i8 ? 3 * 9 * 2 * 4 : 0));
+  // Sizes past size_t's range in wasm32 (and far past any memory) are counted, not wrapped.
+  attn::KvCacheConfig huge = c;
+  huge.batch = huge.max_seq = huge.kv_heads = huge.head_dim = std::numeric_limits<int>::max();
+  CHECK(attn::cache_bytes(huge).total() > 1e37);
+}
+
+TEST_CASE("room() is what an append can add: appends of room() fit, room() + 1 do not", "[cache]") {
+  const int window = GENERATE(0, 1, 4);
+  const Data d = make_data(1, 2, 1, 40, 4, 4, 5);
+  attn::KvCache cache;
+  REQUIRE(cache.allocate(config_for(d, attn::KvType::f32, 7, window)) == nullptr);
+  const attn::Strides kd = attn::dense_bhsd(1, 40, 4);
+  for (int length = 0; length < (window ? 30 : 7);) {
+    const int room = cache.room();
+    INFO("window " << window << " length " << length << " room " << room);
+    CHECK(room == 7 - (window ? std::min(length, window - 1) : length));
+    CHECK(cache.has_room(room));
+    CHECK_FALSE(cache.has_room(room + 1));
+    CHECK(cache.append(d.k.data(), kd, d.v.data(), kd, room + 1) != nullptr);
+    const int n = std::min(room, 3);
+    append(cache, d, length % 20, n);
+    length += n;
+    CHECK(cache.length() == length);
+  }
+}
+
 TEST_CASE("a one-position float16 or bfloat16 cache returns exactly the stored value", "[cache]") {
   const auto dtype = GENERATE(attn::KvType::f16, attn::KvType::bf16);
   const Data d = make_data(1, 2, 1, 1, 8, 8, 3);
@@ -372,14 +411,6 @@ TEST_CASE("a cache too large for one block, or whose bytes overflow size_t, is r
   CHECK(cache.length() == 3);
   CHECK(cache.config().max_seq == 8);
   CHECK(attend(cache, d, 1) == before);
-}
-
-TEST_CASE("size_product saturates instead of wrapping", "[cache]") {
-  const std::size_t most = std::numeric_limits<std::size_t>::max();
-  CHECK(attn::size_product(3, 5) == 15);
-  CHECK(attn::size_product(most, 1) == most);
-  CHECK(attn::size_product(most / 2 + 1, 2) == most);
-  CHECK(attn::size_product(std::size_t{1} << (4 * sizeof(std::size_t)), std::size_t{1} << (4 * sizeof(std::size_t))) == most);
 }
 
 TEST_CASE("a float16 cache refuses a finite value it would store as infinity, and appends nothing", "[cache]") {

@@ -129,7 +129,10 @@ const char* validate(const AttentionParams& p);
 // zeros in out and weights. Key blocks that no row of a block can see (causal, window) are
 // skipped. Extra memory per thread is one kv head's K and V packed as float32
 // (seq_k · (head_dim + value_dim)) for float32 storage, one key block of them for float16 and
-// int8 (dequantised block by block), plus small blocks; never seq_q × seq_k.
+// int8 (dequantised block by block), plus small blocks; never seq_q × seq_k. A step of up to 32
+// query rows per kv head reads K and V in place and, over more than 1024 keys, keeps each chunk of
+// 1024 keys' softmax statistics until they are merged: ceil(seq_k / 1024) × (value_dim + 2) floats
+// per output row.
 //
 // Finite inputs never give NaN, whatever the scale, as long as the dot products themselves fit
 // in float32 (head_dim · max|q| · max|k| < 3.4e38) and so do the sums of values

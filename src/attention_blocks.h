@@ -1,6 +1,7 @@
 // The pieces the forward and backward drivers share: blocks of query rows with their score rules,
 // the packed layouts the micro-kernel reads (queries, Kᵀ and V panels, packed lazily block by
-// block from any storage type), and the online softmax over key blocks (flash attention).
+// block from any storage type), and the online softmax over key blocks (flash attention), which
+// the few-rows path (few_rows.h) shares too.
 #pragma once
 
 #include <algorithm>
@@ -29,9 +30,18 @@ constexpr int kKeysPerBlock = 64;  // keys per block: S (16×64) and a Kᵀ bloc
 constexpr float kRescaleSlack = 8.0f;  // log2 units: probabilities up to 2^8 before a rescale
 constexpr float kPosInf = std::numeric_limits<float>::infinity();
 static_assert(kKeysPerBlock % kTileCols == 0, "key blocks hold whole panels");
-// Up to this many query rows per kv head (a decode step: one position, the heads of a group),
-// packing K and V would cost more than it saves: the direct path reads them once, in place.
-constexpr int kDirectRows = 4;
+// Up to this many query rows per kv head (a decode step: one position, the heads of a group;
+// a speculative verify: a few positions), packing K and V would cost more than it saves: the
+// few-rows path reads them in place, all rows of the kv head in one block.
+constexpr int kFewRows = 32;
+// Keys per block of the few-rows path: its rows' scores for them, then their softmax, then P·V
+// (the K then the V rows of a block read in order; alternating K and V every 64 keys streamed
+// 9 % slower); K and V rows staged for tiles (more than one row) kStageKeys at a time (in L1).
+constexpr int kFewKeys = 512;
+constexpr int kStageKeys = kKeysPerBlock;
+// Few rows: keys per chunk of a split over keys (flash-decoding; see attention_forward.cpp).
+constexpr int kSplitKeys = 2 * kFewKeys;
+constexpr int kMaxBlockRows = std::max(kRowsPerBlock, kFewRows);
 
 inline int round_up(int x, int m) { return (x + m - 1) / m * m; }
 inline int block_of(int key) { return key / kKeysPerBlock; }
@@ -40,24 +50,25 @@ inline int block_of(int key) { return key / kKeysPerBlock; }
 // heads of the group, so every row carries its own pointers and score rule.
 struct RowBlock {
   int rows = 0;
-  int qi[kRowsPerBlock];  // query position of each row
-  int h[kRowsPerBlock];   // query head of each row
-  const float* q[kRowsPerBlock];
-  float* o[kRowsPerBlock];
-  float* w[kRowsPerBlock];
-  float* lse[kRowsPerBlock];  // null when not asked for
-  score::RowRule rule[kRowsPerBlock];
+  int qi[kMaxBlockRows];  // query position of each row
+  int h[kMaxBlockRows];   // query head of each row
+  const float* q[kMaxBlockRows];
+  float* o[kMaxBlockRows];
+  float* w[kMaxBlockRows];
+  float* lse[kMaxBlockRows];  // null when not asked for
+  score::RowRule rule[kMaxBlockRows];
   const std::uint8_t* key_padding = nullptr;  // this block's batch entry, or null
   score::KeyRange keys;  // the union of the rows' key ranges
 };
 
-// Describes rows [r0, r0 + kRowsPerBlock) of kv head kvh in batch entry b: query rows ordered
+// Describes rows [r0, r0 + max_rows) of kv head kvh in batch entry b: query rows ordered
 // position-major, so a block's key ranges stay close together and, in a decode step, one
 // block holds every query head of the group.
-inline void fill_row_block(const AttentionParams& p, int b, int kvh, int r0, RowBlock& rb) {
+inline void fill_row_block(const AttentionParams& p, int b, int kvh, int r0, RowBlock& rb,
+                           int max_rows = kRowsPerBlock) {
   const int group = p.heads / p.kv_heads;
   const int off = score::offset(p);
-  rb.rows = std::min(kRowsPerBlock, group * p.seq_q - r0);
+  rb.rows = std::min(max_rows, group * p.seq_q - r0);
   rb.key_padding = p.key_padding ? p.key_padding + b * p.key_padding_batch_stride : nullptr;
   rb.keys = {p.seq_k, 0};
   for (int i = 0; i < rb.rows; ++i) {
@@ -90,40 +101,53 @@ inline void fill_row_block(const AttentionParams& p, int b, int kvh, int r0, Row
 inline int first_block(const RowBlock& rb) { return block_of(rb.keys.begin); }
 inline int end_block(const RowBlock& rb) { return (rb.keys.end + kKeysPerBlock - 1) / kKeysPerBlock; }
 
+// Whether the rows of each kv head take the few-rows path (few_rows.h).
+inline bool takes_few_rows(const AttentionParams& p) {
+  return (p.heads / p.kv_heads) * static_cast<std::int64_t>(p.seq_q) <= kFewRows;
+}
+
 // Scratch for one work item; sizes depend only on the params.
 struct Workspace {
   int blocks = 0;           // key blocks of seq_k
   int kt_block_floats = 0;  // head_dim × kKeysPerBlock
   int acc_ld = 0;           // value_dim rounded up to kTileCols
   int v_block_floats = 0;   // kKeysPerBlock × acc_ld
-  int scores_ld = 0;        // kKeysPerBlock, or seq_k in direct mode
-  bool direct = false;      // few rows per kv head: no packing, see the direct path
+  int scores_ld = kKeysPerBlock;  // kFewKeys for few rows
+  bool few = false;         // few rows per kv head: no packing, see few_rows.h
   FloatBuffer mem;
   float* kt = nullptr;      // Kᵀ of one kv head, block by block, see pack_block
   float* vp = nullptr;      // V of one kv head, block by block
   float* packed = nullptr;  // per key block: 1 once kt and vp hold it
-  float* rows = nullptr;    // one key block of K or V rows as floats, before transposing
-  float* qpack = nullptr;   // the block's query rows, tile by tile: [tile][head_dim][kTileRows]
-  float* scores = nullptr;  // [kRowsPerBlock][scores_ld]
-  float* acc = nullptr;     // [kRowsPerBlock][acc_ld]
+  float* rows = nullptr;    // one key block of K or V rows as floats (before transposing, or staged)
+  // The block's query rows: tile by tile, [tile][head_dim][kTileRows] (blocked), or as
+  // few_rows.h packs them (one row as it is; tiles of 4 rows; int16 for int8 keys).
+  float* qpack = nullptr;
+  float* scores = nullptr;  // [rows][scores_ld]
+  float* acc = nullptr;     // [rows][acc_ld]
   float* row_max = nullptr;  // per row: the reference the exponents are taken from (log2 units)
   float* row_sum = nullptr;  // running sum of exp2(score − max) per row
+  float* row_scale = nullptr;  // few rows: per row, the scale of its packed query (int8 keys)
   float k_max = 0.0f;        // max |k| over the keys this item may see (see score::scaling)
 
-  bool reserve(const AttentionParams& p, bool allow_direct = true) {
-    direct = allow_direct && (p.heads / p.kv_heads) * static_cast<std::int64_t>(p.seq_q) <= kDirectRows;
+  bool reserve(const AttentionParams& p, bool allow_few = true) {
+    few = allow_few && takes_few_rows(p);
+    const std::size_t rows_cap = few ? kFewRows : kRowsPerBlock;
+    scores_ld = few ? kFewKeys : kKeysPerBlock;
     blocks = (p.seq_k + kKeysPerBlock - 1) / kKeysPerBlock;
-    kt_block_floats = direct ? 0 : p.head_dim * kKeysPerBlock;
+    kt_block_floats = few ? 0 : p.head_dim * kKeysPerBlock;
     acc_ld = p.value ? round_up(p.value_dim, kTileCols) : 0;
-    v_block_floats = direct ? 0 : kKeysPerBlock * acc_ld;
-    scores_ld = direct ? p.seq_k : kKeysPerBlock;
+    v_block_floats = few ? 0 : kKeysPerBlock * acc_ld;
     const std::size_t kt_n = static_cast<std::size_t>(blocks) * kt_block_floats;
     const std::size_t vp_n = static_cast<std::size_t>(blocks) * v_block_floats;
-    const std::size_t flags_n = direct ? 0 : blocks;
-    const std::size_t rows_n = direct ? 0 : kKeysPerBlock * static_cast<std::size_t>(std::max(p.head_dim, p.value_dim));
-    const std::size_t q_n = direct ? 0 : kRowsPerBlock * static_cast<std::size_t>(p.head_dim);
+    const std::size_t flags_n = few ? 0 : blocks;
+    // A key block of K or V rows as floats; few rows: staged, K padded to whole vectors, V to acc_ld.
+    const int row_floats = std::max(round_up(std::max(p.head_dim, p.value_dim), kTileCols), acc_ld);
+    const std::size_t rows_n = static_cast<std::size_t>(kKeysPerBlock) * row_floats;
+    // The queries; few rows: in tiles of 4 rows, head_dim padded to 16 (int16 for int8 keys fit).
+    const std::size_t q_n = few ? round_up(kFewRows, 4) * static_cast<std::size_t>(round_up(p.head_dim, 16))
+                                : kRowsPerBlock * static_cast<std::size_t>(p.head_dim);
     const std::size_t total = kt_n + vp_n + flags_n + rows_n + q_n +
-                              kRowsPerBlock * (static_cast<std::size_t>(scores_ld) + acc_ld + 2);
+                              rows_cap * (static_cast<std::size_t>(scores_ld) + acc_ld + 3);
     if (!mem.allocate(total)) return false;
     kt = mem.get();
     vp = kt + kt_n;
@@ -132,9 +156,21 @@ struct Workspace {
     rows = packed + flags_n;
     qpack = rows + rows_n;
     scores = qpack + q_n;
-    acc = scores + kRowsPerBlock * static_cast<std::size_t>(scores_ld);
-    row_max = acc + kRowsPerBlock * acc_ld;
-    row_sum = row_max + kRowsPerBlock;
+    acc = scores + rows_cap * scores_ld;
+    row_max = acc + rows_cap * acc_ld;
+    row_sum = row_max + rows_cap;
+    row_scale = row_sum + rows_cap;
+    return true;
+  }
+
+  // Only the rows' statistics (acc, row_max, row_sum), for merging the few-rows path's chunks.
+  bool reserve_stats(const AttentionParams& p) {
+    few = true;
+    acc_ld = p.value ? round_up(p.value_dim, kTileCols) : 0;
+    if (!mem.allocate(kFewRows * static_cast<std::size_t>(acc_ld + 2))) return false;
+    acc = mem.get();
+    row_max = acc + kFewRows * acc_ld;
+    row_sum = row_max + kFewRows;
     return true;
   }
 
@@ -313,6 +349,22 @@ inline void softmax_update(const AttentionParams& p, int i, int len, float* s, f
   }
   rebase_row(p, i, ref, ws);
   ws.row_sum[i] += sum;
+}
+
+// Merges statistics of row i over other keys — reference m, sum s of exp2(score − m), acc its
+// unnormalised values — into row i's in ws, as if both had been one pass: both rebased to the
+// larger reference (a +∞ reference takes all the weight, as in softmax_update); a NaN sum stays.
+inline void merge_stats(const AttentionParams& p, int i, float m, float s, const float* acc, Workspace& ws) {
+  if (s != s) ws.row_sum[i] = s;
+  if (s != s || s == 0.0f) return;  // NaN, or nothing visible there
+  const float ref = std::max(ws.row_max[i], m);
+  rebase_row(p, i, ref, ws);
+  const float beta = m == ref ? 1.0f : simd::exp2_softmax(m - ref);
+  ws.row_sum[i] += s * beta;
+  if (p.value) {
+    float* a = ws.acc + i * ws.acc_ld;
+    for (int c = 0; c < ws.acc_ld; c += W) simd::store(a + c, simd::madd(vfloat(beta), simd::load(acc + c), simd::load(a + c)));
+  }
 }
 
 // Adds each row's sink (if any) to its softmax denominator, as one more key with no value.

@@ -1,8 +1,8 @@
 // The forward driver. Work items of (batch, kv head, chunk of row blocks) run in parallel; each
 // walks blocks of query rows over the key blocks those rows can see, with an online softmax
 // (flash attention): Kᵀ and V are packed into panels block by block as first needed (or, for a
-// decode step, read in place in their storage type). Only the primitives in simd.h, the
-// micro-kernel and the score rule touch scores.
+// kv head with few query rows, read in place in their storage type by few_rows.h's tiles). Only
+// the primitives in simd.h, the micro-kernels and the score rule touch scores.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -11,6 +11,7 @@
 
 #include "attention.h"
 #include "attention_blocks.h"
+#include "few_rows.h"
 #include "parallel.h"
 
 namespace attn {
@@ -53,77 +54,204 @@ void blocks::attend_block(const AttentionParams& p, const RowBlock& rb, const kv
 
 namespace {
 
-// int8 keys with the queries quantised to int16 (kv::quantize_i16): integer dot products, times
-// the query's and the key's scale and `factor`. false when it does not apply (a query with a
-// non-finite element, or head_dim > kv::kMaxInt8Dot): the float path then runs.
-bool direct_scores_int8(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, float factor, Workspace& ws) {
-  if (p.head_dim > kv::kMaxInt8Dot) return false;
-  alignas(16) std::int16_t q16[kDirectRows][kv::kMaxInt8Dot];
-  float q_scale[kDirectRows];
-  for (int i = 0; i < rb.rows; ++i)
-    if (!kv::quantize_i16(rb.q[i], p.head_dim, q16[i], q_scale[i])) return false;
-  kv::for_each_piece(h, rb.keys.begin, rb.keys.end, [&](int j0, int j1, int s0) {
-    for (int j = j0, s = s0; j < j1; ++j, ++s) {
-      const std::int8_t* k = h.key_at_slot<std::int8_t>(s);
-      const float ks = h.key_scale_at_slot(s);
-      for (int i = 0; i < rb.rows; ++i)
-        ws.scores[i * ws.scores_ld + j] = float(kv::dot_i16_i8(q16[i], k, p.head_dim)) * q_scale[i] * ks * factor;
-    }
-  });
-  return true;
-}
 
-// Scores of the block's rows for keys [begin, end) from K rows read in place, each loaded once
-// for all rows: raw dot products (times the int8 scale) times `factor`.
+// Scores of the block's rows for keys [kb, kb + len) into ws.scores: raw dot products times the
+// query's scale (int8 through integers), the key's scale (int8 read in place) and `factor`, in
+// that order (each a product of a finite score and a finite operand: ±∞ at worst, never NaN).
+// One row reads K in place in its storage type; more rows a block of K staged as floats; int8
+// keys with quantised queries (q16) go through integers, in place, for any number of rows.
 template <class T>
-void direct_scores(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, float factor, Workspace& ws) {
-  if constexpr (std::is_same_v<T, std::int8_t>) {
-    if (direct_scores_int8(p, rb, h, factor, ws)) return;
+void few_scores(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, bool q16, float factor, int kb,
+                int len, Workspace& ws) {
+  const int n = p.head_dim;
+  const bool in_place = q16 || rb.rows == 1;
+  if (in_place) {
+    kv::for_each_piece(h, kb, kb + len, [&](int j0, int j1, int s0) {
+      float* s = ws.scores + (j0 - kb);
+      if constexpr (std::is_same_v<T, std::int8_t>) {
+        if (q16) {
+          const auto* qpack = reinterpret_cast<const std::int16_t*>(ws.qpack);
+          return few_rows::scores_i8<kFewKeys>(rb.rows, qpack, h.key_at_slot<T>(s0), h.key_row, j1 - j0, n, s);
+        }
+      }
+      few_rows::score_row<T>(ws.qpack, h.key_at_slot<T>(s0), h.key_row, j1 - j0, n, s);
+    });
+  } else {
+    for (int sb = 0; sb < len; sb += kStageKeys) {  // staged kStageKeys at a time, in L1
+      const int sl = std::min(kStageKeys, len - sb);
+      for (int j = 0; j < sl; ++j) {
+        const int s = h.slot(kb + sb + j);
+        few_rows::stage_key<T>(h.key_at_slot<T>(s), h.key_scale_at_slot(s), n, j, ws.rows);
+      }
+      few_rows::stage_key_padding(sl, n, ws.rows);
+      few_rows::scores<kFewKeys>(rb.rows, ws.qpack, ws.rows, sl, n, ws.scores + sb);
+    }
   }
-  kv::for_each_piece(h, rb.keys.begin, rb.keys.end, [&](int j0, int j1, int s0) {
-    for (int j = j0, s = s0; j < j1; ++j, ++s) {
-      const T* k = h.key_at_slot<T>(s);
-      const float ks = h.key_scale_at_slot(s);
-      for (int i = 0; i < rb.rows; ++i)
-        ws.scores[i * ws.scores_ld + j] = kv::dot(rb.q[i], k, p.head_dim) * ks * factor;
+  if (std::is_same_v<T, std::int8_t> && in_place) {  // int8's scales (staging applied the keys')
+    alignas(16) float key_scale[kFewKeys];
+    for (int j = 0; j < len; ++j) key_scale[j] = h.key_scale_at_slot(h.slot(kb + j));
+    for (int i = 0; i < rb.rows; ++i) {
+      float* s = ws.scores + i * ws.scores_ld;
+      const float rs = q16 ? ws.row_scale[i] : 1.0f;
+      for (int j = 0; j < len; ++j) s[j] = s[j] * rs * key_scale[j];
     }
-  });
+  }
+  for (int i = 0; i < rb.rows; ++i) {
+    float* s = ws.scores + i * ws.scores_ld;
+    for (int j = 0; j < len; ++j) s[j] *= factor;
+  }
 }
 
-// acc += P·V as one pass over V's rows, each loaded once for all rows.
+// acc += P·V for keys [kb, kb + len): one row reads V in place (int8's value scales folded into
+// the probabilities), more rows a block of V staged as floats.
 template <class T>
-void direct_values(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, Workspace& ws) {
-  kv::for_each_piece(h, rb.keys.begin, rb.keys.end, [&](int j0, int j1, int s0) {
-    for (int j = j0, s = s0; j < j1; ++j, ++s) {
-      const T* v = h.value_at_slot<T>(s);
-      const float vs = h.value_scale_at_slot(s);
-      for (int i = 0; i < rb.rows; ++i)
-        kv::axpy(ws.scores[i * ws.scores_ld + j] * vs, v, ws.acc + i * ws.acc_ld, p.value_dim);
+void few_values(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, int kb, int len, Workspace& ws) {
+  if (rb.rows == 1) {
+    float* pr = ws.scores;
+    if constexpr (std::is_same_v<T, std::int8_t>) {
+      for (int j = 0; j < len; ++j) pr[j] *= h.value_scale_at_slot(h.slot(kb + j));
     }
-  });
+    kv::for_each_piece(h, kb, kb + len, [&](int j0, int j1, int s0) {
+      few_rows::value_row<T>(pr + (j0 - kb), j1 - j0, h.value_at_slot<T>(s0), h.value_row, p.value_dim, ws.acc);
+    });
+  } else {
+    for (int sb = 0; sb < len; sb += kStageKeys) {
+      const int sl = std::min(kStageKeys, len - sb);
+      for (int j = 0; j < sl; ++j) {
+        const int s = h.slot(kb + sb + j);
+        few_rows::stage_value<T>(h.value_at_slot<T>(s), h.value_scale_at_slot(s), p.value_dim, ws.acc_ld, j, ws.rows);
+      }
+      few_rows::values<kFewKeys>(rb.rows, ws.scores + sb, sl, ws.rows, ws.acc_ld, ws.acc, ws.acc_ld);
+    }
+  }
 }
 
-// The few-rows path (see kDirectRows): scores for the visible keys at once, then P·V, with K
-// and V read in place in their storage type.
-void attend_direct(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, Workspace& ws) {
+// The rows' queries as the loops read them (ws.qpack): one row as it is; more rows packed in
+// tiles (few_rows::pack_queries). int8 keys: quantised to int16 (kv::quantize_i16; scales in
+// ws.row_scale) and packed for the integer dot products; returns false (floats instead) when
+// that does not apply: a query with a non-finite element, or head_dim > kv::kMaxInt8Dot.
+template <class T>
+bool few_queries(const AttentionParams& p, const RowBlock& rb, Workspace& ws) {
+  const int n = p.head_dim;
+  if constexpr (std::is_same_v<T, std::int8_t>) {
+    if (n <= kv::kMaxInt8Dot) {
+      auto* packed = reinterpret_cast<std::int16_t*>(ws.qpack);
+      const int tiles = (rb.rows + few_rows::kTileRows - 1) / few_rows::kTileRows;
+      std::fill(packed, packed + tiles * few_rows::kTileRows * round_up(n, 16), std::int16_t{0});
+      alignas(16) std::int16_t row16[kv::kMaxInt8Dot];
+      bool ok = true;
+      for (int i = 0; i < rb.rows && ok; ++i) {
+        ok = kv::quantize_i16(rb.q[i], n, row16, ws.row_scale[i]);
+        if (ok) few_rows::pack_query_i16(row16, i, n, packed);
+      }
+      if (ok) return true;
+    }
+  }
+  if (rb.rows == 1) simd::copy(rb.q[0], n, ws.qpack);
+  else few_rows::pack_queries(rb.rows, rb.q, n, ws.qpack);
+  return false;
+}
+
+// The few-rows path (see kFewRows) over keys [begin, end): every row of the kv head in one block,
+// over key blocks of kFewKeys, with the blocked path's score rule and online softmax; K and V
+// read by few_rows.h's loops. Leaves the rows' statistics (max, sum, unnormalised acc) in ws.
+template <class T>
+void attend_few_rows(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, int begin, int end,
+                     Workspace& ws) {
   start_rows(p, rb, ws);
   // Raw dot products times scale·log2 e (or scale/softcap) when that factor is finite, else by
   // its parts in the score rule: one finite operand at a time, so a product may overflow to ±∞
   // but never become NaN.
   const score::Scaling sc = score::direct_scaling(p);
-  const int begin = rb.keys.begin, end = rb.keys.end;
-  kv::with_type(h.type, [&](auto t) { direct_scores<decltype(t)>(p, rb, h, sc.pack, ws); });
-  for (int i = 0; i < rb.rows; ++i) {
-    float* s = ws.scores + i * ws.scores_ld + begin;
-    score::apply(p, sc, rb.rule[i], rb.key_padding, begin, end - begin, s);
-    softmax_update(p, i, end - begin, s, rb.w[i] ? rb.w[i] + begin : nullptr, ws);
+  const bool q16 = few_queries<T>(p, rb, ws);
+  for (int kb = begin; kb < end; kb += kFewKeys) {
+    const int len = std::min(kFewKeys, end - kb);
+    few_scores<T>(p, rb, h, q16, sc.pack, kb, len, ws);
+    for (int i = 0; i < rb.rows; ++i) {
+      float* s = ws.scores + i * ws.scores_ld;
+      score::apply(p, sc, rb.rule[i], rb.key_padding, kb, len, s);
+      softmax_update(p, i, len, s, rb.w[i] ? rb.w[i] + kb : nullptr, ws);
+    }
+    if (p.value) few_values<T>(p, rb, h, kb, len, ws);
   }
-  if (p.value) kv::with_type(h.type, [&](auto t) { direct_values<decltype(t)>(p, rb, h, ws); });
-  fold_sinks(p, rb, ws);
-  finish_rows(p, rb, begin, end, ws);
+}
+
+// Units are contiguous ranges of the work [0, units), handed out to about four times as many
+// items as there are threads, each item with its own workspace: which thread runs which unit
+// never changes a result (a unit is always computed the same way), only how the work spreads.
+template <class Fn>
+const char* for_each_unit(const AttentionParams& p, int units, bool stats_only, Fn&& fn) {
+  const int items = std::min(units, 4 * num_threads());
+  std::atomic<const char*> error{nullptr};
+  parallel_for(items, [&](int item) {
+    Workspace ws;
+    if (!(stats_only ? ws.reserve_stats(p) : ws.reserve(p))) {
+      error = "attention: out of memory for the workspace";
+      return;
+    }
+    const int u0 = static_cast<int>(std::int64_t(item) * units / items);
+    const int u1 = static_cast<int>(std::int64_t(item + 1) * units / items);
+    for (int u = u0; u < u1; ++u) fn(u, ws);
+  });
+  return error.load();
+}
+
+// The few-rows path for every (batch, kv head). Decode has few kv heads (MQA, or batch 1 with
+// GQA), so the keys are also split, flash-decoding style, into chunks of kSplitKeys from the
+// rows' first visible key — a split fixed by the shape alone, never by the thread count, so a
+// result is the same bits whatever the threads — each chunk's statistics kept, then merged in
+// chunk order.
+const char* run_few_rows(const AttentionParams& p) {
+  const int heads = p.batch * p.kv_heads;
+  RowBlock first;
+  fill_row_block(p, 0, 0, 0, first, kFewRows);  // every kv head's rows see the same key range
+  const int begin = first.keys.begin, end = first.keys.end;
+  const int chunks = std::max(1, (end - begin + kSplitKeys - 1) / kSplitKeys);
+  const auto attend = [&p](int b, int kvh, RowBlock& rb, int kb, int ke, Workspace& ws) {
+    fill_row_block(p, b, kvh, 0, rb, kFewRows);
+    const kv::Head h = kv::head(p, b, kvh);
+    kv::with_type(h.type, [&](auto t) { attend_few_rows<decltype(t)>(p, rb, h, kb, ke, ws); });
+  };
+  if (chunks == 1) {
+    return for_each_unit(p, heads, false, [&](int u, Workspace& ws) {
+      RowBlock rb;
+      attend(u / p.kv_heads, u % p.kv_heads, rb, begin, end, ws);
+      fold_sinks(p, rb, ws);
+      finish_rows(p, rb, begin, end, ws);
+    });
+  }
+  // Per (kv head, chunk): the rows' max and sum, then their unnormalised accumulators.
+  const int rows = first.rows, acc_ld = p.value ? round_up(p.value_dim, kTileCols) : 0;
+  const std::size_t unit_floats = static_cast<std::size_t>(rows) * (2 + acc_ld);
+  FloatBuffer partial;
+  if (!partial.allocate(size_product(size_product(heads, chunks), unit_floats)))
+    return "attention: out of memory for the workspace";
+  const char* err = for_each_unit(p, heads * chunks, false, [&](int u, Workspace& ws) {
+    const int head = u / chunks, c = u % chunks;
+    const int kb = begin + c * kSplitKeys, ke = std::min(end, kb + kSplitKeys);
+    RowBlock rb;
+    attend(head / p.kv_heads, head % p.kv_heads, rb, kb, ke, ws);
+    float* out = partial.get() + u * unit_floats;
+    std::copy(ws.row_max, ws.row_max + rows, out);
+    std::copy(ws.row_sum, ws.row_sum + rows, out + rows);
+    if (p.value) simd::copy(ws.acc, rows * acc_ld, out + 2 * rows);
+  });
+  if (err) return err;
+  return for_each_unit(p, heads, true, [&](int head, Workspace& ws) {
+    RowBlock rb;
+    fill_row_block(p, head / p.kv_heads, head % p.kv_heads, 0, rb, kFewRows);
+    start_rows(p, rb, ws);
+    for (int c = 0; c < chunks; ++c) {
+      const float* in = partial.get() + (static_cast<std::size_t>(head) * chunks + c) * unit_floats;
+      for (int i = 0; i < rows; ++i) merge_stats(p, i, in[i], in[rows + i], in + 2 * rows + i * acc_ld, ws);
+    }
+    fold_sinks(p, rb, ws);
+    finish_rows(p, rb, begin, end, ws);
+  });
 }
 
 const char* run(const AttentionParams& p) {
+  if (takes_few_rows(p)) return run_few_rows(p);
   const int group = p.heads / p.kv_heads;
   const int rows_per_kv_head = group * p.seq_q;
   const int blocks_per_head = (rows_per_kv_head + kRowsPerBlock - 1) / kRowsPerBlock;
@@ -145,7 +273,7 @@ const char* run(const AttentionParams& p) {
     }
     const kv::Head h = kv::head(p, b, kvh);
     const int first = chunk * blocks_per_head / chunks, last = (chunk + 1) * blocks_per_head / chunks;
-    if (!ws.direct && first < last) {  // the largest |k| this item's rows may see
+    if (first < last) {  // the largest |k| this item's rows may see
       const int qi0 = first * kRowsPerBlock / group;
       const int qi1 = (std::min(last * kRowsPerBlock, rows_per_kv_head) - 1) / group;
       const score::KeyRange r0 = score::key_range(p, qi0), r1 = score::key_range(p, qi1);
@@ -154,10 +282,7 @@ const char* run(const AttentionParams& p) {
     for (int blk = first; blk < last; ++blk) {
       RowBlock rb;
       fill_row_block(p, b, kvh, blk * kRowsPerBlock, rb);
-      if (ws.direct)
-        attend_direct(p, rb, h, ws);
-      else
-        attend_block(p, rb, h, ws);
+      attend_block(p, rb, h, ws);
     }
   });
   return error.load();

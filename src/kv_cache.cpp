@@ -176,7 +176,7 @@ const char* KvCache::stage(const float* key, const Strides& ks, const float* val
           const float* x = (is_key ? key : value) + b * s.batch + h * s.head + t * s.row;
           std::uint8_t* dst = (is_key ? k_ : v_).get() + row * dim * eb;
           if (c.dtype == KvType::f32) {
-            std::memcpy(dst, x, dim * sizeof(float));
+            simd::copy(x, dim, reinterpret_cast<float*>(dst));  // not memcpy: see simd::copy
           } else if (c.dtype == KvType::f16) {
             if (store_f16(x, dim, reinterpret_cast<std::uint16_t*>(dst))) special_ = true;
           } else if (c.dtype == KvType::bf16) {

@@ -98,6 +98,15 @@ inline float reduce_max(vfloat v) {
 
 constexpr int W = static_cast<int>(vfloat::size);
 
+// dst[0, n) = src[0, n), by vectors. Emscripten's memcpy (and std::copy) hands copies of 512
+// bytes and more to JavaScript (emscripten_memcpy_big): per row of a kernel, that call cost more
+// than the copy.
+inline void copy(const float* src, int n, float* dst) {
+  int c = 0;
+  for (; c + W <= n; c += W) store(dst + c, load(src + c));
+  for (; c < n; ++c) dst[c] = src[c];
+}
+
 // 2^x ≈ 2^n · P(f) with n = round(x), f = x − n ∈ [−½, ½] and P Cephes' degree-6 minimax
 // polynomial for 2^f (exp2f; relative error < 2e-7 including float rounding). Built for softmax,
 // where x = score − reference ≤ a few units (valid up to x < 128): results below 2^−126

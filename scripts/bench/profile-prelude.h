@@ -1,7 +1,7 @@
 // Included first in every translation unit of scripts/profile.sh's wasm builds (-include): the
-// kernel's blocks (micro-kernel, score rule, attention blocks) become noinline, so each phase
-// stays a function V8's profiler can name, while what is included before the pragma (xsimd, the
-// SIMD primitives, the per-element K/V readers) still inlines. Nothing in src/ changes; if the
+// kernel's blocks (micro-kernel, score rule, attention blocks, the few-rows loops) become
+// noinline, so each phase stays a function V8's profiler can name, while what is included before
+// the pragma (xsimd, the SIMD primitives, the per-element K/V readers) still inlines. Nothing in src/ changes; if the
 // kernel's headers are renamed, update the lists.
 #pragma once
 #if defined(__clang__)
@@ -13,5 +13,6 @@
 #include "microkernel.h"
 #include "score_rule.h"
 #include "attention_blocks.h"
+#include "few_rows.h"
 #pragma clang attribute pop
 #endif

@@ -74,6 +74,41 @@ test('each dtype against the reference on the unquantised keys and values', () =
   }
 });
 
+// The few-rows path: a GQA decode step (4 query heads per kv head), speculative steps of 2, 5 and
+// 8 positions (8, 20 and 32 rows per kv head) and an MQA step, over a cache longer than the
+// kernel's key chunks (so their merge), with weightsOut and lseOut; 9 positions (36 rows) take the
+// blocked path. float32 element-wise against the reference, the others by NMSE.
+test('decode and few-position steps over a long cache, GQA and MQA, each dtype, with weights and lse', () => {
+  const seq = 1100, headDim = 32, valueDim = 24;
+  for (const [heads, kvHeads] of [[8, 2], [8, 1]]) {
+    const s = { batch: 1, heads, kvHeads, seq, headDim, valueDim };
+    const { query, key, value } = data(3, s);
+    for (const dtype of ['float32', 'float16', 'bfloat16', 'int8']) {
+      const cache = lib.createKVCache({ kvHeads, headDim, valueDim, maxSeq: seq, dtype });
+      cache.append(key, value);
+      for (const seqQ of kvHeads === 1 ? [1] : [1, 2, 5, 8, 9]) {
+        const q = slicePositions(query, 1, heads, seq, headDim, seq - seqQ, seqQ);
+        const options = { heads, seqQ, causal: true };
+        const weightsOut = new Float32Array(heads * seqQ * seq), lseOut = new Float32Array(heads * seqQ);
+        const got = lib.attention(q, cache, null, { ...options, weightsOut, lseOut });
+        const want = referenceAttention(q, key, value, { ...options, kvHeads, seqK: seq, headDim, valueDim });
+        const what = `${dtype} heads ${heads}/${kvHeads} seqQ ${seqQ}`;
+        if (dtype === 'float32') {
+          assertClose(got, want.out, `${what} out`);
+          assertClose(weightsOut, want.weights, `${what} weights`);
+          assertClose(lseOut, want.lse, `${what} lse`, 1e-4);
+        }
+        const bound = { float32: 1e-10, float16: 1e-6, bfloat16: 2e-5, int8: 1e-4 }[dtype];
+        for (const [name, x, y] of [['out', got, want.out], ['weights', weightsOut, want.weights]]) {
+          const error = nmse(x, y);
+          assert.ok(error <= bound, `${what} ${name}: NMSE ${error}`);
+        }
+      }
+      cache.dispose();
+    }
+  }
+});
+
 test('bytes per position: int8 < float16 = bfloat16 < float32, int8 at most 0.27 of float32', () => {
   const sizes = { kvHeads: 8, headDim: 128, maxSeq: 100 };
   const bytes = Object.fromEntries(['float32', 'float16', 'bfloat16', 'int8'].map((dtype) => {

@@ -1,0 +1,237 @@
+// The few-rows path (few_rows.h, driven by attention_forward.cpp): query rows per kv head up to
+// kFewRows, K and V read in place (one row) or staged block by block (more rows), keys split into
+// chunks of kSplitKeys and merged. Against the double-precision reference on both sides of every
+// edge it has: rows 1–17 and 31–33 (tiles of 4, the kFewRows limit), groups 1–32, key counts 1, 2
+// and around the staging groups (4), the staged blocks (64), the key blocks (512) and the chunks
+// (1024), head dims 8 … 576 (odd ones, and past int8's integer limit 512), value dims that differ,
+// every storage type, rings that wrapped, every score variant, and chunks whose keys are all
+// masked, +∞ or NaN. Shapes are spread over the combinations (not their full product) to keep
+// the suite fast in every build.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "attention_case.h"
+
+using tcase::Case;
+using tcase::Mask;
+using tcase::Run;
+using tcase::check_case;
+using tcase::check_run;
+using tcase::make_run;
+
+namespace {
+
+constexpr attn::KvType kTypes[] = {attn::KvType::f32, attn::KvType::f16, attn::KvType::bf16, attn::KvType::i8};
+
+// The few-rows limit and its edges, as the tests see them (attention_blocks.h).
+constexpr int kFewRows = 32, kSplitKeys = 1024;
+
+}  // namespace
+
+TEST_CASE("few rows: every row count 1-17 and 31-33, as groups of 1-32 query heads times positions", "[few]") {
+  const int groups[] = {1, 2, 3, 4, 8, 16, 32};
+  const int seq_ks[] = {1, 2, 5, 63, 64, 65, 130, 511, 513};
+  const int dims[][2] = {{8, 8}, {13, 13}, {64, 40}, {128, 128}, {17, 31}};
+  int n = 0;
+  for (int rows = 1; rows <= 33; ++rows) {
+    if (rows > 17 && rows < 31) continue;
+    for (int g : groups) {
+      if (rows % g != 0) continue;
+      Case c;
+      c.kv_heads = 2;
+      c.heads = 2 * g;
+      c.seq_q = rows / g;
+      c.seq_k = std::max(c.seq_q, seq_ks[n % 9]);
+      c.head_dim = dims[n % 5][0];
+      c.value_dim = dims[n % 5][1];
+      c.kv_type = kTypes[n % 4];
+      c.causal = c.seq_q > 1 && n % 2 == 0;
+      c.weights = n % 3 == 0;
+      c.lse = n % 3 == 1;
+      c.batch = 1 + n % 2;
+      c.seed = 100 + n;
+      ++n;
+      INFO("rows " << rows << (rows > kFewRows ? " (the blocked path)" : " (few rows)"));
+      check_case(c);
+    }
+  }
+}
+
+TEST_CASE("few rows: key counts around every block edge, head dims 8-576, every storage type", "[few]") {
+  const int seq_ks[] = {1, 2, 3, 4, 5, 63, 64, 65, 511, 512, 513, 1023, 1024, 1025, 2049};
+  const int dims[][2] = {{8, 8},   {9, 9},   {15, 16}, {16, 16},  {17, 17},  {31, 33},
+                         {33, 31}, {64, 64}, {100, 7}, {129, 129}, {256, 64}, {576, 512}};
+  int n = 0;
+  for (const auto type : kTypes)
+    for (const int rows : {1, 4, 6})
+      for (const int seq_k : seq_ks) {
+        Case c;
+        c.kv_heads = 1 + n % 2;
+        c.heads = c.kv_heads * rows;  // a decode step: the rows are the group's heads
+        c.seq_k = seq_k;
+        const int* d = dims[n % 12];
+        if (seq_k > 600 && d[0] > 128) d = dims[n % 8];  // keep the reference cheap
+        c.head_dim = d[0];
+        c.value_dim = d[1];
+        c.kv_type = type;
+        c.seed = 300 + n;
+        ++n;
+        check_case(c);
+      }
+}
+
+TEST_CASE("few rows: rings that wrapped, in and across blocks and chunks, every storage type", "[few]") {
+  int n = 0;
+  for (const auto type : kTypes)
+    for (const int rows : {1, 3, 4, 8})
+      for (const int ring : {5, 66, 700, 1500}) {
+        Case c;
+        c.kv_heads = 2;
+        c.heads = 2 * (rows % 2 ? rows : rows / 2);
+        c.seq_q = rows % 2 ? 1 : 2;
+        c.seq_k = 3 * ring + 17;  // wrapped more than twice: pieces split blocks anywhere
+        c.ring = ring;
+        c.causal = true;
+        c.window_left = ring - c.seq_q;
+        c.window_right = 0;
+        c.head_dim = n % 2 ? 24 : 33;
+        c.value_dim = 20;
+        c.kv_type = type;
+        c.weights = n % 3 == 0;
+        c.alibi = n % 4 == 1 ? 2 : 0;
+        c.seed = 500 + n;
+        ++n;
+        check_case(c);
+      }
+}
+
+TEST_CASE("few rows: every score variant, one row and several", "[few]") {
+  int n = 0;
+  for (const auto type : kTypes)
+    for (const int rows : {1, 2, 5, 32}) {
+      const attn::KvType t = type;
+      const auto base = [&] {
+        Case c;
+        c.kv_heads = 2;
+        c.heads = rows == 32 ? 16 : 2 * rows;
+        c.seq_q = rows == 32 ? 4 : 1;
+        c.seq_k = 200 + 37 * (n % 3);
+        c.head_dim = 16 + n % 3;
+        c.value_dim = 12;
+        c.kv_type = t;
+        c.seed = 700 + n++;
+        return c;
+      };
+      Case c = base();
+      c.causal = true;
+      c.align = attn::Align::upper_left;
+      c.window_left = 50;
+      c.window_right = 3;
+      c.weights = true;
+      check_case(c);
+      c = base();
+      c.softcap = 5.0f;
+      c.alibi = 2;
+      c.sinks = true;
+      c.lse = true;
+      check_case(c);
+      c = base();
+      c.mask = Mask::additive;
+      c.mask_broadcast = n % 3;
+      c.key_padding = true;
+      c.weights = true;
+      c.bshd = true;
+      check_case(c);
+      c = base();
+      c.mask = Mask::boolean;
+      c.causal = true;
+      c.weights_only = true;
+      check_case(c);
+      c = base();
+      c.input_scale = 30.0f;  // large logits (scores in the thousands): exact weights still,
+      // but for int8 keys, whose queries are quantised to int16 (2^-16 of max |q|: here ~0.01
+      // of a score, which the softmax turns into ~1 % of a weight)
+      c.tolerance = t == attn::KvType::i8 ? 5e-3 : 1e-4;
+      c.weights = true;
+      check_case(c);
+    }
+}
+
+TEST_CASE("few rows: int8 keys through integers, and in float past 512 dims or for non-finite queries", "[few]") {
+  for (const int rows : {1, 4, 9}) {
+    Case c;
+    c.kv_heads = 1;
+    c.heads = rows;
+    c.seq_k = 77;
+    c.kv_type = attn::KvType::i8;
+    c.head_dim = 512;  // the last length the integer dot products take
+    check_case(c);
+    c.head_dim = 513;  // float
+    check_case(c);
+    c.head_dim = 24;
+    c.input_scale = 0x1p-105f;  // queries too small to quantise: float
+    check_case(c);
+  }
+  // A NaN query: its row is NaN, the others (float path for the whole block) are exact.
+  Case c;
+  c.kv_heads = 1;
+  c.heads = 4;
+  c.seq_k = 40;
+  c.head_dim = 16;
+  c.kv_type = attn::KvType::i8;
+  Run r = make_run(c);
+  r.q[2 * 16 + 5] = std::numeric_limits<float>::quiet_NaN();  // head 2
+  REQUIRE(attn::attention(r.p) == nullptr);
+  for (int h = 0; h < 4; ++h)
+    for (int e = 0; e < 16; ++e) CHECK(std::isnan(r.out[h * 16 + e]) == (h == 2));
+  r.q[2 * 16 + 5] = 0.5f;
+  check_run(c, r);
+}
+
+TEST_CASE("few rows: keys split into chunks merge as one pass, also where a chunk is masked, +inf or NaN", "[few]") {
+  const int seq_k = 2 * kSplitKeys + 300;
+  for (const auto type : kTypes)
+    for (const int rows : {1, 4}) {
+      Case c;
+      c.kv_heads = 2;
+      c.heads = 2 * rows;
+      c.seq_k = seq_k;
+      c.head_dim = 16;
+      c.value_dim = 8;
+      c.kv_type = type;
+      c.weights = true;
+      c.lse = true;
+      c.sinks = rows == 4;
+      check_case(c);
+      // Every key of the middle chunk masked, and of the first chunk but one.
+      Run r = make_run(c);
+      std::vector<std::uint8_t> padding(seq_k, 0);
+      for (int j = kSplitKeys; j < 2 * kSplitKeys; ++j) padding[j] = 1;
+      for (int j = 0; j < kSplitKeys - 1; ++j) padding[j] = 1;
+      r.p.key_padding = padding.data();
+      r.ref_params.key_padding = padding.data();
+      check_run(c, r);
+    }
+  // +∞ scores in the last chunk only take all the weight, shared equally (the float32 keys of
+  // two positions made huge), as they would in one pass.
+  Case c;
+  c.heads = c.kv_heads = 1;
+  c.seq_k = seq_k;
+  c.head_dim = 4;
+  c.scale = 1.0f;
+  Run r = make_run(c);
+  for (int d = 0; d < 4; ++d) r.q[d] = 0.9f;
+  for (int j : {seq_k - 10, seq_k - 3})
+    for (int d = 0; d < 4; ++d) r.k[j * 4 + d] = 3e38f;  // q·k overflows to +∞
+  REQUIRE(attn::attention(r.p) == nullptr);
+  for (int e = 0; e < 4; ++e) CHECK(r.out[e] == Approx((r.v[(seq_k - 10) * 4 + e] + r.v[(seq_k - 3) * 4 + e]) / 2));
+  // A NaN value in the first chunk makes its column NaN, whatever the chunks after it.
+  r = make_run(c);
+  r.v[5 * 4 + 1] = std::numeric_limits<float>::quiet_NaN();
+  REQUIRE(attn::attention(r.p) == nullptr);
+  CHECK(std::isnan(r.out[1]));
+  CHECK(!std::isnan(r.out[0]));
+}

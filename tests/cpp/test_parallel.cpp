@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "attention.h"
+#include "attention_case.h"
 #include "linear.h"
 #include "mha.h"
 #include "parallel.h"
@@ -79,7 +80,10 @@ TEST_CASE("attention is bit-identical with 1, 2 and 3 threads", "[parallel]") {
       {1, 1, 1, 100, 130, 16, false},  // one kv head: row blocks split into chunks
       {1, 1, 1, 100, 100, 16, true},
       {2, 4, 2, 33, 70, 8, true},
-      {1, 8, 2, 1, 200, 32, false},    // decode: the direct path
+      {1, 8, 2, 1, 200, 32, false},    // decode: the few-rows path
+      {1, 32, 1, 1, 2500, 16, false},  // MQA decode: 32 rows, keys split into 3 chunks
+      {1, 8, 8, 1, 3000, 8, false},    // one row per kv head, split into 3 chunks
+      {2, 4, 1, 3, 1500, 24, true},    // 12 rows, 2 chunks, causal
       {3, 6, 6, 17, 17, 5, false},
   };
   for (const Shape& s : shapes) {
@@ -90,6 +94,49 @@ TEST_CASE("attention is bit-identical with 1, 2 and 3 threads", "[parallel]") {
       CHECK(std::memcmp(one.data(), many.data(), one.size() * sizeof(float)) == 0);
     }
   }
+}
+
+// The few-rows paths of a decode or speculative step, in every storage type: one row per kv head
+// (K and V read in place), tiles of rows over staged K and V blocks, int8 keys through integers,
+// and keys split into chunks (flash-decoding) whose statistics are merged — a split fixed by the
+// shape, so 1, 2 and 3 threads give the same bits (also where 2 chunks meet 3 threads).
+TEST_CASE("few rows: bit-identical with 1, 2 and 3 threads in every storage type, split keys included", "[parallel]") {
+  struct Shape { int b, h, kv, sq, sk, d; int ring; };
+  const Shape shapes[] = {
+      {1, 4, 4, 1, 2100, 16, 0},    // one row per kv head, 3 chunks of keys
+      {1, 8, 2, 1, 1500, 24, 0},    // a GQA step: tiles of 4 rows, 2 chunks
+      {1, 32, 1, 1, 2100, 8, 0},    // MQA: 32 rows, one kv head, 3 chunks
+      {2, 6, 2, 3, 1100, 20, 700},  // a 3-position step over a ring that wrapped, 2 chunks
+  };
+  for (const attn::KvType type : {attn::KvType::f32, attn::KvType::f16, attn::KvType::bf16, attn::KvType::i8})
+    for (const Shape& s : shapes) {
+      tcase::Case c;
+      c.batch = s.b;
+      c.heads = s.h;
+      c.kv_heads = s.kv;
+      c.seq_q = s.sq;
+      c.seq_k = s.sk;
+      c.head_dim = s.d;
+      c.ring = s.ring;
+      c.causal = true;
+      c.kv_type = type;
+      c.weights = c.lse = true;
+      c.sinks = s.sq > 1;
+      std::vector<float> results[3];
+      for (int threads = 1; threads <= 3; ++threads) {
+        tcase::Run r = tcase::make_run(c);
+        attn::set_num_threads(threads);
+        const char* err = attn::attention(r.p);
+        attn::set_num_threads(1);
+        REQUIRE(err == nullptr);
+        results[threads - 1] = r.out;
+        results[threads - 1].insert(results[threads - 1].end(), r.weights.begin(), r.weights.end());
+        results[threads - 1].insert(results[threads - 1].end(), r.lse.begin(), r.lse.end());
+      }
+      INFO(c.describe());
+      for (int t : {1, 2})
+        CHECK(std::memcmp(results[0].data(), results[t].data(), results[0].size() * sizeof(float)) == 0);
+    }
 }
 
 TEST_CASE("PackedLinear is bit-identical with 1 and 3 threads", "[parallel]") {

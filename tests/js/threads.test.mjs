@@ -130,6 +130,26 @@ test('threaded results are bit-identical to single-threaded ones', () => {
   layers.forEach((m) => m.dispose());
 });
 
+// Decode steps over a cache in each dtype: split over kv heads, and over chunks of keys when
+// there is one kv head (MQA), the same split whatever the threads.
+test('decode steps over a cache are bit-identical with 1 and 2 threads, each dtype, split keys included', () => {
+  const seqK = 2100, headDim = 64;
+  for (const [heads, kvHeads, seqQ] of [[8, 8, 1], [32, 8, 1], [16, 1, 1], [8, 2, 4]]) {
+    const { query, key, value } = makeInputs({ heads, kvHeads, seqQ, seqK, headDim }, heads + kvHeads + seqQ);
+    for (const dtype of ['float32', 'float16', 'bfloat16', 'int8']) {
+      const [a, b] = [single, threaded].map((lib) => {
+        const cache = lib.createKVCache({ kvHeads, headDim, maxSeq: seqK, dtype });
+        cache.append(key, value);
+        const lseOut = new Float32Array(heads * seqQ);
+        const out = lib.attention(query, cache, null, { heads, seqQ, causal: true, lseOut });
+        cache.dispose();
+        return [...out, ...lseOut];
+      });
+      assert.ok(a.every((x, i) => Object.is(x, b[i])), `${dtype} heads ${heads}/${kvHeads} seqQ ${seqQ}`);
+    }
+  }
+});
+
 test('dispose() ends the pool: later calls throw, and a fresh load works', async () => {
   const lib = await createAttention({ threads: 2 });
   const { query, key, value } = makeInputs({ heads: 2, seqQ: 4, headDim: 8 });

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "attention.h"
@@ -194,6 +195,12 @@ const char* for_each_unit(const AttentionParams& p, int units, bool stats_only, 
     for (int u = u0; u < u1; ++u) fn(u, ws);
   });
   return error.load();
+}
+
+// a · b, or SIZE_MAX if that overflows size_t (the allocation of it then fails).
+inline std::size_t size_product(std::size_t a, std::size_t b) {
+  std::size_t n;
+  return __builtin_mul_overflow(a, b, &n) ? std::numeric_limits<std::size_t>::max() : n;
 }
 
 // The few-rows path for every (batch, kv head). Decode has few kv heads (MQA, or batch 1 with

@@ -9,7 +9,7 @@ const threadsOf = (name) => Number(name.match(/ (\d+)T\b/)?.[1] ?? 1);
 const NATIVE = 'native SSE 1T (g++)';
 
 // One line per engine: where it ran and how it was configured.
-function describeConfig(name, { host, config }) {
+function describeConfig(name, { config }) {
   const c = config ?? {};
   if (name.startsWith('attention-wasm')) {
     return `${c.simd} build, ${c.threads} thread(s) (${c.threadsReason}), loadAttention(${JSON.stringify(c.requested)}), load ${c.loadMs?.toFixed(0)} ms`;

@@ -189,7 +189,7 @@ const invalidCalls = {
     mha.dispose();
     return [() => mha.forward(new Float32Array(4)), Error, /^MultiHeadAttention\.forward: this layer was disposed$/];
   },
-  badLinear: (r) => [() => lib.linear(new Float32Array(6), new Float32Array(5), { inFeatures: 3, outFeatures: 2 }), RangeError, /weight has length 5, expected 6/],
+  badLinear: () => [() => lib.linear(new Float32Array(6), new Float32Array(5), { inFeatures: 3, outFeatures: 2 }), RangeError, /weight has length 5, expected 6/],
 };
 
 test(`soak: ${SECONDS} s of random valid and invalid calls on 2 threads against the reference`, { timeout: (SECONDS + 60) * 1000 }, () => {

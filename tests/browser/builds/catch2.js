@@ -5,6 +5,7 @@ var output = [];
 var finish = function (code, extra) {
   if (!window.__result) window.__result = { code: code, output: output.join('\n') + (extra || '') };
 };
+/* exported Module */  // the Emscripten glue loaded after this script reads it
 var Module = {
   arguments: ['--use-colour', 'no'],
   print: function (text) { output.push(text); },

@@ -29,11 +29,12 @@ retry() {  # what, command...
 quietly() { "$@" >/dev/null; }  # its errors still show
 
 # Debian packages: the toolchain (emscripten 3.1.6 with clang-14; clang's sanitizer and libFuzzer
-# runtimes; clang-19, lld-19 and llvm-19, which emcc runs for the relaxed-SIMD builds), the
+# runtimes; clang-19, lld-19 and llvm-19, which emcc runs for the relaxed-SIMD builds;
+# clang-format-19, which scripts/lint.sh checks the C++ with), the
 # header-only libraries (xsimd 8.1, Catch2 2.x), and the three browser engines of the page tests
 # with Latin and Chinese fonts: Chromium, Firefox ESR, and WebKitGTK's WebDriver (Safari's engine;
 # its browser needs a display: Xvfb, with xauth for xvfb-run and Mesa's software GL).
-APT_PACKAGES=(emscripten libxsimd-dev catch2 libclang-rt-14-dev clang-19 lld-19 llvm-19 chromium fonts-liberation
+APT_PACKAGES=(emscripten libxsimd-dev catch2 libclang-rt-14-dev clang-19 lld-19 llvm-19 clang-format-19 chromium fonts-liberation
   fonts-wqy-microhei firefox-esr webkit2gtk-driver xvfb xauth libgl1-mesa-dri)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -49,7 +50,7 @@ else
   say "Debian packages present: ${APT_PACKAGES[*]}"
 fi
 
-# Node dev dependencies (test tools, TypeScript, binaryen's wasm-opt for the relaxed builds).
+# Node dev dependencies (test tools, TypeScript, ESLint, binaryen's wasm-opt for the relaxed builds).
 # Re-run npm ci when the lock file changed.
 if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   say "installing npm dev dependencies (npm ci)"

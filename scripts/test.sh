@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# npm test: set up, build, then run every suite.
+# npm test: set up, check formatting and lint (scripts/lint.sh, seconds), build, then run every suite.
 #   1. Catch2 through ctest: native SIMD (ASan + UBSan) and native scalar, both also replaying the
 #      fuzz corpus; the threaded tests under ThreadSanitizer (attn_tests_tsan), wasm SIMD128 and
 #      wasm relaxed SIMD under Node; then
@@ -14,6 +14,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+echo "[test] format and lint (C++: clang-format; JavaScript: ESLint)"
+bash scripts/lint.sh
 bash scripts/build.sh
 
 # ctest, then: every Catch2 binary of the build dir has tests; binaries joined by '=' were built

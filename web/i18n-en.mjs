@@ -144,7 +144,6 @@ export const EN = {
   chartStep: 'training step', chartLoss: 'loss (log scale)', chartStop: 'stop',
   chartLabel: 'Loss curve: the loss on a log scale from 1 to 0.00001 against the training step, with the stopping line at 0.0001.',
 
-  posNav: 'Position',
   posTitle: 'Position: attention does not see word order',
   posIntro: 'Nothing in the five steps depends on where a token stands: every query is compared with every key, wherever they are. So attention alone treats a sentence as a bag of words. Positions are counted from 1 on this page, as the labels count them: <var>a</var><sup>1</sup> stands at position 1.',
   posShuffleTitle: 'Shuffle the words, and the outputs shuffle with them',
@@ -184,7 +183,6 @@ export const EN = {
   posItself: 'itself',
   posDev: 'Rows of B: <code>lib.attention</code>; the rotation: <code>lib.rotary(x, { heads: 1, headDim: 4, base: 10, interleaved: true, positionOffset: 1 })</code> (interleaved: neighbouring components pair up, as in the RoFormer paper; the default pairs component <var>c</var> with <var>c</var> + <var>d</var>/2, as Llama does; <code>positionOffset: 1</code> puts the first row at position 1). The weights: <code>lib.attentionWeights</code> on the rotated rows. The sinusoids: Vaswani et al., 2017, with positions counted from 1.',
 
-  headsNav: 'Multi-head',
   headsTitle: 'Multi-head attention',
   headsText: 'One head had to split <b>sat</b>’s attention between who and where. Multi-head attention runs several attentions side by side on the same tokens. Here the W<sub>q</sub>, W<sub>k</sub>, W<sub>v</sub> of “Real words” are cut in two: head 1 uses components 1–2 of every query, key and value (animal, action), head 2 components 3–4 (place, relation) — the lecture’s <var>q</var><sup>i,1</sup> and <var>q</var><sup>i,2</sup> are the two halves of <var>q</var><sup>i</sup>. Each head takes its dot products over its own two components, scales them by 1/√2 and has its own softmax, so each can look at a different word.',
   head1Title: 'Head 1: who does what (animal, action)',
@@ -241,7 +239,6 @@ export const EN = {
   softcapWeightsCaption: 'α̂ without and with the cap',
   softcapWithout: 'α̂', softcapWith: 'α̂ capped',
 
-  playNav: 'Playground',
   playTitle: 'Playground: real shapes',
   playText: 'Typed arrays of the shape you pick, computed by the library in a Web Worker (the page stays responsive) and, if you like, by plain JavaScript to compare — which takes many seconds for big shapes. Cancel stops a run at once.',
   batch: 'batch', heads: 'heads', kvHeads: 'kv heads', seqQ: 'query length', seqK: 'key length', headDim: 'head size',
@@ -259,7 +256,6 @@ export const EN = {
   heatmapRandom: 'Random inputs have no pattern to find: the weights are noise.',
   heatmapSkipped: 'The heatmap is drawn for up to 512 × 512 weights.',
 
-  benchNav: 'Benchmark',
   benchTitle: 'Benchmark in your browser',
   benchText: 'How fast is it on your device? The panel times attention-wasm against plain JavaScript and, where the server provides it (<code>npm start</code> does), onnxruntime-web — each engine in its own Web Worker, one at a time, on 1 thread and, when the page is cross-origin isolated, on all cores: the same engines and schedule as <code>npm run bench</code>. A run takes from several seconds to a minute, depending on the shape and the device.',
   benchShapes: ['BERT-base layer (1, 12, 512, 512, 64)', 'the same, causal', 'short sequence (1, 8, 128, 128, 64)', 'ViT-B/16 batch (4, 12, 197, 197, 64)'],

@@ -143,7 +143,6 @@ export const ZH = {
   chartStep: '训练步数', chartLoss: '损失（对数刻度）', chartStop: '停止线',
   chartLabel: '损失曲线：纵轴是对数刻度的损失，从 1 到 0.00001，横轴是训练步数，停止线在 0.0001。',
 
-  posNav: '位置',
   posTitle: '位置：注意力看不见词序',
   posIntro: '五个步骤里没有一样东西取决于 token 站在哪里：每个查询都和每个键比较，不管它们在哪。所以只靠注意力，一句话只是一袋词。本页的位置从 1 数起，和标签一样：<var>a</var><sup>1</sup> 站在位置 1。',
   posShuffleTitle: '打乱词序，输出跟着打乱',
@@ -183,7 +182,6 @@ export const ZH = {
   posItself: '它自己',
   posDev: 'B 的每一行：<code>lib.attention</code>；旋转：<code>lib.rotary(x, { heads: 1, headDim: 4, base: 10, interleaved: true, positionOffset: 1 })</code>（interleaved：相邻的分量配对，和 RoFormer 论文一样；默认是分量 <var>c</var> 和 <var>c</var> + <var>d</var>/2 配对，和 Llama 一样；<code>positionOffset: 1</code> 让第一行位于位置 1）。权重：在旋转后的行上用 <code>lib.attentionWeights</code>。正弦位置编码：Vaswani 等，2017，位置从 1 数起。',
 
-  headsNav: '多头',
   headsTitle: '多头注意力',
   headsText: '只有一个头时，<b>坐</b>的注意力只能在“谁”和“在哪”之间分配。多头注意力在同样的 token 上并排运行好几个注意力。这里把“真实的词”的 W<sub>q</sub>、W<sub>k</sub>、W<sub>v</sub> 切成两半：头 1 用每个查询、键、值的第 1–2 个分量（动物、动作），头 2 用第 3–4 个分量（地点、关系词）——讲义里的 <var>q</var><sup>i,1</sup> 和 <var>q</var><sup>i,2</sup> 就是 <var>q</var><sup>i</sup> 的两半。每个头只用自己的两个分量做点积，乘以 1/√2，各做各的 softmax，所以每个头可以看不同的词。',
   head1Title: '头 1：谁做了什么（动物、动作）',
@@ -240,7 +238,6 @@ export const ZH = {
   softcapWeightsCaption: '没有和有上限的 α̂',
   softcapWithout: 'α̂', softcapWith: '有上限的 α̂',
 
-  playNav: '试验场',
   playTitle: '试验场：真实尺寸',
   playText: '按你选的尺寸生成类型化数组，在 Web Worker 中用函数库计算（页面保持流畅），也可以再用普通 JavaScript 算一遍来比较——大尺寸时要好多秒。“取消”会立即停止运行。',
   batch: '批大小', heads: '头数', kvHeads: 'K/V 头数', seqQ: '查询长度', seqK: '键长度', headDim: '每头维度',
@@ -258,7 +255,6 @@ export const ZH = {
   heatmapRandom: '随机输入没有可找的规律：权重只是噪声。',
   heatmapSkipped: '热力图只画最多 512 × 512 个权重。',
 
-  benchNav: '基准测试',
   benchTitle: '在你的浏览器里跑基准测试',
   benchText: '在你的设备上它有多快？这个面板给 attention-wasm 计时，和普通 JavaScript 比较；服务器提供 onnxruntime-web 时（<code>npm start</code> 会提供）也和它比较——每个引擎在自己的 Web Worker 里，一次一个，用 1 个线程；页面跨源隔离时也用所有核心：和 <code>npm run bench</code> 用的引擎和日程完全一样。跑一次要几秒到一分钟，取决于尺寸和设备。',
   benchShapes: ['BERT-base 的一层 (1, 12, 512, 512, 64)', '同上，因果', '短序列 (1, 8, 128, 128, 64)', 'ViT-B/16 一批 (4, 12, 197, 197, 64)'],

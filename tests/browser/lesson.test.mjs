@@ -182,7 +182,7 @@ test('a word followed in Real words: its rows of A, α̂ and B outlined, and the
     }
     return { w, reading };
   }
-  let { w, reading } = await check(2, 'en');  // sat, the action, at first
+  let { reading } = await check(2, 'en');  // sat, the action, at first
   assert.match(reading, /sat is an action, so its query is the “action” column of Wq \(outlined\): it looks for animal and place\. Its row of α̂ gives the most weight to cat and mat \(0\.43 each\)/);
   await page.click('#words-weights tbody tr:nth-child(1)');  // a click on a row: the, no features
   ({ reading } = await check(0, 'en'));
@@ -190,7 +190,7 @@ test('a word followed in Real words: its rows of A, α̂ and B outlined, and the
   await page.click('#words-outputs tbody tr:nth-child(4)');
   await check(3, 'en');
   await page.click('button[data-lang="zh"]');
-  ({ w } = await check(1, 'zh'));  // 坐, the action of the Chinese sentence
+  const { w } = await check(1, 'zh');  // 坐, the action of the Chinese sentence
   assert.deepEqual(await page.$$eval('#words-follow label', (ls) => ls.map((l) => l.textContent.trim())), w.tokens.map((t, i) => `${t}${'¹²³⁴⁵⁶'[i]}`));
   await page.check('#words-follow input[value="3"]');
   ({ reading } = await check(3, 'zh'));

@@ -1,10 +1,9 @@
 // Loads the package with the options of ?options= (JSON), fills wasm memory with caches adding up
 // to about 3 GiB, attends over the last one (its keys past 2 GiB) and compares with the JS
 // reference, then fills memory until it runs out; leaves the figures, or { error }, in
-// window.__result for tests/browser/memory4g.test.mjs.
+// window.__result for tests/browser/engines.test.mjs.
 import { referenceAttention } from '/tests/js/reference.mjs';
 
-const MiB = 2 ** 20;
 const FILLER = { kvHeads: 8, headDim: 128, maxSeq: 65536 };  // 512 MiB
 const LAST = { batch: 3, kvHeads: 2, headDim: 64, valueDim: 48, maxSeq: 200000 };  // ~0.5 GiB
 const random = (n, seed) => Float32Array.from({ length: n }, (_, i) => Math.sin(seed * 1000 + i * 0.7));

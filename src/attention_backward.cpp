@@ -20,8 +20,8 @@ using kernel::Init;
 
 // The forward's statistics for the rows of rb from its saved lse and out (when given and
 // finite): the reference is lse in log2 units and the sum 1, so exp2(s − ref) is the weight.
-bool load_saved(const AttentionParams& p, const AttentionGrads& g, int b, const RowBlock& rb,
-                Workspace& ws, const float** out_rows) {
+bool load_saved(const AttentionParams& p, const AttentionGrads& g, int b, const RowBlock& rb, Workspace& ws,
+                const float** out_rows) {
   if (!g.lse || !g.out) return false;
   for (int i = 0; i < rb.rows; ++i) {
     const float l = g.lse[b * p.l.batch + rb.h[i] * p.l.head + rb.qi[i] * p.l.row];
@@ -63,8 +63,8 @@ const char* attention_backward(const AttentionParams& forward, const AttentionGr
     const int b = item / p.kv_heads, kvh = item % p.kv_heads;
     Workspace ws;
     const std::size_t vt_n = static_cast<std::size_t>(blocks) * dv * kKeysPerBlock;
-    const std::size_t extra = vt_n + blocks +
-        kRowsPerBlock * static_cast<std::size_t>(2 * d_ld + 2 * dv_ld + dv + 3 * kKeysPerBlock + 1) +
+    const std::size_t extra =
+        vt_n + blocks + kRowsPerBlock * static_cast<std::size_t>(2 * d_ld + 2 * dv_ld + dv + 3 * kKeysPerBlock + 1) +
         static_cast<std::size_t>(p.seq_k) * (d_ld + dv_ld);
     FloatBuffer buf;
     if (!ws.reserve(p, false) || !buf.allocate(extra)) {
@@ -138,10 +138,10 @@ const char* attention_backward(const AttentionParams& forward, const AttentionGr
           vt_packed[blk] = 1.0f;
         }
         for (int c = 0; c < len; c += kTileCols) {
-          kernel::gemm_rows<Init::zero, 1, kTileRows>(rb.rows, ws.qpack, d * kTileRows, kt + c * d,
-                                                      kTileCols, d, kTileCols, pblk + c, kKeysPerBlock);
-          kernel::gemm_rows<Init::zero, 1, kTileRows>(rb.rows, dopack, dv * kTileRows, vtb + c * dv,
-                                                      kTileCols, dv, kTileCols, dsblk + c, kKeysPerBlock);
+          kernel::gemm_rows<Init::zero, 1, kTileRows>(rb.rows, ws.qpack, d * kTileRows, kt + c * d, kTileCols, d,
+                                                      kTileCols, pblk + c, kKeysPerBlock);
+          kernel::gemm_rows<Init::zero, 1, kTileRows>(rb.rows, dopack, dv * kTileRows, vtb + c * dv, kTileCols, dv,
+                                                      kTileCols, dsblk + c, kKeysPerBlock);
         }
         for (int i = 0; i < rb.rows; ++i) {
           float* s = pblk + i * kKeysPerBlock;
@@ -182,8 +182,10 @@ const char* attention_backward(const AttentionParams& forward, const AttentionGr
     float* dkey = g.d_key + b * g.d_k.batch + kvh * g.d_k.head;
     float* dvalue = g.d_value + b * g.d_v.batch + kvh * g.d_v.head;
     for (int j = 0; j < p.seq_k; ++j) {
-      std::copy(dk + static_cast<std::ptrdiff_t>(j) * d_ld, dk + static_cast<std::ptrdiff_t>(j) * d_ld + d, dkey + j * g.d_k.row);
-      std::copy(dvv + static_cast<std::ptrdiff_t>(j) * dv_ld, dvv + static_cast<std::ptrdiff_t>(j) * dv_ld + dv, dvalue + j * g.d_v.row);
+      std::copy(dk + static_cast<std::ptrdiff_t>(j) * d_ld, dk + static_cast<std::ptrdiff_t>(j) * d_ld + d,
+                dkey + j * g.d_k.row);
+      std::copy(dvv + static_cast<std::ptrdiff_t>(j) * dv_ld, dvv + static_cast<std::ptrdiff_t>(j) * dv_ld + dv,
+                dvalue + j * g.d_v.row);
     }
   });
   if (const char* err = error.load()) return err;

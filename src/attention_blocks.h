@@ -146,8 +146,8 @@ struct Workspace {
     // The queries; few rows: in tiles of 4 rows, head_dim padded to 16 (int16 for int8 keys fit).
     const std::size_t q_n = few ? round_up(kFewRows, 4) * static_cast<std::size_t>(round_up(p.head_dim, 16))
                                 : kRowsPerBlock * static_cast<std::size_t>(p.head_dim);
-    const std::size_t total = kt_n + vp_n + flags_n + rows_n + q_n +
-                              rows_cap * (static_cast<std::size_t>(scores_ld) + acc_ld + 3);
+    const std::size_t total =
+        kt_n + vp_n + flags_n + rows_n + q_n + rows_cap * (static_cast<std::size_t>(scores_ld) + acc_ld + 3);
     if (!mem.allocate(total)) return false;
     kt = mem.get();
     vp = kt + kt_n;
@@ -363,7 +363,8 @@ inline void merge_stats(const AttentionParams& p, int i, float m, float s, const
   ws.row_sum[i] += s * beta;
   if (p.value) {
     float* a = ws.acc + i * ws.acc_ld;
-    for (int c = 0; c < ws.acc_ld; c += W) simd::store(a + c, simd::madd(vfloat(beta), simd::load(acc + c), simd::load(a + c)));
+    for (int c = 0; c < ws.acc_ld; c += W)
+      simd::store(a + c, simd::madd(vfloat(beta), simd::load(acc + c), simd::load(a + c)));
   }
 }
 

@@ -32,9 +32,8 @@ void blocks::attend_block(const AttentionParams& p, const RowBlock& rb, const kv
     // S = Q · Kᵀ for this block, panel by panel (padding keys are zero and ignored below).
     const float* kt = ws.kt_block(blk);
     for (int c = 0; c < len; c += kTileCols)
-      kernel::gemm_rows<Init::zero, 1, kTileRows>(rb.rows, ws.qpack, p.head_dim * kTileRows,
-                                                  kt + c * p.head_dim, kTileCols, p.head_dim,
-                                                  kTileCols, ws.scores + c, kKeysPerBlock);
+      kernel::gemm_rows<Init::zero, 1, kTileRows>(rb.rows, ws.qpack, p.head_dim * kTileRows, kt + c * p.head_dim,
+                                                  kTileCols, p.head_dim, kTileCols, ws.scores + c, kKeysPerBlock);
     for (int i = 0; i < rb.rows; ++i) {
       float* s = ws.scores + i * kKeysPerBlock;
       score::apply(p, sc, rb.rule[i], rb.key_padding, kb, len, s);
@@ -44,9 +43,9 @@ void blocks::attend_block(const AttentionParams& p, const RowBlock& rb, const kv
     if (p.value) {
       const float* vblock = ws.v_block(blk);
       for (int c = 0; c < ws.acc_ld; c += kTileCols)
-        kernel::gemm_rows<Init::load, kKeysPerBlock, 1>(
-            rb.rows, ws.scores, kTileRows * kKeysPerBlock, vblock + c * kKeysPerBlock, kTileCols,
-            len, kTileCols, ws.acc + c, ws.acc_ld);
+        kernel::gemm_rows<Init::load, kKeysPerBlock, 1>(rb.rows, ws.scores, kTileRows * kKeysPerBlock,
+                                                        vblock + c * kKeysPerBlock, kTileCols, len, kTileCols,
+                                                        ws.acc + c, ws.acc_ld);
     }
   }
   fold_sinks(p, rb, ws);
@@ -54,7 +53,6 @@ void blocks::attend_block(const AttentionParams& p, const RowBlock& rb, const kv
 }
 
 namespace {
-
 
 // Scores of the block's rows for keys [kb, kb + len) into ws.scores: raw dot products times the
 // query's scale (int8 through integers), the key's scale (int8 read in place) and `factor`, in
@@ -268,8 +266,7 @@ const char* run(const AttentionParams& p) {
   // Items never share output rows and compute them exactly as a serial run would.
   const int threads = num_threads();
   const int chunks =
-      threads == 1 ? 1
-                   : std::clamp((2 * threads + kv_heads_total - 1) / kv_heads_total, 1, blocks_per_head);
+      threads == 1 ? 1 : std::clamp((2 * threads + kv_heads_total - 1) / kv_heads_total, 1, blocks_per_head);
   std::atomic<const char*> error{nullptr};
   parallel_for(kv_heads_total * chunks, [&](int item) {
     const int b = item / chunks / p.kv_heads, kvh = item / chunks % p.kv_heads, chunk = item % chunks;

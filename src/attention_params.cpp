@@ -10,13 +10,11 @@
 namespace attn {
 
 Strides dense_bhsd(int heads, int rows, int cols) {
-  return {static_cast<std::ptrdiff_t>(heads) * rows * cols,
-          static_cast<std::ptrdiff_t>(rows) * cols, cols};
+  return {static_cast<std::ptrdiff_t>(heads) * rows * cols, static_cast<std::ptrdiff_t>(rows) * cols, cols};
 }
 
 Strides dense_bshd(int heads, int rows, int cols) {
-  return {static_cast<std::ptrdiff_t>(rows) * heads * cols, cols,
-          static_cast<std::ptrdiff_t>(heads) * cols};
+  return {static_cast<std::ptrdiff_t>(rows) * heads * cols, cols, static_cast<std::ptrdiff_t>(heads) * cols};
 }
 
 Strides mask_strides(MaskShape shape, int heads, int seq_q, int seq_k) {
@@ -27,18 +25,15 @@ Strides mask_strides(MaskShape shape, int heads, int seq_q, int seq_k) {
 }
 
 const char* validate(const AttentionParams& p) {
-  if (p.batch < 1 || p.heads < 1 || p.kv_heads < 1 || p.seq_q < 1 || p.seq_k < 1 ||
-      p.head_dim < 1)
+  if (p.batch < 1 || p.heads < 1 || p.kv_heads < 1 || p.seq_q < 1 || p.seq_k < 1 || p.head_dim < 1)
     return "attention: batch, heads, kv_heads, seq_q, seq_k and head_dim must be positive";
   if (p.heads % p.kv_heads != 0) return "attention: heads must be a multiple of kv_heads";
   if (!p.query || !p.key) return "attention: query and key are required";
   if (!p.value != !p.out) return "attention: value and out must be given together";
   if (!p.value && !p.weights) return "attention: nothing to compute (no out and no weights)";
   if (p.value && p.value_dim < 1) return "attention: value_dim must be positive";
-  if ((p.mask_type == MaskType::none) != (p.mask == nullptr))
-    return "attention: mask and mask_type disagree";
-  if (p.mask_type != MaskType::none && p.mask_type != MaskType::additive &&
-      p.mask_type != MaskType::boolean)
+  if ((p.mask_type == MaskType::none) != (p.mask == nullptr)) return "attention: mask and mask_type disagree";
+  if (p.mask_type != MaskType::none && p.mask_type != MaskType::additive && p.mask_type != MaskType::boolean)
     return "attention: unknown mask_type";
   if (p.kv_type != KvType::f32 && p.kv_type != KvType::f16 && p.kv_type != KvType::i8 && p.kv_type != KvType::bf16)
     return "attention: unknown kv_type";
@@ -46,12 +41,10 @@ const char* validate(const AttentionParams& p) {
     return "attention: int8 keys and values need key_scale and value_scale";
   if (p.kv_ring < 0 || p.kv_first < 0) return "attention: kv_ring and kv_first must be 0 or positive";
   if (p.align != Align::lower_right && p.align != Align::upper_left) return "attention: unknown align";
-  if (p.window_left < kNoLimit || p.window_right < kNoLimit)
-    return "attention: window sides must be >= 0 or kNoLimit";
+  if (p.window_left < kNoLimit || p.window_right < kNoLimit) return "attention: window sides must be >= 0 or kNoLimit";
   if (!(p.softcap >= 0.0f) || std::isinf(p.softcap)) return "attention: softcap must be finite and >= 0";
   // Rows of the group are indexed with int; keep that product in range.
-  if (static_cast<std::int64_t>(p.seq_q) * (p.heads / p.kv_heads) >
-      std::numeric_limits<int>::max())
+  if (static_cast<std::int64_t>(p.seq_q) * (p.heads / p.kv_heads) > std::numeric_limits<int>::max())
     return "attention: seq_q × heads/kv_heads is too large";
   return nullptr;
 }

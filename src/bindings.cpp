@@ -181,19 +181,16 @@ std::string mha_get_adam_sinks(const attn::MultiHeadAttention& m, std::uintptr_t
   return message(m.get_adam_sinks(ptr<float>(m1), ptr<float>(m2)));
 }
 
-std::string mha_set_weight(attn::MultiHeadAttention& m, int which, std::uintptr_t w,
-                           std::uintptr_t b) {
+std::string mha_set_weight(attn::MultiHeadAttention& m, int which, std::uintptr_t w, std::uintptr_t b) {
   if (which < 0 || which > 3) return "multi-head attention: unknown projection";
-  return message(m.set_weight(static_cast<attn::Projection>(which), ptr<const float>(w),
-                              ptr<const float>(b)));
+  return message(m.set_weight(static_cast<attn::Projection>(which), ptr<const float>(w), ptr<const float>(b)));
 }
 
 std::string mha_forward(const attn::MultiHeadAttention& m, const JsMhaCall& c) {
   return message(m.forward(to_forward(c)));
 }
 
-std::string mha_forward_cached(const attn::MultiHeadAttention& m, const JsMhaCall& c,
-                               attn::KvCache& cache) {
+std::string mha_forward_cached(const attn::MultiHeadAttention& m, const JsMhaCall& c, attn::KvCache& cache) {
   attn::MhaForward f = to_forward(c);
   f.cache = &cache;
   return message(m.forward(f));
@@ -250,8 +247,8 @@ std::string mha_get_weight(const attn::MultiHeadAttention& m, int which, std::ui
   return message(m.get_weight(static_cast<attn::Projection>(which), ptr<float>(w), ptr<float>(b)));
 }
 
-std::string mha_get_adam_state(const attn::MultiHeadAttention& m, int which, std::uintptr_t m_w,
-                               std::uintptr_t m_b, std::uintptr_t v_w, std::uintptr_t v_b) {
+std::string mha_get_adam_state(const attn::MultiHeadAttention& m, int which, std::uintptr_t m_w, std::uintptr_t m_b,
+                               std::uintptr_t v_w, std::uintptr_t v_b) {
   return message(m.get_adam_state(static_cast<attn::Projection>(which), ptr<float>(m_w), ptr<float>(m_b),
                                   ptr<float>(v_w), ptr<float>(v_b)));
 }
@@ -265,8 +262,8 @@ std::string mha_sgd_step(attn::MultiHeadAttention& m, const JsMhaGrads& c, float
   return "";
 }
 
-std::string mha_adam_step(attn::MultiHeadAttention& m, const JsMhaGrads& c, float lr, float beta1,
-                          float beta2, float eps, int step) {
+std::string mha_adam_step(attn::MultiHeadAttention& m, const JsMhaGrads& c, float lr, float beta1, float beta2,
+                          float eps, int step) {
   return message(m.adam_step(to_grads(c), lr, beta1, beta2, eps, step));
 }
 
@@ -379,10 +376,10 @@ std::string run_attention_cached(const JsAttentionCall& c, const attn::KvCache& 
   return message(attn::attention(p));
 }
 
-std::string run_linear(std::uintptr_t x, std::uintptr_t w, std::uintptr_t b, std::uintptr_t y,
-                       int rows, int in_features, int out_features) {
-  return message(attn::linear(ptr<const float>(x), ptr<const float>(w), ptr<const float>(b), ptr<float>(y),
-                              rows, in_features, out_features));
+std::string run_linear(std::uintptr_t x, std::uintptr_t w, std::uintptr_t b, std::uintptr_t y, int rows,
+                       int in_features, int out_features) {
+  return message(attn::linear(ptr<const float>(x), ptr<const float>(w), ptr<const float>(b), ptr<float>(y), rows,
+                              in_features, out_features));
 }
 
 // Mirrors the object built by rotary() in src/js/rotary.mjs: one chunk of rows, rotated in place.
@@ -446,9 +443,7 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .value("plane", attn::MaskShape::plane)
       .value("perBatch", attn::MaskShape::per_batch)
       .value("perHead", attn::MaskShape::per_head);
-  enum_<attn::Align>("Align")
-      .value("lowerRight", attn::Align::lower_right)
-      .value("upperLeft", attn::Align::upper_left);
+  enum_<attn::Align>("Align").value("lowerRight", attn::Align::lower_right).value("upperLeft", attn::Align::upper_left);
   enum_<attn::KvType>("KvType")  // the dtype names of createKVCache()
       .value("float32", attn::KvType::f32)
       .value("float16", attn::KvType::f16)

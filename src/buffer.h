@@ -67,7 +67,9 @@ template <class T>
 struct HeapBuffer {
   struct Free {  // for any unique_ptr of allocate_bytes memory
     template <class U>
-    void operator()(U* p) const { release_bytes(p); }
+    void operator()(U* p) const {
+      release_bytes(p);
+    }
   };
   std::unique_ptr<T, Free> data;
   std::size_t size = 0;

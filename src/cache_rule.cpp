@@ -31,12 +31,13 @@ CacheCall cache_call(const AttentionParams& p, int staged) {
 }
 
 CacheCheck check_config(const CacheCall& call, const KvCacheConfig& c) {
-  const std::pair<int, int> sizes[] = {{call.batch, c.batch}, {call.kv_heads, c.kv_heads},
-                                       {call.head_dim, c.head_dim}, {call.value_dim, c.value_dim}};
+  const std::pair<int, int> sizes[] = {
+      {call.batch, c.batch}, {call.kv_heads, c.kv_heads}, {call.head_dim, c.head_dim}, {call.value_dim, c.value_dim}};
   const CacheConflict kinds[] = {CacheConflict::batch, CacheConflict::kv_heads, CacheConflict::head_dim,
                                  CacheConflict::value_dim};
   for (int i = 0; i < 4; ++i)
-    if (sizes[i].first != 0 && sizes[i].first != sizes[i].second) return conflict(kinds[i], sizes[i].first, sizes[i].second);
+    if (sizes[i].first != 0 && sizes[i].first != sizes[i].second)
+      return conflict(kinds[i], sizes[i].first, sizes[i].second);
   if (call.heads < 1 || call.heads % c.kv_heads != 0) return conflict(CacheConflict::heads, call.heads, c.kv_heads);
   if (call.align == Align::upper_left) return conflict(CacheConflict::upper_left, 0, 0);
   if (c.window > 0) {
@@ -83,8 +84,10 @@ const char* message(const CacheCheck& check) {
     case CacheConflict::heads: return "kv cache: heads must be a multiple of the cache's kv_heads";
     case CacheConflict::seq_k: return "kv cache: the call's seq_k differs from the positions the cache holds";
     case CacheConflict::empty: return "kv cache: the cache is empty";
-    case CacheConflict::seq_q: return "kv cache: the queries must be among the positions appended (1 <= seq_q <= length)";
-    case CacheConflict::upper_left: return "kv cache: upper-left alignment does not apply (the queries are the last positions)";
+    case CacheConflict::seq_q:
+      return "kv cache: the queries must be among the positions appended (1 <= seq_q <= length)";
+    case CacheConflict::upper_left:
+      return "kv cache: upper-left alignment does not apply (the queries are the last positions)";
     case CacheConflict::window_unbounded:
       return "kv cache: a ring keeps only the window - 1 positions before each query; the call's window must bound its left side";
     case CacheConflict::window_wider:

@@ -103,7 +103,8 @@ void value_row(const float* p, int len, const T* v, std::ptrdiff_t v_row, int co
     for (; c + U * W <= cols; c += U * W) {
       vfloat x[U];
       ATTN_UNROLL for (int u = 0; u < U; u += V) Stored<T>::load_chunk(v + c + u * W, x + u);
-      ATTN_UNROLL for (int u = 0; u < U; ++u) simd::store(acc + c + u * W, simd::madd(pj, x[u], simd::load(acc + c + u * W)));
+      ATTN_UNROLL for (int u = 0; u < U; ++u)
+          simd::store(acc + c + u * W, simd::madd(pj, x[u], simd::load(acc + c + u * W)));
     }
     for (; c + W <= cols; c += W) simd::store(acc + c, simd::madd(pj, Stored<T>::load(v + c), simd::load(acc + c)));
     for (; c < cols; ++c) acc[c] += p[j] * Stored<T>::one(v + c);
@@ -221,7 +222,8 @@ void scores(int rows, const float* qpack, const float* k, int keys, int n, float
 template <int R, int N, int LDP>
 inline void value_tile(const float* p, int len, const float* v, int vpad, float* acc, std::ptrdiff_t ld_acc) {
   vfloat a[R][N];
-  ATTN_UNROLL for (int r = 0; r < R; ++r) ATTN_UNROLL for (int c = 0; c < N; ++c) a[r][c] = simd::load(acc + r * ld_acc + c * W);
+  ATTN_UNROLL for (int r = 0; r < R; ++r) ATTN_UNROLL for (int c = 0; c < N; ++c) a[r][c] =
+      simd::load(acc + r * ld_acc + c * W);
   for (int j = 0; j < len; ++j, v += vpad, ++p) {
     vfloat x[N];
     ATTN_UNROLL for (int c = 0; c < N; ++c) x[c] = simd::load(v + c * W);
@@ -230,7 +232,8 @@ inline void value_tile(const float* p, int len, const float* v, int vpad, float*
       ATTN_UNROLL for (int c = 0; c < N; ++c) a[r][c] = simd::madd(pj, x[c], a[r][c]);
     }
   }
-  ATTN_UNROLL for (int r = 0; r < R; ++r) ATTN_UNROLL for (int c = 0; c < N; ++c) simd::store(acc + r * ld_acc + c * W, a[r][c]);
+  ATTN_UNROLL for (int r = 0; r < R; ++r) ATTN_UNROLL for (int c = 0; c < N; ++c)
+      simd::store(acc + r * ld_acc + c * W, a[r][c]);
 }
 
 // Value columns per tile: 8 accumulators (6 for 3 rows), at most 14 registers a step; the
@@ -305,7 +308,8 @@ inline void score_key_i8(const std::int16_t* qt, const std::int8_t* k, int n, fl
   }
 #endif
   for (int e = d; e < n; ++e)  // qt is at d's group of 16
-    ATTN_UNROLL for (int r = 0; r < R; ++r) sum[r] += std::int32_t(qt[(e - d) / 16 * kTileRows * 16 + r * 16 + (e - d) % 16]) * k[e];
+    ATTN_UNROLL for (int r = 0; r < R; ++r) sum[r] +=
+        std::int32_t(qt[(e - d) / 16 * kTileRows * 16 + r * 16 + (e - d) % 16]) * k[e];
   ATTN_UNROLL for (int r = 0; r < R; ++r) s[r * LDP] = float(sum[r]);
 }
 

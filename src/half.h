@@ -63,7 +63,10 @@ inline std::uint16_t from_float(float f) {
 #if defined(ATTN_SCALAR)
 
 inline simd::vfloat load(const std::uint16_t* p) { return to_float(*p); }
-inline void load2(const std::uint16_t* p, simd::vfloat& lo, simd::vfloat& hi) { lo = to_float(p[0]); hi = to_float(p[1]); }
+inline void load2(const std::uint16_t* p, simd::vfloat& lo, simd::vfloat& hi) {
+  lo = to_float(p[0]);
+  hi = to_float(p[1]);
+}
 inline void store(std::uint16_t* p, simd::vfloat v) { *p = from_float(v.x); }
 inline simd::vfloat load_finite(const Finite* p) { return to_float(static_cast<std::uint16_t>(*p)); }
 inline void load2_finite(const Finite* p, simd::vfloat& lo, simd::vfloat& hi) {
@@ -171,7 +174,10 @@ inline Bits from_float(float f) {
 #if defined(ATTN_SCALAR)
 
 inline simd::vfloat load(const Bits* p) { return to_float(*p); }
-inline void load2(const Bits* p, simd::vfloat& lo, simd::vfloat& hi) { lo = to_float(p[0]); hi = to_float(p[1]); }
+inline void load2(const Bits* p, simd::vfloat& lo, simd::vfloat& hi) {
+  lo = to_float(p[0]);
+  hi = to_float(p[1]);
+}
 inline void store(Bits* p, simd::vfloat v) { *p = from_float(v.x); }
 
 #else

@@ -136,7 +136,8 @@ inline void axpy(float alpha, const T* x, float* y, int n) {
   for (; c + V * W <= n; c += V * W) {
     vfloat xv[V];
     Stored<T>::load_chunk(x + c, xv);
-    ATTN_UNROLL for (int k = 0; k < V; ++k) simd::store(y + c + k * W, simd::madd(va, xv[k], simd::load(y + c + k * W)));
+    ATTN_UNROLL for (int k = 0; k < V; ++k)
+        simd::store(y + c + k * W, simd::madd(va, xv[k], simd::load(y + c + k * W)));
   }
   for (; c + W <= n; c += W) simd::store(y + c, simd::madd(va, Stored<T>::load(x + c), simd::load(y + c)));
   for (; c < n; ++c) y[c] += alpha * Stored<T>::one(x + c);
@@ -215,9 +216,13 @@ struct Head {
 
   int slot(int j) const { return ring ? j % ring : j; }
   template <class T>
-  const T* key_at_slot(int s) const { return static_cast<const T*>(key) + s * key_row; }
+  const T* key_at_slot(int s) const {
+    return static_cast<const T*>(key) + s * key_row;
+  }
   template <class T>
-  const T* value_at_slot(int s) const { return static_cast<const T*>(value) + s * value_row; }
+  const T* value_at_slot(int s) const {
+    return static_cast<const T*>(value) + s * value_row;
+  }
   float key_scale_at_slot(int s) const { return key_scale ? key_scale[s * key_scale_row] : 1.0f; }
   float value_scale_at_slot(int s) const { return value_scale ? value_scale[s * value_scale_row] : 1.0f; }
 };
@@ -247,9 +252,7 @@ inline void with_type(Storage type, Fn&& fn) {
   }
 }
 
-inline std::size_t element_bytes(KvType type) {
-  return type == KvType::f32 ? 4 : type == KvType::i8 ? 1 : 2;
-}
+inline std::size_t element_bytes(KvType type) { return type == KvType::f32 ? 4 : type == KvType::i8 ? 1 : 2; }
 
 inline Head head(const AttentionParams& p, int b, int kvh) {
   Head h;

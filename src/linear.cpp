@@ -21,19 +21,18 @@ constexpr int kDepth = 256;                           // K per block: a panel bl
 inline std::size_t round_up(std::size_t x, std::size_t m) { return (x + m - 1) / m * m; }
 
 template <Init I>
-void panel_tiles(int rows, const float* xpack, std::ptrdiff_t x_tile, const float* panel,
-                 int k_len, float* y, std::ptrdiff_t ldy, const float* bias) {
+void panel_tiles(int rows, const float* xpack, std::ptrdiff_t x_tile, const float* panel, int k_len, float* y,
+                 std::ptrdiff_t ldy, const float* bias) {
   for (int i0 = 0; i0 < rows; i0 += kTileRows) {
     kernel::tile_rows<kernel::kTileVecs, I, 1, kTileRows>(std::min(kTileRows, rows - i0),
-                                                          xpack + (i0 / kTileRows) * x_tile, panel,
-                                                          kPanel, k_len, y + i0 * ldy, ldy, bias);
+                                                          xpack + (i0 / kTileRows) * x_tile, panel, kPanel, k_len,
+                                                          y + i0 * ldy, ldy, bias);
   }
 }
 
 }  // namespace
 
-const char* PackedLinear::pack(const float* w, const float* b, int out_features,
-                               int in_features) {
+const char* PackedLinear::pack(const float* w, const float* b, int out_features, int in_features) {
   if (!w || out_features < 1 || in_features < 1) return "linear: invalid weight shape";
   const std::size_t out_pad = round_up(static_cast<std::size_t>(out_features), kPanel);
   // Into new buffers: on failure the layer keeps its old weights.
@@ -80,8 +79,8 @@ std::size_t PackedLinear::scratch_floats(int rows) const {
   return round_up(static_cast<std::size_t>(rows), kTileRows) * in_ + kTileRows * kPanel;
 }
 
-void PackedLinear::apply(const float* x, std::ptrdiff_t ldx, int rows, float* y,
-                         std::ptrdiff_t ldy, float* scratch) const {
+void PackedLinear::apply(const float* x, std::ptrdiff_t ldx, int rows, float* y, std::ptrdiff_t ldy,
+                         float* scratch) const {
   // x tiles: [tile][in][kTileRows], rows past the end zero.
   const std::ptrdiff_t x_tile = static_cast<std::ptrdiff_t>(in_) * kTileRows;
   for (int i0 = 0; i0 < rows; i0 += kTileRows) {
@@ -104,9 +103,7 @@ void PackedLinear::apply(const float* x, std::ptrdiff_t ldx, int rows, float* y,
       if (kb == 0)
         panel_tiles<Init::bias>(rows, scratch + kb * kTileRows, x_tile, panel, k_len, yp, ldy,
                                 bias_.get() + p * kPanel);
-      else
-        panel_tiles<Init::load>(rows, scratch + kb * kTileRows, x_tile, panel, k_len, yp, ldy,
-                                nullptr);
+      else panel_tiles<Init::load>(rows, scratch + kb * kTileRows, x_tile, panel, k_len, yp, ldy, nullptr);
     }
   });
   // The last, partly filled panel: whole K at once into a small tile, then its valid columns.
@@ -114,12 +111,11 @@ void PackedLinear::apply(const float* x, std::ptrdiff_t ldx, int rows, float* y,
     const float* panel = packed_.get() + static_cast<std::ptrdiff_t>(full_panels) * in_ * kPanel;
     for (int i0 = 0; i0 < rows; i0 += kTileRows) {
       const int r = std::min(kTileRows, rows - i0);
-      kernel::tile_rows<kernel::kTileVecs, Init::bias, 1, kTileRows>(
-          r, scratch + (i0 / kTileRows) * x_tile, panel, kPanel, in_, partial, kPanel,
-          bias_.get() + full_panels * kPanel);
+      kernel::tile_rows<kernel::kTileVecs, Init::bias, 1, kTileRows>(r, scratch + (i0 / kTileRows) * x_tile, panel,
+                                                                     kPanel, in_, partial, kPanel,
+                                                                     bias_.get() + full_panels * kPanel);
       for (int i = 0; i < r; ++i)
-        std::memcpy(y + (i0 + i) * ldy + full_panels * kPanel, partial + i * kPanel,
-                    cols * sizeof(float));
+        std::memcpy(y + (i0 + i) * ldy + full_panels * kPanel, partial + i * kPanel, cols * sizeof(float));
     }
   }
 }

@@ -16,8 +16,7 @@ class PackedLinear {
 
   // y[rows × out] = x[rows × in] · Wᵀ + b, rows of x are ldx apart and rows of y ldy apart.
   // `scratch` must hold scratch_floats(rows) floats.
-  void apply(const float* x, std::ptrdiff_t ldx, int rows, float* y, std::ptrdiff_t ldy,
-             float* scratch) const;
+  void apply(const float* x, std::ptrdiff_t ldx, int rows, float* y, std::ptrdiff_t ldy, float* scratch) const;
   std::size_t scratch_floats(int rows) const;
 
   int out_features() const { return out_; }

@@ -17,10 +17,8 @@ namespace attn {
 const char* validate(const MhaConfig& c) {
   if (c.embed_dim < 1 || c.num_heads < 1 || c.num_kv_heads < 1 || c.kdim < 1 || c.vdim < 1)
     return "multi-head attention: sizes must be positive";
-  if (c.embed_dim % c.num_heads != 0)
-    return "multi-head attention: embed_dim must be a multiple of num_heads";
-  if (c.num_heads % c.num_kv_heads != 0)
-    return "multi-head attention: num_heads must be a multiple of num_kv_heads";
+  if (c.embed_dim % c.num_heads != 0) return "multi-head attention: embed_dim must be a multiple of num_heads";
+  if (c.num_heads % c.num_kv_heads != 0) return "multi-head attention: num_heads must be a multiple of num_kv_heads";
   const int hd = c.embed_dim / c.num_heads;
   if (c.rotary_dim < 0 || c.rotary_dim % 2 != 0 || c.rotary_dim > hd)
     return "multi-head attention: rotary_dim must be 0 or even and at most head_dim";
@@ -146,7 +144,8 @@ const char* MultiHeadAttention::set_weights(const ProjectionArrays& a) {
     if (const char* err = packed[i].pack(a.w[i], a.b[i], out[i], in[i])) return err;
   }
   if (config_.sinks != (a.sinks != nullptr))
-    return config_.sinks ? "multi-head attention: this layer needs sinks" : "multi-head attention: this layer has no sinks";
+    return config_.sinks ? "multi-head attention: this layer needs sinks"
+                         : "multi-head attention: this layer has no sinks";
   FloatBuffer sinks;
   if (a.sinks) {
     if (!sinks.allocate(config_.num_heads)) return "multi-head attention: out of memory for the sinks";
@@ -188,8 +187,7 @@ const char* MultiHeadAttention::forward(const MhaForward& f) const {
   KvCache* cache = f.cache;
   if (cache) {
     if (f.key || f.value) return "multi-head attention: with a cache, key and value come from the query";
-    if (config_.kdim != e || config_.vdim != e)
-      return "multi-head attention: a cache needs kdim == vdim == embed_dim";
+    if (config_.kdim != e || config_.vdim != e) return "multi-head attention: a cache needs kdim == vdim == embed_dim";
     if (f.tape) return "multi-head attention: training (a tape) does not work with a cache";
   }
   if (f.positions && !cache && f.key && f.seq_k != f.seq_q)

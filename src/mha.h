@@ -186,8 +186,8 @@ class MultiHeadAttention {
   MhaConfig config_;
   bool configured_ = false;
   // Copies what backward() needs into the tape (training forward).
-  const char* record(MhaTape& t, const MhaForward& f, const float* q, const float* k,
-                     const float* v, const float* a) const;
+  const char* record(MhaTape& t, const MhaForward& f, const float* q, const float* k, const float* v,
+                     const float* a) const;
 
   std::size_t weight_floats(int i) const;  // of projection i (i = 4: the sinks): weights then bias
   // Rotates rows [batch, seq, heads, head_dim] (bshd) in place by their positions (inverse: back).

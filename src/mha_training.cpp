@@ -54,8 +54,8 @@ void add_input_gradients(const float* dy, const float* w, int rows, int out, int
 
 }  // namespace
 
-const char* MultiHeadAttention::record(MhaTape& t, const MhaForward& f, const float* q,
-                                       const float* k, const float* v, const float* a) const {
+const char* MultiHeadAttention::record(MhaTape& t, const MhaForward& f, const float* q, const float* k, const float* v,
+                                       const float* a) const {
   const std::size_t e = config_.embed_dim, kv = kv_features();
   const std::size_t rows_q = static_cast<std::size_t>(f.batch) * f.seq_q;
   const std::size_t rows_k = static_cast<std::size_t>(f.batch) * f.seq_k;
@@ -72,8 +72,7 @@ const char* MultiHeadAttention::record(MhaTape& t, const MhaForward& f, const fl
   t.mask_type_ = f.mask_type;
   t.mask_shape_ = f.mask_shape;
   bool ok = copy_into(t.xq_, f.query, rows_q * e) && copy_into(t.q_, q, rows_q * e) &&
-            copy_into(t.k_, k, rows_k * kv) && copy_into(t.v_, v, rows_k * kv) &&
-            copy_into(t.a_, a, rows_q * e);
+            copy_into(t.k_, k, rows_k * kv) && copy_into(t.v_, v, rows_k * kv) && copy_into(t.a_, a, rows_q * e);
   if (ok && t.key_given_) ok = copy_into(t.xk_, f.key, rows_k * config_.kdim);
   if (ok && t.value_given_) ok = copy_into(t.xv_, f.value, rows_k * config_.vdim);
   if (ok && f.mask) {
@@ -170,7 +169,8 @@ const char* MultiHeadAttention::backward(const MhaTape& t, const float* d_out, c
   if (const char* err = rotate(dq, t.batch_, t.seq_q_, config_.num_heads, positions, t.positions_batch_stride_,
                                positions ? 0 : query_offset, true))
     return err;
-  if (const char* err = rotate(dk, t.batch_, t.seq_k_, config_.num_kv_heads, positions, t.positions_batch_stride_, 0, true))
+  if (const char* err =
+          rotate(dk, t.batch_, t.seq_k_, config_.num_kv_heads, positions, t.positions_batch_stride_, 0, true))
     return err;
 
   // q, k, v = x·Wᵀ + b; a defaulted key is the query, a defaulted value the key input.
@@ -205,8 +205,7 @@ std::size_t MultiHeadAttention::weight_floats(int i) const {
          (config_.bias ? proj_[i].out_features() : 0);
 }
 
-const char* MultiHeadAttention::adam_step(const MhaGrads& g, float lr, float beta1, float beta2,
-                                          float eps, int step) {
+const char* MultiHeadAttention::adam_step(const MhaGrads& g, float lr, float beta1, float beta2, float eps, int step) {
   if (!ready()) return "multi-head attention: weights are not set";
   if (config_.sinks && !g.d_sinks) return "multi-head attention: missing gradient buffers";
   // Parameter groups: the four projections (weights then bias), then the sinks (i = 4, empty
@@ -263,8 +262,7 @@ const char* MultiHeadAttention::get_adam_sinks(float* m, float* v) const {
   return nullptr;
 }
 
-const char* MultiHeadAttention::get_adam_state(Projection which, float* m_w, float* m_b, float* v_w,
-                                               float* v_b) const {
+const char* MultiHeadAttention::get_adam_state(Projection which, float* m_w, float* m_b, float* v_w, float* v_b) const {
   const int i = projection_index(which);
   if (i < 0) return "multi-head attention: unknown projection";
   if (!has_adam_state()) return "multi-head attention: no optimizer state yet (no adam_step)";

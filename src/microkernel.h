@@ -35,14 +35,16 @@ enum class Init {
 };
 
 template <int R, int N, Init I, int AI, int AK>
-inline void micro_tile(const float* a, const float* b, std::ptrdiff_t ldb, int k_len, float* c,
-                       std::ptrdiff_t ldc, const float* c_init) {
+inline void micro_tile(const float* a, const float* b, std::ptrdiff_t ldb, int k_len, float* c, std::ptrdiff_t ldc,
+                       const float* c_init) {
   vfloat acc[R][N];
-  ATTN_UNROLL for (int i = 0; i < R; ++i)
-    ATTN_UNROLL for (int n = 0; n < N; ++n)
+  ATTN_UNROLL for (int i = 0; i < R; ++i) {
+    ATTN_UNROLL for (int n = 0; n < N; ++n) {
       acc[i][n] = I == Init::load   ? simd::load(c + i * ldc + n * W)
                   : I == Init::bias ? simd::load(c_init + n * W)
                                     : vfloat(0.0f);
+    }
+  }
   for (int k = 0; k < k_len; ++k, a += AK, b += ldb) {
     vfloat bv[N];
     ATTN_UNROLL for (int n = 0; n < N; ++n) bv[n] = simd::load(b + n * W);
@@ -51,14 +53,15 @@ inline void micro_tile(const float* a, const float* b, std::ptrdiff_t ldb, int k
       ATTN_UNROLL for (int n = 0; n < N; ++n) acc[i][n] = simd::madd(av, bv[n], acc[i][n]);
     }
   }
-  ATTN_UNROLL for (int i = 0; i < R; ++i)
+  ATTN_UNROLL for (int i = 0; i < R; ++i) {
     ATTN_UNROLL for (int n = 0; n < N; ++n) simd::store(c + i * ldc + n * W, acc[i][n]);
+  }
 }
 
 // Row-count dispatch (1..kTileRows) for one column strip of N vectors.
 template <int N, Init I, int AI, int AK>
-inline void tile_rows(int rows, const float* a, const float* b, std::ptrdiff_t ldb, int k_len,
-                      float* c, std::ptrdiff_t ldc, const float* c_init) {
+inline void tile_rows(int rows, const float* a, const float* b, std::ptrdiff_t ldb, int k_len, float* c,
+                      std::ptrdiff_t ldc, const float* c_init) {
   switch (rows) {
     case 4: micro_tile<4, N, I, AI, AK>(a, b, ldb, k_len, c, ldc, c_init); break;
     case 3: micro_tile<3, N, I, AI, AK>(a, b, ldb, k_len, c, ldc, c_init); break;
@@ -71,9 +74,8 @@ inline void tile_rows(int rows, const float* a, const float* b, std::ptrdiff_t l
 // of A starts at a + t·a_tile) and kTileVecs vectors. The cols % W last columns take a scalar
 // loop, so B, which may be caller memory, is never read past cols.
 template <Init I, int AI, int AK>
-void gemm_rows(int rows, const float* a, std::ptrdiff_t a_tile, const float* b,
-               std::ptrdiff_t ldb, int k_len, int cols, float* c, std::ptrdiff_t ldc,
-               const float* c_init = nullptr) {
+void gemm_rows(int rows, const float* a, std::ptrdiff_t a_tile, const float* b, std::ptrdiff_t ldb, int k_len, int cols,
+               float* c, std::ptrdiff_t ldc, const float* c_init = nullptr) {
   for (int i0 = 0; i0 < rows; i0 += kTileRows) {
     const int r = std::min(kTileRows, rows - i0);
     const float* at = a + (i0 / kTileRows) * a_tile;
@@ -82,8 +84,7 @@ void gemm_rows(int rows, const float* a, std::ptrdiff_t a_tile, const float* b,
     int col = 0;
     for (; col + kTileVecs * W <= cols; col += kTileVecs * W)
       tile_rows<kTileVecs, I, AI, AK>(r, at, b + col, ldb, k_len, ct + col, ldc, init(col));
-    for (; col + W <= cols; col += W)
-      tile_rows<1, I, AI, AK>(r, at, b + col, ldb, k_len, ct + col, ldc, init(col));
+    for (; col + W <= cols; col += W) tile_rows<1, I, AI, AK>(r, at, b + col, ldb, k_len, ct + col, ldc, init(col));
     for (; col < cols; ++col) {
       for (int i = 0; i < r; ++i) {
         float s = I == Init::load ? ct[i * ldc + col] : I == Init::bias ? c_init[col] : 0.0f;

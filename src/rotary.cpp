@@ -83,8 +83,8 @@ void put_row(const RotaryParams& p, const T* cos_row, const T* sin_row, float* r
 // a row that follows its predecessor's position by one is stepped by the angle-addition formulas
 // in double (cos(a+θ) = cos a·cos θ − sin a·sin θ, …): at most kRowsPerBlock − 1 steps, each
 // adding ~2⁻⁵² relative error, far below float's 2⁻²⁴. Any other row is computed directly.
-void fill_table(const RotaryParams& p, const Frequencies& f, int group, int t0, int t1, float* table,
-                double* cos_d, double* sin_d) {
+void fill_table(const RotaryParams& p, const Frequencies& f, int group, int t0, int t1, float* table, double* cos_d,
+                double* sin_d) {
   const int h = f.h;
   const std::size_t row_floats = table_row_floats(p);
   std::int64_t previous = 0;
@@ -210,7 +210,8 @@ const char* rotary(const RotaryParams& p) {
     const int t1 = std::min(t0 + kRowsPerBlock, p.seq);
     FloatBuffer table;
     HeapBuffer<double> state;
-    if (!table.allocate(static_cast<std::size_t>(kRowsPerBlock) * row_floats) || !state.allocate(2 * static_cast<std::size_t>(h))) {
+    if (!table.allocate(static_cast<std::size_t>(kRowsPerBlock) * row_floats) ||
+        !state.allocate(2 * static_cast<std::size_t>(h))) {
       error = "rotary: out of memory";
       return;
     }
@@ -222,10 +223,8 @@ const char* rotary(const RotaryParams& p) {
           const float* x = p.in + b * p.x.batch + hd * p.x.head + t * p.x.row;
           float* y = p.out + b * p.o.batch + hd * p.o.head + t * p.o.row;
           const float* row = table.get() + static_cast<std::size_t>(t - t0) * row_floats;
-          if (p.interleaved)
-            rotate_interleaved(x, y, row, p.rotary_dim);
-          else
-            rotate_half(x, y, row, h);
+          if (p.interleaved) rotate_interleaved(x, y, row, p.rotary_dim);
+          else rotate_half(x, y, row, h);
           if (x != y && pass_bytes) std::memcpy(y + p.rotary_dim, x + p.rotary_dim, pass_bytes);
         }
   });

@@ -53,9 +53,9 @@ const char* validate(const RotaryParams& p);
 // Computes out. Without tables, θ_c and the angle p·θ_c are formed in double precision (the
 // angle's absolute error is ≤ |p·θ_c|·2⁻⁵³, below float resolution for any position under 2²⁹)
 // and its cos and sin are rounded to float once; the rotation itself is in float, so each
-// output is within 2⁻²²·(|x1| + |x2|) of the exact rotation of the double angle. Work is split over blocks of rows, which
-// parallel_for may run on several threads, bit-identically. Returns nullptr or a static message
-// (invalid params, out of memory); on failure out is unspecified.
+// output is within 2⁻²²·(|x1| + |x2|) of the exact rotation of the double angle. Work is split over blocks of rows,
+// which parallel_for may run on several threads, bit-identically. Returns nullptr or a static message (invalid params,
+// out of memory); on failure out is unspecified.
 const char* rotary(const RotaryParams& p);
 
 }  // namespace attn

@@ -105,8 +105,8 @@ struct RowRule {
 // Turns raw scores s[0, len) of keys kb … kb+len−1 of one row into log2-unit scores, in place.
 // `cap_slope`, when not null, receives d(capped score)/d(uncapped score) = 1 − tanh² per key
 // (the backward's softcap factor; 1 without softcap).
-inline void apply(const AttentionParams& p, const Scaling& sc, const RowRule& r,
-                  const std::uint8_t* key_padding, int kb, int len, float* s, float* cap_slope = nullptr) {
+inline void apply(const AttentionParams& p, const Scaling& sc, const RowRule& r, const std::uint8_t* key_padding,
+                  int kb, int len, float* s, float* cap_slope = nullptr) {
   int j;
   if (sc.post)
     for (j = 0; j < len; ++j) s[j] = post_scale(sc, s[j]);

@@ -40,8 +40,14 @@ struct vfloat {
   friend vfloat operator+(vfloat a, vfloat b) { return a.x + b.x; }
   friend vfloat operator-(vfloat a, vfloat b) { return a.x - b.x; }
   friend vfloat operator*(vfloat a, vfloat b) { return a.x * b.x; }
-  vfloat& operator+=(vfloat b) { x += b.x; return *this; }
-  vfloat& operator*=(vfloat b) { x *= b.x; return *this; }
+  vfloat& operator+=(vfloat b) {
+    x += b.x;
+    return *this;
+  }
+  vfloat& operator*=(vfloat b) {
+    x *= b.x;
+    return *this;
+  }
 };
 
 inline vfloat load(const float* p) { return *p; }
@@ -74,8 +80,8 @@ inline vfloat vmax(vfloat a, vfloat b) {
 // Elsewhere a multiply and an add (SSE4.1 and SIMD128 have no FMA).
 inline vfloat madd(vfloat a, vfloat b, vfloat c) {
 #if defined(__wasm_relaxed_simd__)
-  return vfloat(static_cast<__m128>(wasm_f32x4_relaxed_madd(static_cast<v128_t>(a.data), static_cast<v128_t>(b.data),
-                                                            static_cast<v128_t>(c.data))));
+  return vfloat(static_cast<__m128>(
+      wasm_f32x4_relaxed_madd(static_cast<v128_t>(a.data), static_cast<v128_t>(b.data), static_cast<v128_t>(c.data))));
 #else
   return a * b + c;
 #endif
@@ -190,8 +196,8 @@ inline vfloat tanh_rational(vfloat x) {
 #if defined(__EMSCRIPTEN__)
   // WebAssembly's pseudo-min/max (one instruction each, where _mm_min_ps/_mm_max_ps become a
   // compare and a select) keep a NaN x, and the polynomial carries it to t: no NaN select needed.
-  const vfloat c(static_cast<__m128>(wasm_f32x4_pmin(wasm_f32x4_pmax(static_cast<v128_t>(x.data), wasm_f32x4_splat(-clamp)),
-                                                     wasm_f32x4_splat(clamp))));
+  const vfloat c(static_cast<__m128>(wasm_f32x4_pmin(
+      wasm_f32x4_pmax(static_cast<v128_t>(x.data), wasm_f32x4_splat(-clamp)), wasm_f32x4_splat(clamp))));
 #else
   const vfloat c = xsimd::min(xsimd::max(x, vfloat(-clamp)), vfloat(clamp));
 #endif

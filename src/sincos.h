@@ -24,6 +24,7 @@ inline void sincos(double x, double* s, double* c) {
   for (double part : pio2) r = (r - n_hi * part) - n_lo * part;
   // fdlibm's __kernel_sin and __kernel_cos (minimax on [−π/4, π/4]).
   const double z = r * r;
+  // clang-format off
   const double sr = r + r * z * (-1.66666666666666324348e-01 + z * (8.33333333332248946124e-03 +
                     z * (-1.98412698298579493134e-04 + z * (2.75573137070700676789e-06 +
                     z * (-2.50507602534068634195e-08 + z * 1.58969099521155010221e-10)))));
@@ -36,6 +37,7 @@ inline void sincos(double x, double* s, double* c) {
     case 2: *s = -sr; *c = -cr; break;
     default: *s = -cr; *c = sr; break;
   }
+  // clang-format on
 }
 
 }  // namespace attn::trig

@@ -64,8 +64,8 @@ export function startDecode(lib, strings, language) {
       const i = done - 1;
       const seen = tokens.slice(0, done).map((_, j) => j).filter((j) => !hiddenBy(i, j)).map(label).join(' ');
       const held = Math.min(last.length, windowed.checked ? WINDOW : n);
-      status.innerHTML = format(t.decodeStatus, { step: done, word: label(i), held, seen, floats: held * 2 * E })
-        + format(t.decodeStatusDev, { length: last.length, bytes: last.bytes,
+      status.innerHTML = format(t.decodeStatus, { step: done, word: label(i), held, seen, floats: held * 2 * E }) +
+        format(t.decodeStatusDev, { length: last.length, bytes: last.bytes,
           room: windowed.checked ? format(t.decodeRoomWindow, { w: WINDOW }) : format(t.decodeRoom, { n }) });
     }
     status.dataset.step = String(done);

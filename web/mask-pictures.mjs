@@ -18,7 +18,6 @@ export const PICTURES = [
 ];
 export const SOFTCAP = { scores: [-2, 0, 2, 4, 8, 16], control: { min: 1, max: 20, step: 1, value: 5 } };
 
-
 function slider(id, { min, max, step, value }, onInput) {
   const input = el('input', { id, type: 'range', min, max, step, value });
   const shown = el('output', { htmlFor: id, textContent: String(value) });

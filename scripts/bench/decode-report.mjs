@@ -125,7 +125,7 @@ export function decodeFigures(run) {
   if (run.sections?.decode) {
     const ones = oneRowResults(run).map(({ part, result }) => ({ result, d: decodeRows(run, part, result) }));
     const f32Row = (d) => d.rows.find((row) => row.name === cacheName('float32'));
-    f.push({ what: "onnxruntime-web (its fastest graph) ÷ our float32 cache, 1 thread, one new position", goal: '≥ 3.5×',
+    f.push({ what: 'onnxruntime-web (its fastest graph) ÷ our float32 cache, 1 thread, one new position', goal: '≥ 3.5×',
       figure: ones.map(({ result, d }) => `${result.label} ${x(f32Row(d)?.ortOverThis)}`).join(', ') || '—' });
     f.push({ what: "a step's K/V bytes ÷ time as a share of the wasm read bandwidth over as many bytes, 1 thread, one new position", goal: '≥ 70 %',
       figure: perDtype(run, 1, (row) => pct(row.share)) });

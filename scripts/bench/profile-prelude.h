@@ -10,9 +10,9 @@
 #include "kv_storage.h"
 #include "simd.h"
 #pragma clang attribute push(__attribute__((noinline)), apply_to = function)
-#include "microkernel.h"
-#include "score_rule.h"
 #include "attention_blocks.h"
 #include "few_rows.h"
+#include "microkernel.h"
+#include "score_rule.h"
 #pragma clang attribute pop
 #endif

@@ -9,4 +9,3 @@ exports.loadAttention = function loadAttention(options) {
 exports.createAttention = function createAttention(options) {
   return import('./node.mjs').then((m) => m.createAttention(options));
 };
-

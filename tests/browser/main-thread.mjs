@@ -6,7 +6,7 @@ export async function mainThreadTasks(browser, page, work) {
   try {
     await work();
   } finally {
-    var trace = JSON.parse(String(await browser.stopTracing()));  // eslint-disable-line no-var
+    var trace = JSON.parse(String(await browser.stopTracing()));
   }
   const events = trace.traceEvents ?? trace;
   const url = page.url();

@@ -53,13 +53,12 @@ struct Case {
 
   std::string describe() const {
     std::ostringstream s;
-    s << "batch " << batch << " heads " << heads << "/" << kv_heads << " seq " << seq_q << "x"
-      << seq_k << " dim " << head_dim << "/" << value_dim << (bshd ? " bshd" : " bhsd")
-      << (causal ? " causal" : "") << (align == attn::Align::upper_left ? " upper-left" : "")
-      << " mask " << int(mask) << "/" << mask_broadcast << (key_padding ? " padding" : "")
-      << " window [" << window_left << "," << window_right << "] softcap " << softcap
-      << " alibi " << alibi << (sinks ? " sinks" : "") << " kv_type " << int(kv_type)
-      << " ring " << ring << " input_scale " << input_scale << " scale " << scale << " seed " << seed;
+    s << "batch " << batch << " heads " << heads << "/" << kv_heads << " seq " << seq_q << "x" << seq_k << " dim "
+      << head_dim << "/" << value_dim << (bshd ? " bshd" : " bhsd") << (causal ? " causal" : "")
+      << (align == attn::Align::upper_left ? " upper-left" : "") << " mask " << int(mask) << "/" << mask_broadcast
+      << (key_padding ? " padding" : "") << " window [" << window_left << "," << window_right << "] softcap " << softcap
+      << " alibi " << alibi << (sinks ? " sinks" : "") << " kv_type " << int(kv_type) << " ring " << ring
+      << " input_scale " << input_scale << " scale " << scale << " seed " << seed;
     return s.str();
   }
 };
@@ -200,8 +199,7 @@ inline Run make_run(Case c) {
       p.mask_type = attn::MaskType::boolean;
     } else {
       r.fmask.resize(n);
-      for (std::size_t e = 0; e < n; ++e)
-        r.fmask[e] = keep[e] ? uni(rng) : -std::numeric_limits<float>::infinity();
+      for (std::size_t e = 0; e < n; ++e) r.fmask[e] = keep[e] ? uni(rng) : -std::numeric_limits<float>::infinity();
       p.mask = r.fmask.data();
       p.mask_type = attn::MaskType::additive;
     }
@@ -215,7 +213,8 @@ inline Run make_run(Case c) {
   }
   if (c.alibi) {
     const int n = c.alibi == 2 ? c.batch * c.heads : c.heads;
-    for (int e = 0; e < n; ++e) r.slopes.push_back(std::pow(2.0f, -8.0f * float(e % c.heads + 1) / c.heads) * (1 + e / c.heads));
+    for (int e = 0; e < n; ++e)
+      r.slopes.push_back(std::pow(2.0f, -8.0f * float(e % c.heads + 1) / c.heads) * (1 + e / c.heads));
     p.alibi_slopes = r.slopes.data();
     p.alibi_batch_stride = c.alibi == 2 ? c.heads : 0;
   }
@@ -259,8 +258,8 @@ inline Run make_run(Case c) {
 }
 
 // Reads a kernel output stored with strides s as dense [batch, heads, rows, cols].
-inline std::vector<float> gather(const std::vector<float>& x, const attn::Strides& s, int batch, int heads,
-                                 int rows, int cols) {
+inline std::vector<float> gather(const std::vector<float>& x, const attn::Strides& s, int batch, int heads, int rows,
+                                 int cols) {
   std::vector<float> d;
   for (int b = 0; b < batch; ++b)
     for (int h = 0; h < heads; ++h)
@@ -281,9 +280,8 @@ inline void expect_close(const std::vector<float>& got, const std::vector<double
     if (!ok && bad++ == 0) first = i;
     if (!(err <= worst)) worst = err;
   }
-  INFO(what << ": " << bad << " of " << got.size() << " elements off, worst error " << worst
-            << ", first at " << first << " got " << (bad ? got[first] : 0.f) << " want "
-            << (bad ? want[first] : 0.0));
+  INFO(what << ": " << bad << " of " << got.size() << " elements off, worst error " << worst << ", first at " << first
+            << " got " << (bad ? got[first] : 0.f) << " want " << (bad ? want[first] : 0.0));
   CHECK(bad == 0);
 }
 
@@ -296,8 +294,7 @@ inline void check_run(const Case& c, Run& r) {
   const std::vector<double> ref_out =
       ref::attention(r.ref_params, r.p.weights ? &ref_weights : nullptr, r.p.lse ? &ref_lse : nullptr);
   if (r.p.out)
-    expect_close(gather(r.out, r.p.o, c.batch, c.heads, c.seq_q, r.p.value_dim), ref_out,
-                 c.tolerance, "out");
+    expect_close(gather(r.out, r.p.o, c.batch, c.heads, c.seq_q, r.p.value_dim), ref_out, c.tolerance, "out");
   if (r.p.weights) expect_close(r.weights, ref_weights, c.tolerance, "weights");
   if (r.p.lse) expect_close(r.lse, ref_lse, c.tolerance * 4, "lse");
 }

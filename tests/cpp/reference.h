@@ -24,9 +24,8 @@ inline std::ptrdiff_t at(const attn::Strides& s, int b, int h, int row) {
 // doubles) are read with p's strides; for float16/int8 storage pass the stored values as floats
 // (with kv_type f32 strides).
 template <class T>
-std::vector<double> attention(const attn::AttentionParams& p, const T* query, const T* key,
-                              const T* value, std::vector<double>* weights = nullptr,
-                              std::vector<double>* lse = nullptr) {
+std::vector<double> attention(const attn::AttentionParams& p, const T* query, const T* key, const T* value,
+                              std::vector<double>* weights = nullptr, std::vector<double>* lse = nullptr) {
   const int group = p.heads / p.kv_heads;
   const double inf = std::numeric_limits<double>::infinity();
   const long off = p.align == attn::Align::upper_left ? 0 : long(p.seq_k) - p.seq_q;
@@ -57,8 +56,7 @@ std::vector<double> attention(const attn::AttentionParams& p, const T* query, co
           if (j < p.kv_first) vis = false;
           const std::ptrdiff_t m = at(p.m, b, h, i) + j;
           if (p.mask_type == attn::MaskType::additive) s += static_cast<const float*>(p.mask)[m];
-          if (p.mask_type == attn::MaskType::boolean && !static_cast<const std::uint8_t*>(p.mask)[m])
-            vis = false;
+          if (p.mask_type == attn::MaskType::boolean && !static_cast<const std::uint8_t*>(p.mask)[m]) vis = false;
           if (p.key_padding && p.key_padding[b * p.key_padding_batch_stride + j]) vis = false;
           if (std::isinf(s) && s < 0) vis = false;
           visible[j] = vis;
@@ -84,19 +82,17 @@ std::vector<double> attention(const attn::AttentionParams& p, const T* query, co
   return out;
 }
 
-inline std::vector<double> attention(const attn::AttentionParams& p,
-                                     std::vector<double>* weights = nullptr,
+inline std::vector<double> attention(const attn::AttentionParams& p, std::vector<double>* weights = nullptr,
                                      std::vector<double>* lse = nullptr) {
-  return attention(p, p.query, static_cast<const float*>(p.key), static_cast<const float*>(p.value),
-                   weights, lse);
+  return attention(p, p.query, static_cast<const float*>(p.key), static_cast<const float*>(p.value), weights, lse);
 }
 
 // Rotary embeddings, in place, on rows [batch, seq, heads, head_dim] ("bshd") of doubles, from
 // the definition: pair (c, c + rotary_dim/2) (rotate_half) or (2c, 2c + 1) (interleaved) of the
 // row at position pos(b, t) turns by pos · base^(−2c/rotary_dim) (or −that, inverse).
 template <class Position>
-void rotary_bshd(std::vector<double>& x, int batch, int seq, int heads, int head_dim, int rotary_dim,
-                 bool interleaved, double base, Position pos, bool inverse = false) {
+void rotary_bshd(std::vector<double>& x, int batch, int seq, int heads, int head_dim, int rotary_dim, bool interleaved,
+                 double base, Position pos, bool inverse = false) {
   const int half = rotary_dim / 2;
   for (int b = 0; b < batch; ++b)
     for (int t = 0; t < seq; ++t)

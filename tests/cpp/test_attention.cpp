@@ -12,11 +12,11 @@
 #include "attention_case.h"
 
 using tcase::Case;
-using tcase::Mask;
-using tcase::Run;
 using tcase::check_case;
 using tcase::expect_close;
 using tcase::make_run;
+using tcase::Mask;
+using tcase::Run;
 
 TEST_CASE("head dims around the vector width", "[attention]") {
   const int dim = GENERATE(1, 3, 4, 5, 7, 8, 15, 16, 17, 64, 80, 128);
@@ -31,10 +31,9 @@ TEST_CASE("head dims around the vector width", "[attention]") {
 }
 
 TEST_CASE("odd and unequal sequence lengths", "[attention]") {
-  const auto seq = GENERATE(std::pair{1, 1}, std::pair{1, 2}, std::pair{2, 1}, std::pair{5, 5},
-                            std::pair{33, 33}, std::pair{113, 203}, std::pair{203, 113},
-                            std::pair{257, 257}, std::pair{1, 257}, std::pair{64, 65},
-                            std::pair{65, 64}, std::pair{17, 129});
+  const auto seq = GENERATE(std::pair{1, 1}, std::pair{1, 2}, std::pair{2, 1}, std::pair{5, 5}, std::pair{33, 33},
+                            std::pair{113, 203}, std::pair{203, 113}, std::pair{257, 257}, std::pair{1, 257},
+                            std::pair{64, 65}, std::pair{65, 64}, std::pair{17, 129});
   Case c;
   c.heads = 3;
   c.kv_heads = 3;
@@ -77,8 +76,8 @@ TEST_CASE("multi-head, grouped-query and multi-query", "[attention]") {
 }
 
 TEST_CASE("causal is bottom-right aligned", "[attention]") {
-  const auto seq = GENERATE(std::pair{5, 12}, std::pair{12, 5}, std::pair{70, 70},
-                            std::pair{1, 300}, std::pair{100, 1});
+  const auto seq =
+      GENERATE(std::pair{5, 12}, std::pair{12, 5}, std::pair{70, 70}, std::pair{1, 300}, std::pair{100, 1});
   Case c;
   c.heads = 2;
   c.kv_heads = 1;
@@ -223,8 +222,10 @@ TEST_CASE("strided keys and values, as a KV cache stores them", "[attention]") {
     for (int h = 0; h < kv_heads; ++h)
       for (int j = 0; j < seq_k; ++j)
         for (int d = 0; d < dim; ++d) {
-          kcache[b * cs.batch + h * cs.head + j * cs.row + d] = r.k[b * r.p.k.batch + h * r.p.k.head + j * r.p.k.row + d];
-          vcache[b * cs.batch + h * cs.head + j * cs.row + d] = r.v[b * r.p.v.batch + h * r.p.v.head + j * r.p.v.row + d];
+          kcache[b * cs.batch + h * cs.head + j * cs.row + d] =
+              r.k[b * r.p.k.batch + h * r.p.k.head + j * r.p.k.row + d];
+          vcache[b * cs.batch + h * cs.head + j * cs.row + d] =
+              r.v[b * r.p.v.batch + h * r.p.v.head + j * r.p.v.row + d];
         }
   const std::vector<double> want = ref::attention(r.p);
   r.p.key = kcache.data();
@@ -258,9 +259,16 @@ TEST_CASE("validate rejects unusable params", "[attention]") {
   rejects([](auto& p) { p.value_dim = 0; });
   rejects([](auto& p) { p.query = nullptr; });
   rejects([](auto& p) { p.out = nullptr; });
-  rejects([](auto& p) { p.value = nullptr; p.out = nullptr; p.weights = nullptr; });
+  rejects([](auto& p) {
+    p.value = nullptr;
+    p.out = nullptr;
+    p.weights = nullptr;
+  });
   rejects([](auto& p) { p.mask_type = attn::MaskType::boolean; });
-  rejects([&](auto& p) { p.mask = r.q.data(); p.mask_type = static_cast<attn::MaskType>(7); });
+  rejects([&](auto& p) {
+    p.mask = r.q.data();
+    p.mask_type = static_cast<attn::MaskType>(7);
+  });
 }
 
 TEST_CASE("inputs are never modified", "[attention]") {
@@ -278,7 +286,8 @@ TEST_CASE("inputs are never modified", "[attention]") {
   CHECK(q == r.q);
   CHECK(k == r.k);
   CHECK(v == r.v);
-  CHECK(std::equal(m.begin(), m.end(), r.fmask.begin(), [](float a, float b) { return a == b || (std::isinf(a) && std::isinf(b)); }));
+  CHECK(std::equal(m.begin(), m.end(), r.fmask.begin(),
+                   [](float a, float b) { return a == b || (std::isinf(a) && std::isinf(b)); }));
 }
 
 TEST_CASE("random shapes", "[attention]") {

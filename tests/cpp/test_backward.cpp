@@ -34,11 +34,11 @@ std::vector<double> random_vec(std::size_t n, std::mt19937& rng) {
 
 void check_gradients(const Case& c) {
   std::ostringstream name;
-  name << "b" << c.batch << " h" << c.heads << "/" << c.kv_heads << " " << c.seq_q << "x" << c.seq_k
-       << " d" << c.d << "/" << c.dv << (c.bshd ? " bshd" : "") << (c.causal ? " causal" : "")
-       << " mask " << c.mask << (c.key_padding ? " padding" : "")
-       << (c.align == attn::Align::upper_left ? " upper-left" : "") << " window [" << c.window_left << ","
-       << c.window_right << "] softcap " << c.softcap << (c.alibi ? " alibi" : "") << (c.sinks ? " sinks" : "");
+  name << "b" << c.batch << " h" << c.heads << "/" << c.kv_heads << " " << c.seq_q << "x" << c.seq_k << " d" << c.d
+       << "/" << c.dv << (c.bshd ? " bshd" : "") << (c.causal ? " causal" : "") << " mask " << c.mask
+       << (c.key_padding ? " padding" : "") << (c.align == attn::Align::upper_left ? " upper-left" : "") << " window ["
+       << c.window_left << "," << c.window_right << "] softcap " << c.softcap << (c.alibi ? " alibi" : "")
+       << (c.sinks ? " sinks" : "");
   INFO(name.str());
   std::mt19937 rng(42);
   const auto dense = c.bshd ? attn::dense_bshd : attn::dense_bhsd;

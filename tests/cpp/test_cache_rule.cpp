@@ -44,7 +44,8 @@ attn::KvCacheConfig config(int max_seq, int window) {
 // Appends positions [0, n) one at a time (a decode loop; a ring then holds its last max_seq).
 void fill(attn::KvCache& cache, const Sequence& s, int n) {
   const attn::Strides st = attn::dense_bhsd(s.kv_heads, s.seq, s.dim);
-  for (int t = 0; t < n; ++t) REQUIRE(cache.append(s.k.data() + t * st.row, st, s.v.data() + t * st.row, st, 1) == nullptr);
+  for (int t = 0; t < n; ++t)
+    REQUIRE(cache.append(s.k.data() + t * st.row, st, s.v.data() + t * st.row, st, 1) == nullptr);
 }
 
 attn::CacheCall call(int seq_q, bool causal, int left, int right) {
@@ -89,7 +90,8 @@ void check_exact(const attn::KvCache& cache, const Sequence& s, const attn::Cach
 
 }  // namespace
 
-TEST_CASE("a call's window against a ring's: exact when the ring keeps what it sees, else refused with both", "[cache][rule]") {
+TEST_CASE("a call's window against a ring's: exact when the ring keeps what it sees, else refused with both",
+          "[cache][rule]") {
   const Sequence s(3);
   attn::KvCache ring, linear;
   REQUIRE(ring.allocate(config(4, 4)) == nullptr);  // window 4: the 3 positions before each query
@@ -134,7 +136,8 @@ TEST_CASE("a call's window against a ring's: exact when the ring keeps what it s
   }
 }
 
-TEST_CASE("several queries over a ring: any right side is exact, and a narrower window needs fewer positions", "[cache][rule]") {
+TEST_CASE("several queries over a ring: any right side is exact, and a narrower window needs fewer positions",
+          "[cache][rule]") {
   const Sequence s(5);
   attn::KvCache ring;
   REQUIRE(ring.allocate(config(6, 4)) == nullptr);  // window 4, 6 slots
@@ -181,14 +184,30 @@ TEST_CASE("sizes, alignment, length and room: each conflict names the call's val
       {"value_dim", &cache, with([](attn::CacheCall& c) { c.value_dim = 9; }), CacheConflict::value_dim, 9, 8},
       {"heads", &cache, with([](attn::CacheCall& c) { c.heads = 0; }), CacheConflict::heads, 0, 1},
       {"seq_k", &cache, with([](attn::CacheCall& c) { c.seq_k = 9; }), CacheConflict::seq_k, 9, 10},
-      {"upper-left", &cache, with([](attn::CacheCall& c) { c.align = attn::Align::upper_left; }), CacheConflict::upper_left, 0, 0},
+      {"upper-left", &cache, with([](attn::CacheCall& c) { c.align = attn::Align::upper_left; }),
+       CacheConflict::upper_left, 0, 0},
       {"seq_q", &cache, with([](attn::CacheCall& c) { c.seq_q = 11; }), CacheConflict::seq_q, 11, 10},
       {"empty", &empty, with([](attn::CacheCall&) {}), CacheConflict::empty, 0, 0},
       {"room", &cache, with([](attn::CacheCall& c) { c.staged = 3; }), CacheConflict::no_room, 3, 2},
-      {"ring room", &ring, with([](attn::CacheCall& c) { c.staged = 3; c.window_left = 3; }), CacheConflict::no_room, 3, 2},
-      {"given sizes that agree", &cache, with([](attn::CacheCall& c) { c.batch = 1; c.kv_heads = 1; c.head_dim = 8; c.value_dim = 8; c.seq_k = 10; }),
+      {"ring room", &ring, with([](attn::CacheCall& c) {
+         c.staged = 3;
+         c.window_left = 3;
+       }),
+       CacheConflict::no_room, 3, 2},
+      {"given sizes that agree", &cache, with([](attn::CacheCall& c) {
+         c.batch = 1;
+         c.kv_heads = 1;
+         c.head_dim = 8;
+         c.value_dim = 8;
+         c.seq_k = 10;
+       }),
        CacheConflict::none, 0, 0},
-      {"staged positions count", &cache, with([](attn::CacheCall& c) { c.staged = 2; c.seq_k = 12; c.seq_q = 2; }), CacheConflict::none, 0, 0},
+      {"staged positions count", &cache, with([](attn::CacheCall& c) {
+         c.staged = 2;
+         c.seq_k = 12;
+         c.seq_q = 2;
+       }),
+       CacheConflict::none, 0, 0},
   };
   for (const Row& row : rows) {
     INFO(row.what);
@@ -204,7 +223,8 @@ TEST_CASE("sizes, alignment, length and room: each conflict names the call's val
   CHECK(int(attn::resolve(call(1, true, kInf, kInf), unallocated, p).conflict) == int(CacheConflict::not_allocated));
 }
 
-TEST_CASE("check_config is the part that needs no positions: what a layer checks when it makes a cache", "[cache][rule]") {
+TEST_CASE("check_config is the part that needs no positions: what a layer checks when it makes a cache",
+          "[cache][rule]") {
   attn::CacheCall c = call(1, true, 7, 0);
   CHECK(attn::check_config(c, config(8, 8)).ok());
   CHECK(attn::check_config(c, config(8, 0)).ok());

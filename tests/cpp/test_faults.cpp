@@ -218,7 +218,8 @@ std::vector<float> state(Fixture& f) {
     if (m->has_adam_state()) {
       for (int i = 0; i < 4; ++i) {
         std::vector<float> mw(f.w[i].size()), mb(f.b[i].size()), vw(mw.size()), vb(mb.size());
-        REQUIRE(m->get_adam_state(static_cast<attn::Projection>(i), mw.data(), mb.data(), vw.data(), vb.data()) == nullptr);
+        REQUIRE(m->get_adam_state(static_cast<attn::Projection>(i), mw.data(), mb.data(), vw.data(), vb.data()) ==
+                nullptr);
         for (const auto* a : {&mw, &mb, &vw, &vb}) append(s, *a);
       }
     }
@@ -283,8 +284,7 @@ std::vector<EntryPoint> entry_points() {
          p.lse = f.lse.data();
          return attn::attention(p);
        }},
-      {"attention, direct (decode) path", kNothing,
-       [](Fixture& f) { return attn::attention(f.attention_params(1)); }},
+      {"attention, direct (decode) path", kNothing, [](Fixture& f) { return attn::attention(f.attention_params(1)); }},
       {"attention with float16 K/V in a ring, window, softcap, ALiBi and sinks", kNothing,
        [](Fixture& f) {
          attn::AttentionParams p = f.attention_params(SQ);
@@ -386,8 +386,7 @@ std::vector<EntryPoint> entry_points() {
          fw.cache = &f.cache;
          return f.self.forward(fw);
        }},
-      {"layer backward", kTape,
-       [](Fixture& f) { return f.layer.backward(f.tape, f.dy.data(), f.grads()); }},
+      {"layer backward", kTape, [](Fixture& f) { return f.layer.backward(f.tape, f.dy.data(), f.grads()); }},
       {"layer sgd_step", kTape,
        [](Fixture& f) {
          f.layer.sgd_step(f.grads(), 0.1f);
@@ -413,8 +412,7 @@ std::vector<EntryPoint> entry_points() {
          p.position_offset = 3;
          return attn::rotary(p);
        }},
-      {"cache allocate, new", kNothing,
-       [](Fixture& f) { return f.cache.allocate(f.self.cache_config(B, MAX_SEQ)); }},
+      {"cache allocate, new", kNothing, [](Fixture& f) { return f.cache.allocate(f.self.cache_config(B, MAX_SEQ)); }},
       {"cache allocate, replacing a cache holding positions", kCache,
        [](Fixture& f) { return f.cache.allocate(f.self.cache_config(1, MAX_SEQ + 3, attn::KvType::i8)); }},
   };

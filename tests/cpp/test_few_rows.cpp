@@ -16,11 +16,11 @@
 #include "attention_case.h"
 
 using tcase::Case;
-using tcase::Mask;
-using tcase::Run;
 using tcase::check_case;
 using tcase::check_run;
 using tcase::make_run;
+using tcase::Mask;
+using tcase::Run;
 
 namespace {
 
@@ -62,7 +62,7 @@ TEST_CASE("few rows: every row count 1-17 and 31-33, as groups of 1-32 query hea
 
 TEST_CASE("few rows: key counts around every block edge, head dims 8-576, every storage type", "[few]") {
   const int seq_ks[] = {1, 2, 3, 4, 5, 63, 64, 65, 511, 512, 513, 1023, 1024, 1025, 2049};
-  const int dims[][2] = {{8, 8},   {9, 9},   {15, 16}, {16, 16},  {17, 17},  {31, 33},
+  const int dims[][2] = {{8, 8},   {9, 9},   {15, 16}, {16, 16},   {17, 17},  {31, 33},
                          {33, 31}, {64, 64}, {100, 7}, {129, 129}, {256, 64}, {576, 512}};
   int n = 0;
   for (const auto type : kTypes)

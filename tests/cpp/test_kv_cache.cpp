@@ -65,14 +65,17 @@ void append(attn::KvCache& cache, const Data& d, int from, int n, bool bshd = fa
       for (int h = 0; h < d.kv_heads; ++h)
         for (int t = 0; t < n; ++t) {
           for (int c = 0; c < d.head_dim; ++c)
-            k[b * ks.batch + h * ks.head + t * ks.row + c] = d.k[((std::size_t(b) * d.kv_heads + h) * d.seq + from + t) * d.head_dim + c];
+            k[b * ks.batch + h * ks.head + t * ks.row + c] =
+                d.k[((std::size_t(b) * d.kv_heads + h) * d.seq + from + t) * d.head_dim + c];
           for (int c = 0; c < d.value_dim; ++c)
-            v[b * vs.batch + h * vs.head + t * vs.row + c] = d.v[((std::size_t(b) * d.kv_heads + h) * d.seq + from + t) * d.value_dim + c];
+            v[b * vs.batch + h * vs.head + t * vs.row + c] =
+                d.v[((std::size_t(b) * d.kv_heads + h) * d.seq + from + t) * d.value_dim + c];
         }
     REQUIRE(cache.append(k.data(), ks, v.data(), vs, n) == nullptr);
     return;
   }
-  const attn::Strides kd = attn::dense_bhsd(d.kv_heads, d.seq, d.head_dim), vd = attn::dense_bhsd(d.kv_heads, d.seq, d.value_dim);
+  const attn::Strides kd = attn::dense_bhsd(d.kv_heads, d.seq, d.head_dim),
+                      vd = attn::dense_bhsd(d.kv_heads, d.seq, d.value_dim);
   REQUIRE(cache.append(d.k.data() + from * kd.row, kd, d.v.data() + from * vd.row, vd, n) == nullptr);
 }
 
@@ -156,7 +159,8 @@ TEST_CASE("each dtype against the reference on the unquantised keys and values",
     const double e = nmse(got, want);
     INFO("dtype " << int(dtype) << " dims " << dims.first << "/" << dims.second << " seq_q " << seq_q << " nmse " << e);
     if (dtype == attn::KvType::f32) {
-      for (std::size_t i = 0; i < got.size(); ++i) REQUIRE(std::abs(got[i] - want[i]) <= 2e-5 + 1e-4 * std::abs(want[i]));
+      for (std::size_t i = 0; i < got.size(); ++i)
+        REQUIRE(std::abs(got[i] - want[i]) <= 2e-5 + 1e-4 * std::abs(want[i]));
     }
     CHECK(e <= nmse_bound(dtype));
   }
@@ -383,7 +387,8 @@ TEST_CASE("validate rejects unusable cache configs", "[cache]") {
   CHECK_FALSE(cache.allocated());
 }
 
-TEST_CASE("a cache too large for one block, or whose bytes overflow size_t, is refused and changes nothing", "[cache]") {
+TEST_CASE("a cache too large for one block, or whose bytes overflow size_t, is refused and changes nothing",
+          "[cache]") {
   const Data d = make_data(1, 2, 2, 8, 4, 4, 21);
   attn::KvCache cache;
   REQUIRE(cache.allocate(config_for(d, attn::KvType::f32, 8)) == nullptr);

@@ -15,8 +15,8 @@
 #include "kv_storage.h"
 
 using tcase::Case;
-using tcase::Mask;
 using tcase::check_case;
+using tcase::Mask;
 
 namespace {
 
@@ -235,7 +235,8 @@ TEST_CASE("the kernel's wide readers equal the one-element ones: every half and 
       REQUIRE(same_bits(got[j], attn::half::to_float(static_cast<std::uint16_t>(finite[i + j]))));
     }
     attn::simd::store(got.data(), exact);
-    for (int j = 0; j < W; ++j) REQUIRE(same_bits(got[j], attn::half::to_float(static_cast<std::uint16_t>(finite[i + j]))));
+    for (int j = 0; j < W; ++j)
+      REQUIRE(same_bits(got[j], attn::half::to_float(static_cast<std::uint16_t>(finite[i + j]))));
   }
   std::vector<attn::bfloat16::Bits> bf16s(65536);
   for (std::uint32_t h = 0; h < 65536; ++h) bf16s[h] = attn::bfloat16::Bits(h);

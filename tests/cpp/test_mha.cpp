@@ -77,7 +77,8 @@ std::vector<double> reference(const Layer& L, const attn::MhaForward& f, int seq
   if (c.rotary_dim) {  // keys at 0… and queries at t + off, or both at f.positions
     const int off = f.align == attn::Align::upper_left ? 0 : seq_k - f.seq_q;
     auto at = [&](int shift) {
-      return [&f, shift](int b, int t) { return f.positions ? f.positions[b * f.positions_batch_stride + t] : t + shift; };
+      return
+          [&f, shift](int b, int t) { return f.positions ? f.positions[b * f.positions_batch_stride + t] : t + shift; };
     };
     ref::rotary_bshd(q, f.batch, f.seq_q, c.num_heads, hd, c.rotary_dim, c.rotary_interleaved, c.rotary_base, at(off));
     ref::rotary_bshd(k, f.batch, seq_k, c.num_kv_heads, hd, c.rotary_dim, c.rotary_interleaved, c.rotary_base, at(0));
@@ -137,9 +138,9 @@ struct Case {
 
 void check_case(const Case& c) {
   std::ostringstream d;
-  d << "E " << c.embed << " H " << c.heads << "/" << c.kv_heads << " kdim " << c.kdim << " vdim "
-    << c.vdim << " B " << c.batch << " seq " << c.seq_q << "x" << c.seq_k << " bias " << c.bias
-    << " cross " << c.cross << " causal " << c.causal << " mask " << c.mask << " pad " << c.key_padding;
+  d << "E " << c.embed << " H " << c.heads << "/" << c.kv_heads << " kdim " << c.kdim << " vdim " << c.vdim << " B "
+    << c.batch << " seq " << c.seq_q << "x" << c.seq_k << " bias " << c.bias << " cross " << c.cross << " causal "
+    << c.causal << " mask " << c.mask << " pad " << c.key_padding;
   INFO(d.str());
   Layer L(c.embed, c.heads, c.kv_heads, c.kdim, c.vdim, c.bias, 11);
   const int seq_k = c.cross ? c.seq_k : c.seq_q;
@@ -353,7 +354,8 @@ TEST_CASE("configuration and weight errors", "[mha]") {
   CHECK(m.configure({12, 4, 2, 0, 12, true}) != nullptr);
   REQUIRE(m.configure({12, 4, 2, 12, 12, true}) == nullptr);
   std::vector<float> w(12 * 12), b(12);
-  CHECK(std::string(m.set_weight(attn::Projection::q, w.data(), nullptr)) == "multi-head attention: this layer needs biases");
+  CHECK(std::string(m.set_weight(attn::Projection::q, w.data(), nullptr)) ==
+        "multi-head attention: this layer needs biases");
   CHECK_FALSE(m.ready());
   std::vector<float> x(12), out(12);
   attn::MhaForward f;
@@ -377,11 +379,11 @@ struct BackwardCase {
 };
 
 void check_layer_gradients(const BackwardCase& c) {
-  INFO("E " << c.embed << " H " << c.heads << "/" << c.kv_heads << " cross " << c.cross << " causal "
-            << c.causal << " mask " << c.mask << " padding " << c.padding << " bias " << c.bias << " rotary "
-            << c.rotary_dim << (c.interleaved ? " interleaved" : "") << " window [" << c.window_left << ", "
-            << c.window_right << "] softcap " << c.softcap << " sinks " << c.sinks << " alibi " << c.alibi
-            << " upper-left " << c.upper_left << " positions " << c.positions);
+  INFO("E " << c.embed << " H " << c.heads << "/" << c.kv_heads << " cross " << c.cross << " causal " << c.causal
+            << " mask " << c.mask << " padding " << c.padding << " bias " << c.bias << " rotary " << c.rotary_dim
+            << (c.interleaved ? " interleaved" : "") << " window [" << c.window_left << ", " << c.window_right
+            << "] softcap " << c.softcap << " sinks " << c.sinks << " alibi " << c.alibi << " upper-left "
+            << c.upper_left << " positions " << c.positions);
   attn::MhaConfig config{c.embed, c.heads, c.kv_heads, c.kdim, c.vdim, c.bias};
   config.rotary_dim = c.rotary_dim;
   config.rotary_interleaved = c.interleaved;
@@ -676,7 +678,8 @@ TEST_CASE("a layer with every variant against the reference", "[mha][variants]")
   expect_close(out, reference(L, f, seq), "out at given positions");
 }
 
-TEST_CASE("a Llama-style layer (rotary, GQA, no bias): prefill then decode equals one causal forward", "[mha][variants][cache]") {
+TEST_CASE("a Llama-style layer (rotary, GQA, no bias): prefill then decode equals one causal forward",
+          "[mha][variants][cache]") {
   const auto dtype = GENERATE(attn::KvType::f32, attn::KvType::f16, attn::KvType::bf16);
   attn::MhaConfig c{64, 8, 2, 64, 64, false};
   c.rotary_dim = 8;
@@ -704,7 +707,8 @@ TEST_CASE("a Mistral-style window layer: a ring cache decodes as the full window
   expect_near(forward_cached(L, x, seq, chunks, attn::KvType::f32, window, window + 2), full, 2e-5, "ring decoding");
 }
 
-TEST_CASE("a ring must keep every key the layer's window sees: refused otherwise, exact when it does", "[mha][variants][cache]") {
+TEST_CASE("a ring must keep every key the layer's window sees: refused otherwise, exact when it does",
+          "[mha][variants][cache]") {
   attn::MhaConfig c{16, 2, 1, 16, 16, false};
   c.rotary_dim = 8;
   Layer unbounded(c, false, 51);  // no window: every earlier position
@@ -733,7 +737,8 @@ TEST_CASE("a ring must keep every key the layer's window sees: refused otherwise
   const auto x = random_vec(static_cast<std::size_t>(seq) * 16, 54);
   for (const Row& row : rows) {
     INFO("layer window " << row.layer->config.window_left << ", ring " << row.ring);
-    const attn::KvCacheConfig cc = row.layer->mha.cache_config(1, std::max(row.ring + 2, 1) + (row.ring ? 0 : seq), attn::KvType::f32, row.ring);
+    const attn::KvCacheConfig cc =
+        row.layer->mha.cache_config(1, std::max(row.ring + 2, 1) + (row.ring ? 0 : seq), attn::KvType::f32, row.ring);
     const attn::CacheCheck check = row.layer->mha.check_cache(cc);
     CHECK(int(check.conflict) == int(row.conflict));
     CHECK(check.call == row.call);

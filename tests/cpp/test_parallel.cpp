@@ -30,8 +30,7 @@ std::vector<float> random_vec(std::size_t n, unsigned seed) {
   return v;
 }
 
-std::vector<float> run(int threads, int batch, int heads, int kv_heads, int seq_q, int seq_k, int d,
-                       bool causal) {
+std::vector<float> run(int threads, int batch, int heads, int kv_heads, int seq_q, int seq_k, int d, bool causal) {
   attn::set_num_threads(threads);
   const auto q = random_vec(std::size_t(batch) * heads * seq_q * d, 1);
   const auto k = random_vec(std::size_t(batch) * kv_heads * seq_k * d, 2);
@@ -75,11 +74,13 @@ TEST_CASE("parallel_for runs every item exactly once", "[parallel]") {
 }
 
 TEST_CASE("attention is bit-identical with 1, 2 and 3 threads", "[parallel]") {
-  struct Shape { int b, h, kv, sq, sk, d; bool causal; };
+  struct Shape {
+    int b, h, kv, sq, sk, d;
+    bool causal;
+  };
   const Shape shapes[] = {
       {1, 1, 1, 100, 130, 16, false},  // one kv head: row blocks split into chunks
-      {1, 1, 1, 100, 100, 16, true},
-      {2, 4, 2, 33, 70, 8, true},
+      {1, 1, 1, 100, 100, 16, true},  {2, 4, 2, 33, 70, 8, true},
       {1, 8, 2, 1, 200, 32, false},    // decode: the few-rows path
       {1, 32, 1, 1, 2500, 16, false},  // MQA decode: 32 rows, keys split into 3 chunks
       {1, 8, 8, 1, 3000, 8, false},    // one row per kv head, split into 3 chunks
@@ -101,7 +102,10 @@ TEST_CASE("attention is bit-identical with 1, 2 and 3 threads", "[parallel]") {
 // and keys split into chunks (flash-decoding) whose statistics are merged — a split fixed by the
 // shape, so 1, 2 and 3 threads give the same bits (also where 2 chunks meet 3 threads).
 TEST_CASE("few rows: bit-identical with 1, 2 and 3 threads in every storage type, split keys included", "[parallel]") {
-  struct Shape { int b, h, kv, sq, sk, d; int ring; };
+  struct Shape {
+    int b, h, kv, sq, sk, d;
+    int ring;
+  };
   const Shape shapes[] = {
       {1, 4, 4, 1, 2100, 16, 0},    // one row per kv head, 3 chunks of keys
       {1, 8, 2, 1, 1500, 24, 0},    // a GQA step: tiles of 4 rows, 2 chunks
@@ -311,7 +315,8 @@ TEST_CASE("parallel_for from two threads at once, and nested inside an item", "[
         if (inner != 3) bad++;
         hits[i]++;
       });
-      for (int i = 0; i < count; ++i) if (hits[i].load() != 1) bad++;
+      for (int i = 0; i < count; ++i)
+        if (hits[i].load() != 1) bad++;
       if (job % 50 == seed) attn::set_num_threads(2 + job % 2);  // resizes wait for the other's job
     }
   };

@@ -36,10 +36,10 @@ struct Case {
 
   std::string describe() const {
     std::ostringstream s;
-    s << "batch " << batch << " heads " << heads << " seq " << seq << " dim " << head_dim << "/"
-      << rotary_dim << (interleaved ? " interleaved" : " half") << (bshd ? " bshd" : " bhsd")
-      << (in_place ? " in-place" : "") << (inverse ? " inverse" : "") << (table ? " table" : "")
-      << " positions " << int(positions) << " offset " << offset << " base " << base << " seed " << seed;
+    s << "batch " << batch << " heads " << heads << " seq " << seq << " dim " << head_dim << "/" << rotary_dim
+      << (interleaved ? " interleaved" : " half") << (bshd ? " bshd" : " bhsd") << (in_place ? " in-place" : "")
+      << (inverse ? " inverse" : "") << (table ? " table" : "") << " positions " << int(positions) << " offset "
+      << offset << " base " << base << " seed " << seed;
     return s.str();
   }
 };
@@ -162,7 +162,8 @@ std::vector<float> check(const Case& c) {
           const int pair = p.interleaved ? d / 2 : d % h;
           const int i1 = p.interleaved ? 2 * pair : pair, i2 = p.interleaved ? 2 * pair + 1 : pair + h;
           // Plus the rounding of the angle itself to double, which matters only for huge positions.
-          const double angle = p.cos ? 0.0 : std::abs(double(position(p, b, t))) * std::pow(p.base, -2.0 * pair / p.rotary_dim);
+          const double angle =
+              p.cos ? 0.0 : std::abs(double(position(p, b, t))) * std::pow(p.base, -2.0 * pair / p.rotary_dim);
           const double size = std::abs(in[i1]) + std::abs(in[i2]);
           REQUIRE(std::abs(g[d] - w[d]) <= size * (std::ldexp(1.0, -22) + std::ldexp(angle, -50)));
         }
@@ -365,22 +366,42 @@ TEST_CASE("rotary: invalid params are reported, never computed", "[rotary]") {
     REQUIRE(std::string(err) == message);
   };
   fails([](attn::RotaryParams& p) { p.seq = 0; }, "rotary: batch, heads, seq and head_dim must be positive");
-  fails([](attn::RotaryParams& p) { p.rotary_dim = 7; }, "rotary: rotary_dim must be even, at least 2 and at most head_dim");
-  fails([](attn::RotaryParams& p) { p.rotary_dim = 0; }, "rotary: rotary_dim must be even, at least 2 and at most head_dim");
-  fails([](attn::RotaryParams& p) { p.rotary_dim = 18; }, "rotary: rotary_dim must be even, at least 2 and at most head_dim");
+  fails([](attn::RotaryParams& p) { p.rotary_dim = 7; },
+        "rotary: rotary_dim must be even, at least 2 and at most head_dim");
+  fails([](attn::RotaryParams& p) { p.rotary_dim = 0; },
+        "rotary: rotary_dim must be even, at least 2 and at most head_dim");
+  fails([](attn::RotaryParams& p) { p.rotary_dim = 18; },
+        "rotary: rotary_dim must be even, at least 2 and at most head_dim");
   fails([](attn::RotaryParams& p) { p.out = nullptr; }, "rotary: in and out are required");
   fails([&](attn::RotaryParams& p) { p.cos = table.data(); }, "rotary: cos and sin tables go together");
   fails([](attn::RotaryParams& p) { p.base = 0; }, "rotary: base must be finite and positive");
   fails([](attn::RotaryParams& p) { p.base = std::nan(""); }, "rotary: base must be finite and positive");
-  fails([](attn::RotaryParams& p) { p.position_offset = std::int64_t{1} << 53; }, "rotary: position_offset is out of range");
+  fails([](attn::RotaryParams& p) { p.position_offset = std::int64_t{1} << 53; },
+        "rotary: position_offset is out of range");
   auto with_table = [&](attn::RotaryParams& p) {
     p.cos = p.sin = table.data();
     p.table_positions = 2;  // [2 positions, 4 pairs]
   };
   fails([&](attn::RotaryParams& p) { with_table(p); }, "rotary: a position is outside the cos/sin tables");
-  fails([&](attn::RotaryParams& p) { with_table(p); p.table_positions = 0; }, "rotary: table_positions must be positive with tables");
-  fails([&](attn::RotaryParams& p) { with_table(p); p.seq = 2; p.position_offset = -1; }, "rotary: a position is outside the cos/sin tables");
-  fails([&](attn::RotaryParams& p) { with_table(p); p.positions = positions.data(); }, "rotary: a position is outside the cos/sin tables");
+  fails(
+      [&](attn::RotaryParams& p) {
+        with_table(p);
+        p.table_positions = 0;
+      },
+      "rotary: table_positions must be positive with tables");
+  fails(
+      [&](attn::RotaryParams& p) {
+        with_table(p);
+        p.seq = 2;
+        p.position_offset = -1;
+      },
+      "rotary: a position is outside the cos/sin tables");
+  fails(
+      [&](attn::RotaryParams& p) {
+        with_table(p);
+        p.positions = positions.data();
+      },
+      "rotary: a position is outside the cos/sin tables");
   {
     attn::RotaryParams p = base_params();
     with_table(p);
@@ -409,7 +430,7 @@ TEST_CASE("rotary: the small sincos is within 3 ulp of long-double sin/cos for |
     // near zeros ulps are of the tiny value, so compare against max(|f|, 2^-30).
     auto err = [&](double got, long double want) {
       return std::fabs(static_cast<double>(want)) < 0x1p-30 ? std::fabs(static_cast<long double>(got) - want) / 0x1p-82L
-                                                           : ulps(got, want);
+                                                            : ulps(got, want);
     };
     const double e = std::max(static_cast<double>(err(s, sinl(static_cast<long double>(x)))),
                               static_cast<double>(err(c, cosl(static_cast<long double>(x)))));

@@ -11,10 +11,10 @@
 #include "attention_case.h"
 
 using tcase::Case;
-using tcase::Mask;
-using tcase::Run;
 using tcase::check_case;
 using tcase::make_run;
+using tcase::Mask;
+using tcase::Run;
 
 namespace {
 
@@ -31,8 +31,8 @@ void check_both_paths(Case c) {
 }  // namespace
 
 TEST_CASE("causal alignments: lower-right and upper-left", "[variants]") {
-  const auto seq = GENERATE(std::pair{5, 12}, std::pair{12, 5}, std::pair{70, 70}, std::pair{1, 300},
-                            std::pair{100, 1}, std::pair{130, 67});
+  const auto seq = GENERATE(std::pair{5, 12}, std::pair{12, 5}, std::pair{70, 70}, std::pair{1, 300}, std::pair{100, 1},
+                            std::pair{130, 67});
   const auto align = GENERATE(attn::Align::lower_right, attn::Align::upper_left);
   Case c;
   c.heads = 4;
@@ -251,7 +251,8 @@ TEST_CASE("scores that overflow float32 never give NaN (blocked and direct paths
   // q = 1e9, k = [0, 1], v = [1, 2], scale 1e30: scores 0 and 1.4e39 → +∞: an argmax, out = 2.
   for (int seq_q : {5, 4, 1, 40}) {
     attn::AttentionParams p;
-    std::vector<float> q(seq_q, 1e9f), k = {0.0f, 1.0f}, v = {1.0f, 2.0f}, out(seq_q, NAN), w(2 * seq_q, NAN), lse(seq_q);
+    std::vector<float> q(seq_q, 1e9f), k = {0.0f, 1.0f}, v = {1.0f, 2.0f}, out(seq_q, NAN), w(2 * seq_q, NAN),
+                                       lse(seq_q);
     p.query = q.data();
     p.key = k.data();
     p.value = v.data();

@@ -6,8 +6,8 @@
 // succeeds; finite inputs give no NaN whatever the scale; on ordinary inputs the outputs are
 // finite and every weights row sums to 1 (at most 1 with sinks) or is all zeros.
 #include <cmath>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <vector>

@@ -72,11 +72,11 @@ test("a standalone cache given to a layer says how to make the layer's own", () 
   layer.dispose();
 });
 
-test("a cache given to a layer as its query, key or value says it goes in options.cache", () => {
+test('a cache given to a layer as its query, key or value says it goes in options.cache', () => {
   const layer = smallLayer(lib);
   const own = layer.createCache({ maxSeq: 4 });
   const x = new Float32Array(8);
-  const where = "a layer takes its cache in options.cache, with key and value null: forward(query, null, null, { cache })";
+  const where = 'a layer takes its cache in options.cache, with key and value null: forward(query, null, null, { cache })';
   for (const [args, name] of [[[own, null, null], 'query'], [[x, own, null], 'key'], [[x, x, own], 'value']]) {
     throwsExactly(() => layer.forward(...args, {}), TypeError, `MultiHeadAttention.forward: ${name} is a KVCache; ${where}`);
   }

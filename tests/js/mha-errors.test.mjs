@@ -89,7 +89,7 @@ function cases() {
     ['forward', f({ positions: Int32Array.of(0) }, x2, null, x, rotary), RangeError, 'options.positions are used for queries and keys alike, so seqK (2) must equal seqQ (1)'],
     ['forward', f({ positions: Int32Array.of(4) }, null, null, x, rotary), RangeError, 'options.positions[0] is 4, outside the rotary tables [0, 4)'],
     // forward: options.cache
-    ['forward', f({ cache: {} }), TypeError, "options.cache must be a KVCache from createCache(), got Object"],
+    ['forward', f({ cache: {} }), TypeError, 'options.cache must be a KVCache from createCache(), got Object'],
     ['forward', f({ cache: crossCache }), Error, "options.cache belongs to another MultiHeadAttention layer (it holds that layer's keys and values); make one with this layer's createCache({ maxSeq })"],
     ['forward', f({ cache, batch: 2 }, null, null, x2), RangeError, 'options.batch (2) differs from options.cache.batch (1)'],
     ['forward', f({ cache }, x), TypeError, 'with options.cache, key and value must be null (they are projected from the query)'],

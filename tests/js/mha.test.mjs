@@ -110,7 +110,7 @@ describe('forward matches torch.nn.MultiheadAttention semantics', () => {
     mha.dispose();
   });
 
-  test("a model exported from nn.MultiheadAttention loads by splitting in_proj_weight into thirds", () => {
+  test('a model exported from nn.MultiheadAttention loads by splitting in_proj_weight into thirds', () => {
     const e = 8;
     const config = { embedDim: e, numHeads: 2 };
     const random = rng(12);

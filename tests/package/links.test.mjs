@@ -53,7 +53,6 @@ test('the anchors are GitHub\'s', () => {
     'threads-in-the-browser-1', 'mhaforward-backward--training', 'loadattentionoptions--promiseattentionlibrary', 'dk-and-a-link']);
 });
 
-
 test('the README stays a page read in minutes: at most 300 lines, the rest in docs/', () => {
   const lines = read('README.md').split('\n').length;
   assert.ok(lines <= 300, `README.md has ${lines} lines; move the detail to docs/ and link it`);

@@ -23,6 +23,7 @@ class Writer {
     } while (v);
     return this.push(Uint8Array.from(out));
   }
+
   key(field, wire) { return this.varint((field << 3) | wire); }
   int(field, n) { return this.key(field, 0).varint(n); }
   bytesField(field, data) { return this.key(field, 2).varint(data.length).push(data); }
@@ -56,9 +57,16 @@ function node(w, { op, inputs, outputs, domain, attrs = [] }) {
     for (const a of attrs) {
       n.message(5, (attr) => {
         attr.string(1, a.name);
-        if (a.ints) { attr.int(20, 7); for (const x of a.ints) attr.int(8, x); }
-        else if (a.float !== undefined) { attr.int(20, 1); attr.float(2, a.float); }
-        else { attr.int(20, 2); attr.int(3, a.int); }
+        if (a.ints) {
+          attr.int(20, 7);
+          for (const x of a.ints) attr.int(8, x);
+        } else if (a.float !== undefined) {
+          attr.int(20, 1);
+          attr.float(2, a.float);
+        } else {
+          attr.int(20, 2);
+          attr.int(3, a.int);
+        }
       });
     }
     if (domain) n.string(7, domain);

@@ -134,7 +134,7 @@ export async function launch() {
       }
       await setViewport(viewport);
       await s('/url', { url });
-      if (!await run("Array.isArray(window.__pageProblems)")) {
+      if (!await run('Array.isArray(window.__pageProblems)')) {
         throw new Error(`WebKitGTK: ${url} was not served by the harness's serve() (tests/browser/browsers.mjs), so its console is not captured`);
       }
       let size = viewport;

@@ -58,7 +58,7 @@ async function result(browser, server, path, timeout = 60000) {
     await page.close();
   }
 }
-const apiPage = (runs) => `tests/browser/builds/api.html?runs=${encodeURIComponent(JSON.stringify(runs))}`;
+const apiPage = (runs) => `tests/browser/engine-pages/api.html?runs=${encodeURIComponent(JSON.stringify(runs))}`;
 const simdOption = (level) => (level === 'relaxed-simd' ? 'relaxed' : 'simd128');
 
 // Catch2 lists its test cases (and exits with their count) in Node.
@@ -142,7 +142,7 @@ for (const engine of testedEngines()) {
       test(`the Catch2 suite (${level}) passes, every test case of it`, async () => {
         const expected = catch2Count(level);
         const suite = level === 'relaxed-simd' ? 'attn_tests_wasm_relaxed_web' : 'attn_tests_wasm_web';
-        const { code, output, problems } = await result(browser, isolated, `tests/browser/builds/catch2.html?suite=${suite}`, 240000);
+        const { code, output, problems } = await result(browser, isolated, `tests/browser/engine-pages/catch2.html?suite=${suite}`, 240000);
         assert.equal(code, 0, output);
         const summary = output.match(/All tests passed \((\d+) assertions? in (\d+) test cases?\)/);
         assert.ok(summary, output.slice(-2000));

@@ -4,22 +4,10 @@
 // chains — the least work a pass over K and V can do. The decode section measures it on a buffer
 // of the size a decode step reads, so it is the bandwidth of the cache level (or memory) that
 // step streams from, and a step's bytes ÷ time is shown as a share of it.
-const uleb = (n) => {
-  const out = [];
-  do {
-    let b = n & 0x7f;
-    n >>>= 7;
-    if (n) b |= 0x80;
-    out.push(b);
-  } while (n);
-  return out;
-};
-const section = (id, bytes) => [id, ...uleb(bytes.length), ...bytes];
+import { get, section, set, SIMD, uleb } from './wasm-bytes.mjs';
+
 const name = (s) => { const b = new TextEncoder().encode(s); return [b.length, ...b]; };
-const SIMD = 0xfd;
 const OP = { load: [SIMD, 0x00], add: [SIMD, 0xae, 0x01], extract0: [SIMD, 0x1b, 0] };
-const get = (i) => [0x20, ...uleb(i)];
-const set = (i) => [0x21, ...uleb(i)];
 const LOADS = 8, CHAINS = 4;
 export const STEP = 16 * LOADS;  // bytes per iteration: buffers are multiples of it
 const PAGE = 65536;

@@ -6,22 +6,10 @@
 // All chains are independent, so instruction throughput limits it rather than latency, as in a well-fed
 // matmul micro-kernel. 15 of x64's 16 vector registers: V8 keeps one as scratch, and one local
 // more makes it spill (the SIMD128 figure then drops to a third).
-const uleb = (n) => {
-  const out = [];
-  do {
-    let b = n & 0x7f;
-    n >>>= 7;
-    if (n) b |= 0x80;
-    out.push(b);
-  } while (n);
-  return out;
-};
-const section = (id, bytes) => [id, ...uleb(bytes.length), ...bytes];
+import { get, section, set, SIMD, uleb } from './wasm-bytes.mjs';
+
 const f32 = (x) => [0x43, ...new Uint8Array(new Float32Array([x]).buffer)];
-const SIMD = 0xfd;
 const OP = { splat: [SIMD, 0x13], extract0: [SIMD, 0x1f, 0], mul: [SIMD, 0xe6, 0x01], add: [SIMD, 0xe4, 0x01], madd: [SIMD, 0x85, 0x02] };
-const get = (i) => [0x20, ...uleb(i)];
-const set = (i) => [0x21, ...uleb(i)];
 
 // (func (export "peak") (param $n i32) (result f32)): $n iterations of every chain.
 export function peakModule(kind) {

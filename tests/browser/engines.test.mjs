@@ -230,7 +230,8 @@ for (const engine of testedEngines()) {
           const r = await result(browser, isolated, `tests/browser/memory4g/page.html?options=${encodeURIComponent(JSON.stringify({ threads }))}`, 120000);
           assert.equal(r.error, undefined, r.error);
           assert.deepEqual(r.problems, []);
-          assert.deepEqual([r.info.simd, r.info.threads], [want.simd, threads], r.info.threadsReason);
+          assert.equal(r.info.simd, want.simd, `${engine}: the SIMD level of the build the memory page loaded`);
+          assert.equal(r.info.threads, threads, `${engine}: threads (${r.info.threadsReason})`);
           assert.equal(r.filled.wasmMemoryLimit, 2 ** 32 - 2 ** 16);
           assert.ok(r.filled.heapInUse > 3 * GiB - 2 ** 25, `about 3 GiB in use: ${r.filled.heapInUse}`);
           assert.ok(r.address >= 2 ** 31, `the last cache's keys past 2 GiB: ${r.address}`);

@@ -27,6 +27,22 @@ const CAPABILITIES = {
   },
 };
 
+// In the page: [innerWidth, innerHeight] once a resize has reached it. The window's rect is set at
+// once, the page hears of it later (under load, after the next command has read the old size):
+// waits up to 5 s for a size other than `before` ('WxH'; '' for none), then until three readings agree.
+const settledSize = (before) => `new Promise((resolve) => {
+  const end = performance.now() + 5000;
+  let last = '', same = 0;
+  const tick = () => {
+    const now = innerWidth + 'x' + innerHeight;
+    same = now === last ? same + 1 : 0;
+    last = now;
+    if ((now !== ${JSON.stringify(before)} && same >= 2) || performance.now() > end) resolve([innerWidth, innerHeight]);
+    else setTimeout(tick, 50);
+  };
+  tick();
+})`;
+
 async function freePort() {
   const server = createServer().listen(0, '127.0.0.1');
   await once(server, 'listening');
@@ -77,15 +93,10 @@ export async function launch() {
   const first = await newSession();  // tells the version; the first page uses it
   const sid = first.sessionId;
   // The window cannot be narrower than its toolbar: the narrowest viewport it gives.
-  // (The page hears of a resize later than the window has it: wait for innerWidth to change.)
-  const innerWidth = (script) => call('POST', `/session/${sid}/execute/sync`, { script, args: [] });
-  const wide = await innerWidth('return innerWidth;');
+  const exec = (expression) => call('POST', `/session/${sid}/execute/sync`, { script: `return ${expression};`, args: [] });
+  const wide = await exec('[innerWidth, innerHeight]');
   await call('POST', `/session/${sid}/window/rect`, { width: 200, height: 600 });
-  const minWidth = await innerWidth(`return new Promise((resolve) => {
-    const end = performance.now() + 5000;
-    const tick = () => (innerWidth !== ${wide} || performance.now() > end ? resolve(innerWidth) : setTimeout(tick, 50));
-    tick();
-  });`);
+  const [minWidth] = await exec(settledSize(wide.join('x')));
 
   // The driver allows one session: pages are its windows. Commands go one at a time, each to
   // its page's window (switched to first), so pages may be used side by side. When the last
@@ -128,22 +139,6 @@ export async function launch() {
       };
       const s = (...args) => serial(() => raw(...args));
       const run = (expression) => s('/execute/sync', { script: `return ${expression};`, args: [] });
-      // The page's [innerWidth, innerHeight] once a resize has reached it: the window's rect is set
-      // at once, the page hears of it later (under load, after the next command has read the old
-      // size). Waits up to 5 s for a change from `before`, then until three readings agree.
-      const settledSize = (before) => run(`new Promise((resolve) => {
-        const end = performance.now() + 5000;
-        let last = '', same = 0;
-        const tick = () => {
-          const now = innerWidth + 'x' + innerHeight;
-          same = now === last ? same + 1 : 0;
-          last = now;
-          const changed = now !== ${JSON.stringify(before)};
-          if ((changed && same >= 2) || performance.now() > end) resolve([innerWidth, innerHeight]);
-          else setTimeout(tick, 50);
-        };
-        tick();
-      })`);
       // The window's rect includes its toolbar: resize until the page's viewport is `size`.
       async function setViewport({ width, height }) {
         const seen = [];
@@ -152,7 +147,7 @@ export async function launch() {
           const rect = await s('/window/rect');
           const next = { width: rect.width + width - w, height: rect.height + height - h };
           await s('/window/rect', next);
-          [w, h] = await settledSize(next.width === rect.width && next.height === rect.height ? '' : `${w}x${h}`);
+          [w, h] = await run(settledSize(next.width === rect.width && next.height === rect.height ? '' : `${w}x${h}`));
           seen.push(`window ${next.width}×${next.height} gave ${w}×${h}`);
         }
         if (w !== width || h !== height) {

@@ -23,12 +23,14 @@ EMSDK_CMAKE=/usr/share/emscripten/cmake/Modules/Platform/Emscripten.cmake
 KEEP_PHASES_GCC="-fno-inline-functions -fno-inline-small-functions -fno-inline-functions-called-once --param max-inline-insns-single=20"
 
 # The single-threaded SIMD128 module target (attn_wasm), compiled as the package's is (clang-19,
-# set by CMakeLists.txt) plus `cflags`, linked with `lflags` after the package's own flags.
+# set by CMakeLists.txt; -O2 -fno-unroll-loops) plus `cflags`, linked with `lflags` after the
+# package's own flags.
 wasm_build() {  # dir, extra compile flags, link flags
   local dir=$1 cflags=$2 lflags=$3
   cmake -S . -B "$dir" -G Ninja -DCMAKE_TOOLCHAIN_FILE="$EMSDK_CMAKE" \
     -DCMAKE_CROSSCOMPILING_EMULATOR="$(command -v node)" -DCMAKE_BUILD_TYPE=Profile \
-    -DCMAKE_CXX_FLAGS="-O2 -DNDEBUG -include $PWD/scripts/bench/profile-prelude.h $cflags" -DCMAKE_EXE_LINKER_FLAGS="$lflags" >/dev/null
+    -DCMAKE_CXX_FLAGS="-O2 -fno-unroll-loops -DNDEBUG -include $PWD/scripts/bench/profile-prelude.h $cflags" \
+    -DCMAKE_EXE_LINKER_FLAGS="$lflags" >/dev/null
   cmake --build "$dir" --target attn_wasm >&2
 }
 
@@ -37,7 +39,10 @@ LOAD_BEFORE=$(load)
 bash scripts/build.sh --wasm-only >&2  # the shipped module, for its own time
 
 echo "[profile] wasm SIMD128" >&2
-wasm_build build/profile/wasm-simd128 "" "--profiling-funcs"
+# Binaryen (emcc's wasm-opt at -O2) knows nothing of LLVM's noinline and inlines every function
+# with one call site whatever its size: the few-rows loops (score_row, value_row, stage_key …,
+# each called once per dtype) ended up inside run_few_rows's lambda, K and V time as one.
+wasm_build build/profile/wasm-simd128 "" "--profiling-funcs -sBINARYEN_EXTRA_PASSES=--one-caller-inline-max-function-size=0"
 node scripts/bench/profile-wasm.mjs build/profile/wasm-simd128 "$SHAPE" "${EXTRA[@]}" > "$OUT/wasm-simd128.json"
 node scripts/bench/profile-wasm.mjs dist "$SHAPE" "${EXTRA[@]}" --seconds 3 > "$OUT/wasm-shipped.json"
 

@@ -17,7 +17,8 @@ export const PHASES = [
   ['few rows: Q·Kᵀ (few_rows::score_*, scores*)', /few_rows::(score_|scores)/],
   ['few rows: P·V (few_rows::value_*, values)', /few_rows::(value_|values)/],
   ['few rows: staging K/V rows as floats (few_rows::stage_*)', /few_rows::stage_/],
-  ['few rows: driver (scales, what is inlined into it)', /attend_few_rows|few_scores|few_values|\bdot\b|axpy/],
+  // run_few_rows's lambda: attend_few_rows, few_scores and few_values (int8's scales) inline into it.
+  ['few rows: driver (scales, what is inlined into it)', /run_few_rows|attend_few_rows|few_scores|few_values|\bdot\b|axpy/],
   ['block driver (and what is inlined into it)', /attend_block|fill_row_block|attention|parallel_for|Workspace|block_of|round_up|first_block|end_block|\brun\b/],
   ['memcpy / memset', /memcpy|memset|memmove/],
   ['malloc / free', /malloc|free|sbrk/],

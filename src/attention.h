@@ -157,6 +157,14 @@ struct AttentionGrads {
   const float* out = nullptr;
 };
 
+// The most memory attention(p) (or, with backward, attention_backward(p, ·)) allocates for
+// itself, in bytes, on num_threads() threads: every work item that may run at once holds its
+// workspace, plus the few-rows path's per-chunk statistics (or the backward's d_sinks parts).
+// Reads only the sizes, the score rule's key ranges and whether p.value and p.sinks are null:
+// no tensor, so a call can be sized before its data is staged (0 for sizes the kernel refuses).
+// A double, exact below 2^53, so no size wraps in wasm32's 32-bit size_t.
+double attention_workspace_bytes(const AttentionParams& p, bool backward = false);
+
 // The backward pass of attention(p) for float32 keys and values: fills g.d_query, g.d_key,
 // g.d_value (all three required) and g.d_sinks; p.out and p.weights are ignored, p.value is
 // required. The probabilities are recomputed block by block from the saved (or recomputed)

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "attention.h"
@@ -33,7 +34,34 @@ bool load_saved(const AttentionParams& p, const AttentionGrads& g, int b, const 
   return true;
 }
 
+// Floats of Vᵀ's panels (V read as keys, for dP = dO·Vᵀ), key block by key block.
+std::uint64_t vt_floats(const AttentionParams& p) {
+  const std::uint64_t blocks = (p.seq_k + kKeysPerBlock - 1) / kKeysPerBlock;
+  return blocks * kKeysPerBlock * std::uint64_t(p.value_dim);
+}
+
+// Floats of an item's own buffer beside its forward Workspace (laid out in attention_backward):
+// Vᵀ and a flag per key block, the block's rows (queries, dO as tiles and as rows, the forward
+// output, dQ), P, dS and the softcap slopes of a key block, rowsum(dO ⊙ O), and dK and dV for
+// every key. 64-bit, like WorkspaceLayout.
+std::uint64_t item_floats(const AttentionParams& p) {
+  using U = std::uint64_t;
+  const U d_ld = round_up(p.head_dim, W), dv_ld = round_up(p.value_dim, W), dv = p.value_dim;
+  const U blocks = (p.seq_k + kKeysPerBlock - 1) / kKeysPerBlock;
+  return vt_floats(p) + blocks + kRowsPerBlock * (2 * d_ld + 2 * dv_ld + dv + 3 * kKeysPerBlock + 1) +
+         U(p.seq_k) * (d_ld + dv_ld);
+}
+
 }  // namespace
+
+// One item per (batch, kv head), up to `threads` at a time, each with a forward Workspace and
+// its own buffer; d_sinks' per-item parts for the whole call.
+double blocks::backward_workspace_bytes(const AttentionParams& p) {
+  const std::int64_t items = std::int64_t(p.batch) * p.kv_heads;
+  const double sink_parts = p.sinks ? double(items) * (p.heads / p.kv_heads) : 0.0;
+  const double item = double(workspace_layout(p, false).floats()) + double(item_floats(p));
+  return 4.0 * (sink_parts + double(std::min<std::int64_t>(items, num_threads())) * item);
+}
 
 const char* attention_backward(const AttentionParams& forward, const AttentionGrads& g) {
   if (!forward.value) return "attention_backward: value is required";
@@ -62,17 +90,13 @@ const char* attention_backward(const AttentionParams& forward, const AttentionGr
   parallel_for(items, [&](int item) {
     const int b = item / p.kv_heads, kvh = item % p.kv_heads;
     Workspace ws;
-    const std::size_t vt_n = static_cast<std::size_t>(blocks) * dv * kKeysPerBlock;
-    const std::size_t extra =
-        vt_n + blocks + kRowsPerBlock * static_cast<std::size_t>(2 * d_ld + 2 * dv_ld + dv + 3 * kKeysPerBlock + 1) +
-        static_cast<std::size_t>(p.seq_k) * (d_ld + dv_ld);
     FloatBuffer buf;
-    if (!ws.reserve(p, false) || !buf.allocate(extra)) {
+    if (!ws.reserve(p, false) || !buf.allocate(item_floats(p))) {
       error = "attention_backward: out of memory";
       return;
     }
     float* vt = buf.get();                                  // Vᵀ panels (V read as keys), for dP = dO·Vᵀ
-    float* vt_packed = vt + vt_n;                           // per key block: 1 once vt holds it
+    float* vt_packed = vt + vt_floats(p);                   // per key block: 1 once vt holds it
     float* qraw = vt_packed + blocks;                       // the block's query rows [16][d_ld]
     float* dopack = qraw + kRowsPerBlock * d_ld;            // dO rows as A tiles [tile][dv][2]
     float* doraw = dopack + kRowsPerBlock * dv;             // dO rows [16][dv_ld]

@@ -106,6 +106,79 @@ inline bool takes_few_rows(const AttentionParams& p) {
   return (p.heads / p.kv_heads) * static_cast<std::int64_t>(p.seq_q) <= kFewRows;
 }
 
+// The few-rows path's keys: every kv head's rows (group · seq_q of them) see keys [begin, end),
+// the union of the rows' ranges, split flash-decoding style into `chunks` chunks of kSplitKeys
+// (see run_few_rows). From the shape and the score rule alone, reading no tensor: the kernel and
+// attention_workspace_bytes() (which sizes a call before its data is staged) both use it.
+struct FewRowsSplit {
+  int rows = 0, begin = 0, end = 0, chunks = 1;
+};
+
+inline FewRowsSplit few_rows_split(const AttentionParams& p) {
+  FewRowsSplit s;
+  s.rows = (p.heads / p.kv_heads) * p.seq_q;
+  s.begin = p.seq_k;
+  for (int qi = 0; qi < p.seq_q; ++qi) {
+    const score::KeyRange r = score::key_range(p, qi);
+    if (r.begin < r.end) {
+      s.begin = std::min(s.begin, r.begin);
+      s.end = std::max(s.end, r.end);
+    }
+  }
+  if (s.begin >= s.end) s.begin = s.end = 0;
+  s.chunks = std::max(1, (s.end - s.begin + kSplitKeys - 1) / kSplitKeys);
+  return s;
+}
+
+// The blocked path's work items per (batch, kv head) on `threads` threads: chunks of row blocks
+// when there are too few heads to keep every thread busy (see run in attention_forward.cpp).
+inline int blocked_chunks(const AttentionParams& p, int threads) {
+  const int rows_per_kv_head = p.heads / p.kv_heads * p.seq_q;
+  const int blocks_per_head = (rows_per_kv_head + kRowsPerBlock - 1) / kRowsPerBlock;
+  const int kv_heads_total = p.batch * p.kv_heads;
+  return threads == 1 ? 1 : std::clamp((2 * threads + kv_heads_total - 1) / kv_heads_total, 1, blocks_per_head);
+}
+
+// The arrays of a Workspace (below), in floats: the one layout reserve() allocates from and
+// attention_workspace_bytes() counts. 64-bit, so no size can wrap in wasm32's 32-bit size_t
+// (reserve() refuses a total past one block's limit instead).
+struct WorkspaceLayout {
+  bool few = false;         // few rows per kv head: no packing, see few_rows.h
+  int blocks = 0;           // key blocks of seq_k
+  int acc_ld = 0;           // value_dim rounded up to kTileCols (0 without values)
+  int scores_ld = 0;        // kKeysPerBlock, or kFewKeys for few rows
+  std::uint64_t rows_cap = 0;  // query rows of one block
+  std::uint64_t kt = 0, vp = 0, flags = 0, rows = 0, qpack = 0, scores = 0, acc = 0;
+  // Floats in all: the arrays above, then row_max, row_sum and row_scale (rows_cap each).
+  std::uint64_t floats() const { return kt + vp + flags + rows + qpack + scores + acc + 3 * rows_cap; }
+};
+
+inline WorkspaceLayout workspace_layout(const AttentionParams& p, bool few) {
+  using U = std::uint64_t;
+  WorkspaceLayout l;
+  l.few = few;
+  l.blocks = (p.seq_k + kKeysPerBlock - 1) / kKeysPerBlock;
+  l.acc_ld = p.value ? round_up(p.value_dim, kTileCols) : 0;
+  l.scores_ld = few ? kFewKeys : kKeysPerBlock;
+  l.rows_cap = few ? kFewRows : kRowsPerBlock;
+  // Kᵀ and V of one kv head, packed block by block, and a flag per block once packed (blocked only).
+  l.kt = few ? 0 : U(l.blocks) * kKeysPerBlock * U(p.head_dim);
+  l.vp = few ? 0 : U(l.blocks) * kKeysPerBlock * U(l.acc_ld);
+  l.flags = few ? 0 : U(l.blocks);
+  // A key block of K or V rows as floats; few rows: staged, K padded to whole vectors, V to acc_ld.
+  l.rows = U(kKeysPerBlock) * std::max(U(round_up(std::max(p.head_dim, p.value_dim), kTileCols)), U(l.acc_ld));
+  // The queries; few rows: in tiles of 4 rows, head_dim padded to 16 (int16 for int8 keys fit).
+  l.qpack = few ? U(round_up(kFewRows, 4)) * U(round_up(p.head_dim, 16)) : U(kRowsPerBlock) * U(p.head_dim);
+  l.scores = l.rows_cap * U(l.scores_ld);
+  l.acc = l.rows_cap * U(l.acc_ld);
+  return l;
+}
+
+// Floats of Workspace::reserve_stats(): acc, row_max and row_sum for kFewRows rows.
+inline std::uint64_t stats_floats(const AttentionParams& p) {
+  return kFewRows * (std::uint64_t(p.value ? round_up(p.value_dim, kTileCols) : 0) + 2);
+}
+
 // Scratch for one work item; sizes depend only on the params.
 struct Workspace {
   int blocks = 0;           // key blocks of seq_k
@@ -130,36 +203,26 @@ struct Workspace {
   float k_max = 0.0f;        // max |k| over the keys this item may see (see score::scaling)
 
   bool reserve(const AttentionParams& p, bool allow_few = true) {
-    few = allow_few && takes_few_rows(p);
-    const std::size_t rows_cap = few ? kFewRows : kRowsPerBlock;
-    scores_ld = few ? kFewKeys : kKeysPerBlock;
-    blocks = (p.seq_k + kKeysPerBlock - 1) / kKeysPerBlock;
+    const WorkspaceLayout l = workspace_layout(p, allow_few && takes_few_rows(p));
+    if (!mem.allocate(l.floats())) return false;  // refuses a layout past one block's limit
+    few = l.few;
+    blocks = l.blocks;
+    scores_ld = l.scores_ld;
+    acc_ld = l.acc_ld;
+    // Both fit in int now: a key block of either is within the block just allocated.
     kt_block_floats = few ? 0 : p.head_dim * kKeysPerBlock;
-    acc_ld = p.value ? round_up(p.value_dim, kTileCols) : 0;
     v_block_floats = few ? 0 : kKeysPerBlock * acc_ld;
-    const std::size_t kt_n = static_cast<std::size_t>(blocks) * kt_block_floats;
-    const std::size_t vp_n = static_cast<std::size_t>(blocks) * v_block_floats;
-    const std::size_t flags_n = few ? 0 : blocks;
-    // A key block of K or V rows as floats; few rows: staged, K padded to whole vectors, V to acc_ld.
-    const int row_floats = std::max(round_up(std::max(p.head_dim, p.value_dim), kTileCols), acc_ld);
-    const std::size_t rows_n = static_cast<std::size_t>(kKeysPerBlock) * row_floats;
-    // The queries; few rows: in tiles of 4 rows, head_dim padded to 16 (int16 for int8 keys fit).
-    const std::size_t q_n = few ? round_up(kFewRows, 4) * static_cast<std::size_t>(round_up(p.head_dim, 16))
-                                : kRowsPerBlock * static_cast<std::size_t>(p.head_dim);
-    const std::size_t total =
-        kt_n + vp_n + flags_n + rows_n + q_n + rows_cap * (static_cast<std::size_t>(scores_ld) + acc_ld + 3);
-    if (!mem.allocate(total)) return false;
     kt = mem.get();
-    vp = kt + kt_n;
-    packed = vp + vp_n;
-    std::fill(packed, packed + flags_n, 0.0f);
-    rows = packed + flags_n;
-    qpack = rows + rows_n;
-    scores = qpack + q_n;
-    acc = scores + rows_cap * scores_ld;
-    row_max = acc + rows_cap * acc_ld;
-    row_sum = row_max + rows_cap;
-    row_scale = row_sum + rows_cap;
+    vp = kt + l.kt;
+    packed = vp + l.vp;
+    std::fill(packed, packed + l.flags, 0.0f);
+    rows = packed + l.flags;
+    qpack = rows + l.rows;
+    scores = qpack + l.qpack;
+    acc = scores + l.scores;
+    row_max = acc + l.acc;
+    row_sum = row_max + l.rows_cap;
+    row_scale = row_sum + l.rows_cap;
     return true;
   }
 
@@ -167,7 +230,7 @@ struct Workspace {
   bool reserve_stats(const AttentionParams& p) {
     few = true;
     acc_ld = p.value ? round_up(p.value_dim, kTileCols) : 0;
-    if (!mem.allocate(kFewRows * static_cast<std::size_t>(acc_ld + 2))) return false;
+    if (!mem.allocate(stats_floats(p))) return false;
     acc = mem.get();
     row_max = acc + kFewRows * acc_ld;
     row_sum = row_max + kFewRows;
@@ -410,5 +473,9 @@ inline void finish_rows(const AttentionParams& p, const RowBlock& rb, int kstart
 // One forward pass over a row block: out, weights and lse of its rows, and their statistics left
 // in ws (also the backward's recomputation; attention_forward.cpp).
 void attend_block(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, Workspace& ws);
+
+// What attention_backward(p) allocates at most, in bytes (attention_backward.cpp; see
+// attention_workspace_bytes in attention.h).
+double backward_workspace_bytes(const AttentionParams& p);
 
 }  // namespace attn::blocks

@@ -208,10 +208,8 @@ inline std::size_t size_product(std::size_t a, std::size_t b) {
 // chunk order.
 const char* run_few_rows(const AttentionParams& p) {
   const int heads = p.batch * p.kv_heads;
-  RowBlock first;
-  fill_row_block(p, 0, 0, 0, first, kFewRows);  // every kv head's rows see the same key range
-  const int begin = first.keys.begin, end = first.keys.end;
-  const int chunks = std::max(1, (end - begin + kSplitKeys - 1) / kSplitKeys);
+  const FewRowsSplit split = few_rows_split(p);  // every kv head's rows see the same key range
+  const int begin = split.begin, end = split.end, chunks = split.chunks;
   const auto attend = [&p](int b, int kvh, RowBlock& rb, int kb, int ke, Workspace& ws) {
     fill_row_block(p, b, kvh, 0, rb, kFewRows);
     const kv::Head h = kv::head(p, b, kvh);
@@ -226,7 +224,7 @@ const char* run_few_rows(const AttentionParams& p) {
     });
   }
   // Per (kv head, chunk): the rows' max and sum, then their unnormalised accumulators.
-  const int rows = first.rows, acc_ld = p.value ? round_up(p.value_dim, kTileCols) : 0;
+  const int rows = split.rows, acc_ld = p.value ? round_up(p.value_dim, kTileCols) : 0;
   const std::size_t unit_floats = static_cast<std::size_t>(rows) * (2 + acc_ld);
   FloatBuffer partial;
   if (!partial.allocate(size_product(size_product(heads, chunks), unit_floats)))
@@ -264,9 +262,7 @@ const char* run(const AttentionParams& p) {
   // Work items: one (batch, kv head) each, split into chunks of row blocks when there are too
   // few heads to keep every thread busy (each chunk then packs the key blocks it needs itself).
   // Items never share output rows and compute them exactly as a serial run would.
-  const int threads = num_threads();
-  const int chunks =
-      threads == 1 ? 1 : std::clamp((2 * threads + kv_heads_total - 1) / kv_heads_total, 1, blocks_per_head);
+  const int chunks = blocked_chunks(p, num_threads());
   std::atomic<const char*> error{nullptr};
   parallel_for(kv_heads_total * chunks, [&](int item) {
     const int b = item / chunks / p.kv_heads, kvh = item / chunks % p.kv_heads, chunk = item % chunks;
@@ -297,6 +293,28 @@ const char* run(const AttentionParams& p) {
 const char* attention(const AttentionParams& p) {
   if (const char* err = validate(p)) return err;
   return run(p);
+}
+
+double attention_workspace_bytes(const AttentionParams& p, bool backward) {
+  // Sizes the kernel refuses before allocating anything (and that the arithmetic below needs).
+  if (p.batch < 1 || p.heads < 1 || p.kv_heads < 1 || p.heads % p.kv_heads || p.seq_q < 1 || p.seq_k < 1 ||
+      p.head_dim < 1 || (p.value && p.value_dim < 1))
+    return 0;
+  if (backward) return backward_workspace_bytes(p);
+  // Work items run up to `threads` at a time (parallel_for), each with its own Workspace, freed
+  // as it ends.
+  const int threads = num_threads();
+  const auto at_once = [threads](std::int64_t items) { return double(std::min<std::int64_t>(items, threads)); };
+  const std::int64_t heads = std::int64_t(p.batch) * p.kv_heads;
+  if (!takes_few_rows(p))
+    return 4.0 * at_once(heads * blocked_chunks(p, threads)) * double(workspace_layout(p, false).floats());
+  const WorkspaceLayout ws = workspace_layout(p, true);
+  const FewRowsSplit split = few_rows_split(p);
+  if (split.chunks == 1) return 4.0 * at_once(heads) * double(ws.floats());
+  // Split over keys: every chunk's statistics, held while the chunks run, then while they merge.
+  const double partial = double(heads) * split.chunks * split.rows * (2.0 + ws.acc_ld);
+  return 4.0 * (partial + std::max(at_once(heads * split.chunks) * double(ws.floats()),
+                                   at_once(heads) * double(stats_floats(p))));
 }
 
 }  // namespace attn

@@ -12,6 +12,7 @@
 #include "attention.h"
 #include "cache_rule.h"
 #include "kv_cache.h"
+#include "linear.h"
 #include "mha.h"
 #include "parallel.h"
 #include "rotary.h"
@@ -90,6 +91,13 @@ attn::AttentionParams to_params(const JsAttentionCall& c) {
 }
 
 std::string run_attention(const JsAttentionCall& c) { return message(attn::attention(to_params(c))); }
+
+// What the call will allocate beyond its arguments and results (attn::attention_workspace_bytes),
+// for the memory check before anything is staged: the sizes and variants of c, whose addresses
+// need only say which tensors are given (nonzero), as nothing is read through them.
+double attention_workspace_bytes(const JsAttentionCall& c, bool backward) {
+  return attn::attention_workspace_bytes(to_params(c), backward);
+}
 
 std::string run_attention_backward(const JsAttentionCall& c, const JsAttentionGrads& d) {
   const attn::AttentionParams p = to_params(c);
@@ -194,6 +202,18 @@ std::string mha_forward_cached(const attn::MultiHeadAttention& m, const JsMhaCal
   attn::MhaForward f = to_forward(c);
   f.cache = &cache;
   return message(m.forward(f));
+}
+
+// What the forward will allocate for itself (MultiHeadAttention::forward_workspace_bytes), for
+// the memory check before anything is staged: c's sizes and options (its addresses are unused).
+double mha_forward_workspace_bytes(const attn::MultiHeadAttention& m, const JsMhaCall& c) {
+  return m.forward_workspace_bytes(to_forward(c));
+}
+
+double mha_forward_cached_workspace_bytes(const attn::MultiHeadAttention& m, const JsMhaCall& c, attn::KvCache& cache) {
+  attn::MhaForward f = to_forward(c);
+  f.cache = &cache;
+  return m.forward_workspace_bytes(f);
 }
 
 // The layer's gradient buffers (src/js/mha-training.mjs), or its weights or Adam moments as
@@ -376,6 +396,13 @@ std::string run_attention_cached(const JsAttentionCall& c, const attn::KvCache& 
   return message(attn::attention(p));
 }
 
+// attention() over a cache: as attention_workspace_bytes, with the keys where the cache has them.
+double attention_cached_workspace_bytes(const JsAttentionCall& c, const attn::KvCache& cache) {
+  attn::AttentionParams p = to_params(c);
+  if (!attn::resolve(attn::cache_call(p), cache, p).ok()) return 0;  // refused before allocating
+  return attn::attention_workspace_bytes(p);
+}
+
 std::string run_linear(std::uintptr_t x, std::uintptr_t w, std::uintptr_t b, std::uintptr_t y, int rows,
                        int in_features, int out_features) {
   return message(attn::linear(ptr<const float>(x), ptr<const float>(w), ptr<const float>(b), ptr<float>(y), rows,
@@ -503,7 +530,9 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .field("savedOut", &JsAttentionGrads::savedOut);
   function("attention", &run_attention);
   function("attentionBackward", &run_attention_backward);
+  function("attentionWorkspaceBytes", &attention_workspace_bytes);
   function("linear", &run_linear);
+  function("linearWorkspaceBytes", &attn::linear_workspace_bytes);
   value_object<JsRotaryCall>("RotaryCall")
       .field("x", &JsRotaryCall::x)
       .field("positions", &JsRotaryCall::positions)
@@ -582,6 +611,8 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .function("setAdamState", &mha_set_adam_state)
       .function("forward", &mha_forward)
       .function("forwardCached", &mha_forward_cached)
+      .function("forwardWorkspaceBytes", &mha_forward_workspace_bytes)
+      .function("forwardCachedWorkspaceBytes", &mha_forward_cached_workspace_bytes)
       .function("checkCache", &mha_check_cache)
       .function("forwardTrain", &mha_forward_train)
       .function("backward", &mha_backward)
@@ -637,6 +668,7 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .field("call", &JsCacheCheck::call)
       .field("cache", &JsCacheCheck::cache);
   function("attentionCached", &run_attention_cached);
+  function("attentionCachedWorkspaceBytes", &attention_cached_workspace_bytes);
   function("version", &version);
   function("heapInUse", &heap_in_use);
   function("heapMax", &heap_max);

@@ -18,10 +18,33 @@ inline std::atomic<std::size_t> g_last_failed_allocation{0};
 #if ATTN_FAULT_INJECTION
 // Test builds only (tests/cpp/test_faults.cpp): fail_after = n makes the n-th allocation from
 // now fail (0: none); `live` counts allocations not yet released, `made` successful ones.
+// Bytes too (tests/cpp/test_workspace.cpp): `live_bytes` are held now, `peak_bytes` the most held
+// at once since it was last reset, and an allocation that would take live_bytes past
+// `budget_bytes` (0: no budget) fails.
 namespace fault {
 inline std::atomic<long> fail_after{0};
 inline std::atomic<long> live{0};
 inline std::atomic<long> made{0};
+inline std::atomic<std::size_t> live_bytes{0};
+inline std::atomic<std::size_t> peak_bytes{0};
+inline std::atomic<std::size_t> budget_bytes{0};
+// Each block starts with its size, so release_bytes() knows what it gives back; the header is
+// as wide as malloc's alignment, so the caller's pointer stays as aligned as malloc's.
+constexpr std::size_t kHeader = alignof(std::max_align_t);
+
+// Counts `bytes` as held; false (nothing counted) if that would exceed the budget.
+inline bool hold(std::size_t bytes) {
+  const std::size_t now = live_bytes.fetch_add(bytes) + bytes;
+  const std::size_t budget = budget_bytes.load();
+  if (budget && now > budget) {
+    live_bytes -= bytes;
+    return false;
+  }
+  std::size_t peak = peak_bytes.load();
+  while (now > peak && !peak_bytes.compare_exchange_weak(peak, now)) {
+  }
+  return true;
+}
 }  // namespace fault
 #endif
 
@@ -37,28 +60,40 @@ inline void* allocate_bytes(std::size_t bytes) {
     return nullptr;
   }
 #if ATTN_FAULT_INJECTION
-  if (fault::fail_after.load() > 0 && fault::fail_after.fetch_sub(1) == 1) {
+  if ((fault::fail_after.load() > 0 && fault::fail_after.fetch_sub(1) == 1) || !fault::hold(bytes)) {
     g_last_failed_allocation = bytes;
     return nullptr;
   }
-#endif
+  auto* block = static_cast<unsigned char*>(std::malloc(fault::kHeader + bytes));
+  if (!block) {
+    fault::live_bytes -= bytes;
+    g_last_failed_allocation = bytes;
+    return nullptr;
+  }
+  *reinterpret_cast<std::size_t*>(block) = bytes;
+  ++fault::live;
+  ++fault::made;
+  return block + fault::kHeader;
+#else
   void* p = std::malloc(bytes ? bytes : 1);
   if (!p) {
     g_last_failed_allocation = bytes;
     return nullptr;
   }
-#if ATTN_FAULT_INJECTION
-  ++fault::live;
-  ++fault::made;
-#endif
   return p;
+#endif
 }
 
 inline void release_bytes(void* p) {
 #if ATTN_FAULT_INJECTION
-  if (p) --fault::live;
-#endif
+  if (!p) return;
+  auto* block = static_cast<unsigned char*>(p) - fault::kHeader;
+  fault::live_bytes -= *reinterpret_cast<const std::size_t*>(block);
+  --fault::live;
+  std::free(block);
+#else
   std::free(p);
+#endif
 }
 
 // An owning array of n T from allocate_bytes. Moving it moves ownership (commit a new buffer
@@ -74,17 +109,19 @@ struct HeapBuffer {
   std::unique_ptr<T, Free> data;
   std::size_t size = 0;
 
-  // Contents undefined; false (and empty) if out of memory.
-  bool allocate(std::size_t n) {
+  // Contents undefined; false (and empty) if out of memory. n is 64-bit, so a size computed
+  // in 64 bits is refused whole instead of wrapping in wasm32's 32-bit size_t.
+  bool allocate(std::uint64_t n) {
     size = 0;
     data.reset();
-    if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) {
-      g_last_failed_allocation = std::numeric_limits<std::size_t>::max();
+    if (n > kMaxBlockBytes / sizeof(T)) {
+      const std::uint64_t most = std::numeric_limits<std::size_t>::max();
+      g_last_failed_allocation = static_cast<std::size_t>(n > most / sizeof(T) ? most : n * sizeof(T));
       return false;
     }
-    data.reset(static_cast<T*>(allocate_bytes(n * sizeof(T))));
+    data.reset(static_cast<T*>(allocate_bytes(static_cast<std::size_t>(n) * sizeof(T))));
     if (!data) return false;
-    size = n;
+    size = static_cast<std::size_t>(n);
     return true;
   }
   T* get() const { return data.get(); }

@@ -18,7 +18,12 @@ using kernel::kTileRows;
 constexpr int kPanel = kernel::kTileCols;  // output columns per packed panel
 constexpr int kDepth = 256;                           // K per block: a panel block is 8 KiB
 
-inline std::size_t round_up(std::size_t x, std::size_t m) { return (x + m - 1) / m * m; }
+inline std::uint64_t round_up(std::uint64_t x, std::uint64_t m) { return (x + m - 1) / m * m; }
+
+// Floats of the packed weights and of the bias: out_features rounded up to whole panels.
+std::uint64_t packed_floats(int out_features, int in_features) {
+  return round_up(static_cast<std::uint64_t>(out_features), kPanel) * std::uint64_t(in_features);
+}
 
 template <Init I>
 void panel_tiles(int rows, const float* xpack, std::ptrdiff_t x_tile, const float* panel, int k_len, float* y,
@@ -34,11 +39,11 @@ void panel_tiles(int rows, const float* xpack, std::ptrdiff_t x_tile, const floa
 
 const char* PackedLinear::pack(const float* w, const float* b, int out_features, int in_features) {
   if (!w || out_features < 1 || in_features < 1) return "linear: invalid weight shape";
-  const std::size_t out_pad = round_up(static_cast<std::size_t>(out_features), kPanel);
   // Into new buffers: on failure the layer keeps its old weights.
   FloatBuffer packed, bias;
-  if (!packed.allocate(out_pad * in_features) || !bias.allocate(out_pad))
+  if (!packed.allocate(packed_floats(out_features, in_features)) || !bias.allocate(packed_floats(out_features, 1)))
     return "linear: out of memory for the packed weights";
+  const std::size_t out_pad = bias.size;
   const std::size_t out = out_features;
   float* dst = packed.get();
   for (std::size_t p = 0; p < out_pad / kPanel; ++p)
@@ -75,9 +80,11 @@ void PackedLinear::add_scaled(const float* dw, const float* db, float alpha) {
     for (int o = 0; o < out_; ++o) bias_.get()[o] += alpha * db[o];
 }
 
-std::size_t PackedLinear::scratch_floats(int rows) const {
-  return round_up(static_cast<std::size_t>(rows), kTileRows) * in_ + kTileRows * kPanel;
+std::uint64_t linear_scratch_floats(std::int64_t rows, int in_features) {
+  return round_up(static_cast<std::uint64_t>(rows), kTileRows) * std::uint64_t(in_features) + kTileRows * kPanel;
 }
+
+std::uint64_t PackedLinear::scratch_floats(int rows) const { return linear_scratch_floats(rows, in_); }
 
 void PackedLinear::apply(const float* x, std::ptrdiff_t ldx, int rows, float* y, std::ptrdiff_t ldy,
                          float* scratch) const {
@@ -118,6 +125,11 @@ void PackedLinear::apply(const float* x, std::ptrdiff_t ldx, int rows, float* y,
         std::memcpy(y + (i0 + i) * ldy + full_panels * kPanel, partial + i * kPanel, cols * sizeof(float));
     }
   }
+}
+
+double linear_workspace_bytes(int rows, int in_features, int out_features) {
+  return 4.0 * double(packed_floats(out_features, in_features) + packed_floats(out_features, 1) +
+                      linear_scratch_floats(rows, in_features));
 }
 
 const char* linear(const float* x, const float* w, const float* b, float* y, int rows, int in_features,

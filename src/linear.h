@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "buffer.h"
 
@@ -15,9 +16,9 @@ class PackedLinear {
   const char* pack(const float* w, const float* b, int out_features, int in_features);
 
   // y[rows × out] = x[rows × in] · Wᵀ + b, rows of x are ldx apart and rows of y ldy apart.
-  // `scratch` must hold scratch_floats(rows) floats.
+  // `scratch` must hold scratch_floats(rows) floats (linear_scratch_floats(rows, in_features())).
   void apply(const float* x, std::ptrdiff_t ldx, int rows, float* y, std::ptrdiff_t ldy, float* scratch) const;
-  std::size_t scratch_floats(int rows) const;
+  std::uint64_t scratch_floats(int rows) const;
 
   int out_features() const { return out_; }
   int in_features() const { return in_; }
@@ -36,6 +37,14 @@ class PackedLinear {
   FloatBuffer packed_;  // Wᵀ in panels of kPanel columns: [out / kPanel][in][kPanel], zero-padded
   FloatBuffer bias_;    // [out rounded up to kPanel], zero when the layer has no bias
 };
+
+// Floats of PackedLinear::apply's scratch for `rows` rows of `in_features` (x in tiles, and one
+// tile of the last, partly filled panel). 64-bit: no size wraps in wasm32's size_t.
+std::uint64_t linear_scratch_floats(std::int64_t rows, int in_features);
+
+// The bytes linear(…, rows, in_features, out_features) allocates: the packed weights and bias
+// (out_features rounded up to whole panels) and the scratch, all held at once.
+double linear_workspace_bytes(int rows, int in_features, int out_features);
 
 // y[rows × out] = x[rows × in] · Wᵀ + b once: packs W, applies it, frees. Returns nullptr or an
 // error message (y is then unspecified).

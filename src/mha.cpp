@@ -179,6 +179,37 @@ CacheCheck MultiHeadAttention::check_cache(const KvCacheConfig& c) const {
   return check_config(call, c);
 }
 
+const char* MultiHeadAttention::forward_params(const MhaForward& f, AttentionParams& p) const {
+  attention_variants(p, f.cache != nullptr || f.causal, f.align);
+  p.batch = f.batch;
+  p.seq_q = f.seq_q;
+  if (!f.cache) {
+    p.seq_k = f.seq_k;
+    return nullptr;
+  }
+  p.seq_k = 0;  // every position the cache holds, and the new ones
+  if (const CacheCheck check = resolve(cache_call(p, f.seq_q), *f.cache, p); !check.ok()) return message(check);
+  return nullptr;
+}
+
+MultiHeadAttention::ForwardWork MultiHeadAttention::forward_work(std::int64_t rows_q, std::int64_t rows_k) const {
+  ForwardWork w;
+  w.q = std::uint64_t(rows_q) * config_.embed_dim;
+  w.kv = std::uint64_t(rows_k) * kv_features();
+  const int ins[3] = {config_.embed_dim, config_.kdim, config_.vdim};  // the output projection's too
+  for (int in : ins) w.scratch = std::max(w.scratch, linear_scratch_floats(std::max(rows_q, rows_k), in));
+  return w;
+}
+
+double MultiHeadAttention::forward_workspace_bytes(const MhaForward& f) const {
+  AttentionParams p;
+  if (!ready() || f.batch < 1 || f.seq_q < 1 || (!f.cache && f.seq_k < 1) || forward_params(f, p)) return 0;
+  if (!f.cache) p.key = p.value = this;  // given: the estimate reads no tensor (a cache's are set)
+  const std::int64_t rows_q = std::int64_t(f.batch) * f.seq_q;
+  const std::int64_t rows_k = std::int64_t(f.batch) * (f.cache ? f.seq_q : f.seq_k);
+  return 4.0 * double(forward_work(rows_q, rows_k).floats()) + attention_workspace_bytes(p);
+}
+
 const char* MultiHeadAttention::forward(const MhaForward& f) const {
   if (!ready()) return "multi-head attention: weights are not set";
   if (!f.query || !f.out || f.batch < 1 || f.seq_q < 1 || (!f.cache && f.seq_k < 1))
@@ -197,31 +228,18 @@ const char* MultiHeadAttention::forward(const MhaForward& f) const {
   // The score rule: the layer's (causal always with a cache: decoding), which a cache only
   // checks (cache_rule.h), never changes; with a cache it also says where the keys are.
   AttentionParams p;
-  attention_variants(p, cache != nullptr || f.causal, f.align);
-  p.batch = f.batch;
-  p.seq_q = f.seq_q;
-  if (cache) {
-    p.seq_k = 0;  // every position the cache holds, and the new ones
-    if (const CacheCheck check = resolve(cache_call(p, f.seq_q), *cache, p); !check.ok()) return message(check);
-  } else {
-    p.seq_k = seq_k;
-  }
+  if (const char* err = forward_params(f, p)) return err;
   const int rows_q = f.batch * f.seq_q;
   const int rows_k = f.batch * seq_k;
 
-  // Workspace: Q and the attention output, K and V (which a cache then stores), and the
-  // projections' scratch.
-  std::size_t scratch_n = 0;
-  for (const PackedLinear& l : proj_) scratch_n = std::max(scratch_n, l.scratch_floats(std::max(rows_q, rows_k)));
-  const std::size_t q_n = static_cast<std::size_t>(rows_q) * e;
-  const std::size_t kv_n = static_cast<std::size_t>(rows_k) * kv;
+  const ForwardWork w = forward_work(rows_q, rows_k);
   FloatBuffer work;
-  if (!work.allocate(2 * q_n + 2 * kv_n + scratch_n)) return "multi-head attention: out of memory";
+  if (!work.allocate(w.floats())) return "multi-head attention: out of memory";
   float* q_buf = work.get();
-  float* a_buf = q_buf + q_n;
-  float* k_buf = a_buf + q_n;
-  float* v_buf = k_buf + kv_n;
-  float* scratch = v_buf + kv_n;
+  float* a_buf = q_buf + w.q;
+  float* k_buf = a_buf + w.q;
+  float* v_buf = k_buf + w.kv;
+  float* scratch = v_buf + w.kv;
 
   proj_[0].apply(f.query, e, rows_q, q_buf, e, scratch);
   const float* key = f.key ? f.key : f.query;

@@ -141,6 +141,12 @@ class MultiHeadAttention {
   // Computes f.out (and f.weights). With a cache, appends f.seq_q positions and attends
   // causally to everything cached; the cache is unchanged if this fails.
   const char* forward(const MhaForward& f) const;
+  // What forward(f) allocates for the call at most, in bytes, from f's sizes, causal and align
+  // alone (f.cache: resolved against it; no tensor is read): its work buffer (Q, the attention
+  // output, K and V, the projections' scratch) and the kernel's workspace. Not counted: a
+  // training tape (f.tape, kept after the call) and the rotary step's small per-thread tables.
+  // 0 when forward(f) would fail before allocating.
+  double forward_workspace_bytes(const MhaForward& f) const;
 
   // Gradients of L given dL/d(out) (`d_out`, [batch, seq_q, embed_dim]) for the forward that
   // filled `tape`. Returns nullptr or an error message: also when the tape is from another
@@ -196,6 +202,17 @@ class MultiHeadAttention {
   // The attention params every forward and backward shares: sizes, scale and the variants, and
   // the score rule (causal with this alignment, and the layer's window).
   void attention_variants(AttentionParams& p, bool causal, Align align) const;
+  // The attention call of forward(f) without its tensors: the variants, sizes and (with a cache,
+  // resolved against it as if f.seq_q positions were staged) where the keys are. nullptr, or
+  // the cache's refusal.
+  const char* forward_params(const MhaForward& f, AttentionParams& p) const;
+  // A forward's work buffer, in floats: Q and the attention output (q each), K and V (kv each,
+  // which a cache then stores) and the projections' scratch (the largest of the four).
+  struct ForwardWork {
+    std::uint64_t q = 0, kv = 0, scratch = 0;
+    std::uint64_t floats() const { return 2 * q + 2 * kv + scratch; }
+  };
+  ForwardWork forward_work(std::int64_t rows_q, std::int64_t rows_k) const;
 
   PackedLinear proj_[4];  // q, k, v, o
   FloatBuffer sinks_;     // [num_heads] when config_.sinks

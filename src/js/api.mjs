@@ -1,6 +1,6 @@
 // The library object that loadAttention() resolves to: checks arguments, copies tensors into
 // one reused heap block, runs the kernel, copies the results out into caller-owned arrays.
-import { coreError, HeapArena, kernelWorkspaceBytes, wasmMemoryLimit } from './heap.mjs';
+import { coreError, HeapArena, wasmMemoryLimit } from './heap.mjs';
 import { conflictName, isAnyKVCache, makeKVCacheClass } from './kvcache.mjs';
 import { makeMultiHeadAttention } from './mha.mjs';
 import { makeRotary } from './rotary.mjs';
@@ -31,19 +31,25 @@ export function createLibrary(M, { threads = M.numThreads(), threadsReason = 're
   // that KV cache) or, with `backward`, the backward; returns copyOut(name, target) for the results.
   // The calls are the AttentionCall and AttentionGrads of src/bindings.cpp.
   function run(fn, shape, variants, inputs, mask, outputs, { cacheCore = null, backward = false } = {}) {
-    const call = arena.stage(fn, { ...inputs, mask: mask?.array, alibi: variants.alibi, sinks: variants.sinks }, outputs,
-      kernelWorkspaceBytes(shape.seqK, shape.headDim, shape.valueDim || 0));
-    const forward = {
-      query: call.address('query'), key: call.address('key'), value: call.address('value'),
-      out: call.address('out'), weights: call.address('weights'), mask: call.address('mask'),
-      lse: backward ? 0 : call.address('lse'),
+    const staged = { ...inputs, mask: mask?.array, alibi: variants.alibi, sinks: variants.sinks };
+    const forwardCall = (address) => ({
+      query: address('query'), key: address('key'), value: address('value'),
+      out: address('out'), weights: address('weights'), mask: address('mask'),
+      lse: backward ? 0 : address('lse'),
       maskType: M.MaskType[mask ? mask.type : 'none'], maskShape: M.MaskShape[mask ? mask.shape : 'plane'],
       batch: shape.batch, heads: shape.heads, kvHeads: shape.kvHeads, seqQ: shape.seqQ, seqK: shape.seqK,
       headDim: shape.headDim, valueDim: shape.valueDim || 1, bshd: shape.layout === 'bshd',
       scale: shape.scale, causal: variants.causal, align: M.Align[variants.align],
       windowLeft: variants.windowLeft, windowRight: variants.windowRight, softcap: variants.softcap,
-      alibi: call.address('alibi'), alibiBatchStride: variants.alibiBatchStride, sinks: call.address('sinks'),
-    };
+      alibi: address('alibi'), alibiBatchStride: variants.alibiBatchStride, sinks: address('sinks'),
+    });
+    // What the kernel will allocate, from the C++ side before anything is staged: it reads the
+    // sizes and variants, and of the addresses only which tensors are given (1 until staged).
+    const given = (name) => (staged[name] || name in outputs ? 1 : 0);
+    const workspace = cacheCore ? M.attentionCachedWorkspaceBytes(forwardCall(given), cacheCore)
+      : M.attentionWorkspaceBytes(forwardCall(given), backward);
+    const call = arena.stage(fn, staged, outputs, workspace);
+    const forward = forwardCall(call.address);
     let error;
     if (backward) {
       error = M.attentionBackward(forward, {
@@ -170,9 +176,8 @@ export function createLibrary(M, { threads = M.numThreads(), threadsReason = 're
     if (bias) checkFloat32('options.bias', bias, outFeatures, `outFeatures ${outFeatures}`, fn);
     const out = given(options.out) ? options.out : undefined;
     if (out) checkFloat32('options.out', out, rows * outFeatures, `rows ${rows} × outFeatures ${outFeatures}`, fn);
-    const padded = Math.ceil(outFeatures / 16) * 16;  // packed panels of 16 columns
     const call = arena.stage('linear', { input, weight, bias }, { out: rows * outFeatures },
-      4 * (padded * (inFeatures + 1) + (Math.ceil(rows / 4) * 4 + 4) * inFeatures + 32));
+      M.linearWorkspaceBytes(rows, inFeatures, outFeatures));
     const error = M.linear(call.address('input'), call.address('weight'), call.address('bias'), call.address('out'),
       rows, inFeatures, outFeatures);
     if (error) throw coreError(M, error);

@@ -22,12 +22,6 @@ const usableBytes = (M) => wasmMemoryLimit(M) - RESERVED_BYTES;
 // freed when the call returns (so one huge call does not hold memory a cache may need later).
 export const ARENA_KEEP_BYTES = 16 * 2 ** 20;
 const ALIGN = 16;
-const KEYS_PER_BLOCK = 64;  // kKeysPerBlock in src/attention_blocks.h
-
-// Bytes the attention kernel allocates for itself: Kᵀ and V of one kv head, packed (V's columns
-// padded to 16), plus a few small blocks.
-export const kernelWorkspaceBytes = (seqK, headDim, valueDim = headDim) =>
-  Math.ceil(seqK / KEYS_PER_BLOCK) * KEYS_PER_BLOCK * (headDim + Math.ceil(valueDim / 16) * 16) * 4 + 2 ** 16;
 const alignUp = (n) => Math.ceil(n / ALIGN) * ALIGN;
 const mib = (n) => `${Math.ceil(n / 2 ** 20)} MiB`;
 

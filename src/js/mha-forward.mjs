@@ -1,6 +1,5 @@
 // MultiHeadAttention.forward's arguments: checked (before the heap is touched) and resolved into
 // a plan — the sizes, what to stage, what the C++ side will allocate — and then the C++ args.
-import { kernelWorkspaceBytes } from './heap.mjs';
 import { checkRoom, isAnyKVCache } from './kvcache.mjs';
 import { bool, checkFloat32, checkKnownKeys, checkMask, describe, dim, given, kindOf } from './shapes.mjs';
 import { resolveCausal } from './variants.mjs';
@@ -63,13 +62,13 @@ function checkDefaultPositions(rotary, { cache, length, seqQ, seqK, align }) {
 }
 
 // Checks forward(query, key, value, options) for a layer with `config`; `cacheCore(cache)` returns
-// the core of a KVCache (throwing unless it is this layer's). The plan: `inputs`, `outputs` and
-// `workspace` for the arena, `cacheCore` (or null), and what forwardArgs and the caller need.
+// the core of a KVCache (throwing unless it is this layer's). The plan: `inputs` and `outputs`
+// for the arena, `cacheCore` (or null), and what forwardArgs, forwardWorkspace and the caller need.
 export function planForward(config, cacheCoreOf, query, key, value, options) {
   checkKnownKeys(FN, options ?? {}, FORWARD_OPTIONS);
   const opts = options ?? {};
   const size = (name, fallback) => dim(opts, name, fallback, 'options', FN);
-  const { embedDim: e, kdim, vdim, numHeads, numKvHeads, headDim } = config;
+  const { embedDim: e, kdim, vdim, numHeads } = config;
   if (given(opts.cache) && !isAnyKVCache(opts.cache)) {
     throw new TypeError(`${FN}: options.cache must be a KVCache from createCache(), got ${describe(opts.cache)}`);
   }
@@ -136,20 +135,21 @@ export function planForward(config, cacheCoreOf, query, key, value, options) {
     checkFloat32('options.weightsOut', weightsOut, weightsCount, `batch ${batch} × numHeads ${numHeads} × seqQ ${seqQ} × seqK ${seqTotal}`, FN);
   }
 
-  // What the C++ side allocates: Q and the attention output, K and V (unless cached), the
-  // projections' scratch and the kernel's workspace.
-  const kv = numKvHeads * headDim;
-  const rowsK = cache ? batch * seqQ : batch * seqK;
-  const workspace = 4 * (2 * batch * seqQ * e + 2 * rowsK * kv +
-    (Math.ceil(Math.max(batch * seqQ, rowsK) / 4) * 4 + 4) * Math.max(e, kdim, vdim)) +
-    kernelWorkspaceBytes(seqTotal, headDim);
   const outputs = { out: outCount };
   if (weightsOut) outputs.weights = weightsCount;
   const inputs = {
     query, key: cache ? undefined : key ?? undefined, value: cache ? undefined : value ?? undefined,
     mask: mask?.array, keyPadding, positions,
   };
-  return { inputs, outputs, workspace, cacheCore, batch, seqQ, seqK, seqTotal, mask, causal, align, positions, train, key, value, out, outCount, weightsOut };
+  return { inputs, outputs, cacheCore, batch, seqQ, seqK, seqTotal, mask, causal, align, positions, train, key, value, out, outCount, weightsOut };
+}
+
+// What the layer's forward will allocate for itself (its work buffer and the kernel's workspace),
+// from the C++ side before anything is staged: MultiHeadAttention::forward_workspace_bytes,
+// which reads the call's sizes and options (and the cache), no address.
+export function forwardWorkspace(M, core, plan) {
+  const sizes = forwardArgs(M, { address: () => 0 }, plan);
+  return plan.cacheCore ? core.forwardCachedWorkspaceBytes(sizes, plan.cacheCore) : core.forwardWorkspaceBytes(sizes);
 }
 
 // The MhaCall (src/bindings.cpp) of module M for a plan staged as `call`.

@@ -7,7 +7,7 @@
 import { coreError } from './heap.mjs';
 import { conflictName, coreConfig, float16OverflowError, resolveStorage } from './kvcache.mjs';
 import { configureCore, resolveConfig } from './mha-config.mjs';
-import { forwardArgs, planForward } from './mha-forward.mjs';
+import { forwardArgs, forwardWorkspace, planForward } from './mha-forward.mjs';
 import { Optimizer } from './mha-optimizer.mjs';
 import { TrainingTape } from './mha-training.mjs';
 import { readWeights, writeWeights } from './mha-weights.mjs';
@@ -83,7 +83,7 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
       const plan = planForward(this.config, (cache) => KVCache.coreFor(cache, fn, { owner: this, name: 'options.cache' }),
         query, key, value, options);
       const { cacheCore, train, weightsOut, out, outCount } = plan;
-      return arena.call(fn, plan.inputs, plan.outputs, plan.workspace, (call) => {
+      return arena.call(fn, plan.inputs, plan.outputs, forwardWorkspace(M, core, plan), (call) => {
         const args = forwardArgs(M, call, plan);
         let error;
         if (train) error = this.#tape.forward(core, args, plan);

@@ -54,9 +54,10 @@ void blocks::attend_block(const AttentionParams& p, const RowBlock& rb, const kv
 
 namespace {
 
-// Scores of the block's rows for keys [kb, kb + len) into ws.scores: raw dot products times the
-// query's scale (int8 through integers), the key's scale (int8 read in place) and `factor`, in
-// that order (each a product of a finite score and a finite operand: ±∞ at worst, never NaN).
+// Scores of the block's rows for keys [kb, kb + len) into ws.scores: dot products (of queries
+// that may carry the factor already, see few_queries) times the query's scale (int8 through
+// integers), the key's scale (int8 read in place) and `factor`, in that order (each a product of
+// a finite score and a finite operand: ±∞ at worst, never NaN).
 // One row reads K in place in its storage type; more rows a block of K staged as floats; int8
 // keys with quantised queries (q16) go through integers, in place, for any number of rows.
 template <class T>
@@ -76,8 +77,9 @@ void few_scores(const AttentionParams& p, const RowBlock& rb, const kv::Head& h,
       few_rows::score_row<T>(ws.qpack, h.key_at_slot<T>(s0), h.key_row, j1 - j0, n, s);
     });
   } else {
-    for (int sb = 0; sb < len; sb += kStageKeys) {  // staged kStageKeys at a time, in L1
-      const int sl = std::min(kStageKeys, len - sb);
+    const int stage = stage_keys(rb.rows);
+    for (int sb = 0; sb < len; sb += stage) {  // staged `stage` keys at a time, in L1
+      const int sl = std::min(stage, len - sb);
       for (int j = 0; j < sl; ++j) {
         const int s = h.slot(kb + sb + j);
         few_rows::stage_key<T>(h.key_at_slot<T>(s), h.key_scale_at_slot(s), n, j, ws.rows);
@@ -95,10 +97,11 @@ void few_scores(const AttentionParams& p, const RowBlock& rb, const kv::Head& h,
       for (int j = 0; j < len; ++j) s[j] = s[j] * rs * key_scale[j];
     }
   }
-  for (int i = 0; i < rb.rows; ++i) {
-    float* s = ws.scores + i * ws.scores_ld;
-    for (int j = 0; j < len; ++j) s[j] *= factor;
-  }
+  if (factor != 1.0f)
+    for (int i = 0; i < rb.rows; ++i) {
+      float* s = ws.scores + i * ws.scores_ld;
+      for (int j = 0; j < len; ++j) s[j] *= factor;
+    }
 }
 
 // acc += P·V for keys [kb, kb + len): one row reads V in place (int8's value scales folded into
@@ -114,8 +117,9 @@ void few_values(const AttentionParams& p, const RowBlock& rb, const kv::Head& h,
       few_rows::value_row<T>(pr + (j0 - kb), j1 - j0, h.value_at_slot<T>(s0), h.value_row, p.value_dim, ws.acc);
     });
   } else {
-    for (int sb = 0; sb < len; sb += kStageKeys) {
-      const int sl = std::min(kStageKeys, len - sb);
+    const int stage = stage_keys(rb.rows);
+    for (int sb = 0; sb < len; sb += stage) {
+      const int sl = std::min(stage, len - sb);
       for (int j = 0; j < sl; ++j) {
         const int s = h.slot(kb + sb + j);
         few_rows::stage_value<T>(h.value_at_slot<T>(s), h.value_scale_at_slot(s), p.value_dim, ws.acc_ld, j, ws.rows);
@@ -125,12 +129,22 @@ void few_values(const AttentionParams& p, const RowBlock& rb, const kv::Head& h,
   }
 }
 
+// How the rows' queries were laid out for the loops: int16 for integer dot products, and the
+// factor still to multiply the scores by (1 once the queries carry it).
+struct FewQueries {
+  bool q16;
+  float factor;
+};
+
 // The rows' queries as the loops read them (ws.qpack): one row as it is; more rows packed in
-// tiles (few_rows::pack_queries). int8 keys: quantised to int16 (kv::quantize_i16; scales in
-// ws.row_scale) and packed for the integer dot products; returns false (floats instead) when
-// that does not apply: a query with a non-finite element, or head_dim > kv::kMaxInt8Dot.
+// tiles (few_rows::pack_queries). Float queries carry the scores' `factor` when |factor| ≤ 1 (the
+// usual scale·log2 e): then no product q·factor or partial sum of q·factor·k can overflow where
+// the raw ones would not, and no pass over the scores is left to scale them. int8 keys:
+// quantised to int16 (kv::quantize_i16; scales in ws.row_scale) and packed for the integer dot
+// products, the factor applied to the scores; floats instead when that does not apply: a query
+// with a non-finite element, or head_dim > kv::kMaxInt8Dot.
 template <class T>
-bool few_queries(const AttentionParams& p, const RowBlock& rb, Workspace& ws) {
+FewQueries few_queries(const AttentionParams& p, const RowBlock& rb, float factor, Workspace& ws) {
   const int n = p.head_dim;
   if constexpr (std::is_same_v<T, std::int8_t>) {
     if (n <= kv::kMaxInt8Dot) {
@@ -143,12 +157,14 @@ bool few_queries(const AttentionParams& p, const RowBlock& rb, Workspace& ws) {
         ok = kv::quantize_i16(rb.q[i], n, row16, ws.row_scale[i]);
         if (ok) few_rows::pack_query_i16(row16, i, n, packed);
       }
-      if (ok) return true;
+      if (ok) return {true, factor};
     }
   }
-  if (rb.rows == 1) simd::copy(rb.q[0], n, ws.qpack);
-  else few_rows::pack_queries(rb.rows, rb.q, n, ws.qpack);
-  return false;
+  const float fold = std::fabs(factor) <= 1.0f ? factor : 1.0f;
+  if (rb.rows == 1)
+    for (int d = 0; d < n; ++d) ws.qpack[d] = rb.q[0][d] * fold;
+  else few_rows::pack_queries(rb.rows, rb.q, n, fold, ws.qpack);
+  return {false, fold == factor ? 1.0f : factor};
 }
 
 // The few-rows path (see kFewRows) over keys [begin, end): every row of the kv head in one block,
@@ -162,10 +178,10 @@ void attend_few_rows(const AttentionParams& p, const RowBlock& rb, const kv::Hea
   // its parts in the score rule: one finite operand at a time, so a product may overflow to ±∞
   // but never become NaN.
   const score::Scaling sc = score::direct_scaling(p);
-  const bool q16 = few_queries<T>(p, rb, ws);
+  const FewQueries fq = few_queries<T>(p, rb, sc.pack, ws);
   for (int kb = begin; kb < end; kb += kFewKeys) {
     const int len = std::min(kFewKeys, end - kb);
-    few_scores<T>(p, rb, h, q16, sc.pack, kb, len, ws);
+    few_scores<T>(p, rb, h, fq.q16, fq.factor, kb, len, ws);
     for (int i = 0; i < rb.rows; ++i) {
       float* s = ws.scores + i * ws.scores_ld;
       score::apply(p, sc, rb.rule[i], rb.key_padding, kb, len, s);

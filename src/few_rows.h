@@ -103,12 +103,14 @@ void value_row(const float* p, int len, const T* v, std::ptrdiff_t v_row, int co
 // past head_dim and past the block's last key). Staged V: [key][vpad] (vpad: value_dim rounded
 // up to the accumulators' width, zeros past value_dim). Probabilities: rows LDP apart.
 
-inline void pack_queries(int rows, const float* const* q, int n, float* out) {
+// The rows' queries times `factor`, packed.
+inline void pack_queries(int rows, const float* const* q, int n, float factor, float* out) {
   const int dpad = round_up(n, W);
   for (int t = 0; t * kTileRows < rows; ++t, out += dpad * kTileRows)
     for (int r = 0; r < kTileRows; ++r) {
       const float* src = t * kTileRows + r < rows ? q[t * kTileRows + r] : nullptr;
-      for (int d = 0; d < dpad; ++d) out[(d / W) * kTileRows * W + r * W + d % W] = src && d < n ? src[d] : 0.0f;
+      for (int d = 0; d < dpad; ++d)
+        out[(d / W) * kTileRows * W + r * W + d % W] = src && d < n ? src[d] * factor : 0.0f;
     }
 }
 

@@ -2,11 +2,11 @@
 // kFewRows, K and V read in place (one row) or staged block by block (more rows), keys split into
 // chunks of kSplitKeys and merged. Against the double-precision reference on both sides of every
 // edge it has: rows 1–17 and 31–33 (tiles of 4, the kFewRows limit), groups 1–32, key counts 1, 2
-// and around the staging groups (4), the staged blocks (64), the key blocks (512) and the chunks
-// (1024), head dims 8 … 576 (odd ones, and past int8's integer limit 512), value dims that differ,
-// every storage type, rings that wrapped, every score variant, and chunks whose keys are all
-// masked, +∞ or NaN. Shapes are spread over the combinations (not their full product) to keep
-// the suite fast in every build.
+// and around the staging groups (4), the staged blocks (8 keys up to 8 rows, 64 for more), the key
+// blocks (512) and the chunks (1024), scale factors folded into the queries or applied after, head dims 8 … 576 (odd
+// ones, and past int8's integer limit 512), value dims that differ, every storage type, rings that wrapped, every score
+// variant, and chunks whose keys are all masked, +∞ or NaN. Shapes are spread over the combinations (not their full
+// product) to keep the suite fast in every build.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -61,7 +61,7 @@ TEST_CASE("few rows: every row count 1-17 and 31-33, as groups of 1-32 query hea
 }
 
 TEST_CASE("few rows: key counts around every block edge, head dims 8-576, every storage type", "[few]") {
-  const int seq_ks[] = {1, 2, 3, 4, 5, 63, 64, 65, 511, 512, 513, 1023, 1024, 1025, 2049};
+  const int seq_ks[] = {1, 2, 3, 4, 5, 7, 8, 9, 17, 63, 64, 65, 511, 512, 513, 1023, 1024, 1025, 2049};
   const int dims[][2] = {{8, 8},   {9, 9},   {15, 16}, {16, 16},   {17, 17},  {31, 33},
                          {33, 31}, {64, 64}, {100, 7}, {129, 129}, {256, 64}, {576, 512}};
   int n = 0;
@@ -158,6 +158,26 @@ TEST_CASE("few rows: every score variant, one row and several", "[few]") {
       c.weights = true;
       check_case(c);
     }
+}
+
+TEST_CASE("few rows: scale factors of at most 1 carried by the queries, larger ones applied to the scores", "[few]") {
+  int n = 0;
+  for (const auto type : kTypes)
+    for (const int rows : {1, 5})
+      for (const float scale : {0.0f, 0.5f, -0.3f, 2.0f, 40.0f}) {
+        Case c;
+        c.kv_heads = 1;
+        c.heads = rows;
+        c.seq_k = 70;
+        c.head_dim = 20;
+        c.kv_type = type;
+        c.scale = scale;
+        c.weights = true;
+        // logits in the hundreds: int8 keys' int16 queries are off by ~2^-16 of one (see above)
+        if (type == attn::KvType::i8 && scale > 2.0f) c.tolerance = 5e-3;
+        c.seed = 900 + n++;
+        check_case(c);
+      }
 }
 
 TEST_CASE("few rows: int8 keys through integers, and in float past 512 dims or for non-finite queries", "[few]") {

@@ -7,6 +7,8 @@
 #include <malloc.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <limits>
 #include <string>
 
 #include "attention.h"
@@ -36,6 +38,7 @@ struct JsAttentionCall {
   float softcap = 0.0f;
   std::uintptr_t alibi = 0, sinks = 0;  // alibi [heads] or [batch, heads] (alibiBatchStride 0 or heads)
   int alibiBatchStride = 0;
+  double budget = std::numeric_limits<double>::infinity();  // bytes the workspace may take (over_budget)
 };
 
 // What the backward pass adds to its forward call: dL/d(out) in, the gradients out (the layouts
@@ -46,6 +49,19 @@ struct JsAttentionGrads {
 };
 
 std::string message(const char* err) { return err ? err : ""; }
+
+// The memory check of a call, in the same crossing as the call: JS passes the bytes wasm32 has
+// left once it has staged the call's arguments (`budget`), and an entry whose workspace (sized by
+// the code that allocates it) needs more returns this before allocating anything: kOverBudget,
+// which no message of the core contains, then the bytes needed. JS (call.error in
+// src/js/heap.mjs) turns it into the RangeError of its own memory check.
+constexpr char kOverBudget = '\x01';
+
+std::string over_budget(double needed) {
+  char text[40];
+  std::snprintf(text, sizeof text, "%c%.17g", kOverBudget, needed);
+  return text;
+}
 
 template <class T>
 T* ptr(std::uintptr_t address) {
@@ -90,17 +106,19 @@ attn::AttentionParams to_params(const JsAttentionCall& c) {
   return p;
 }
 
-std::string run_attention(const JsAttentionCall& c) { return message(attn::attention(to_params(c))); }
-
-// What the call will allocate beyond its arguments and results (attn::attention_workspace_bytes),
-// for the memory check before anything is staged: the sizes and variants of c, whose addresses
-// need only say which tensors are given (nonzero), as nothing is read through them.
-double attention_workspace_bytes(const JsAttentionCall& c, bool backward) {
-  return attn::attention_workspace_bytes(to_params(c), backward);
+// The forward kernel on p, unless its workspace exceeds `budget`.
+std::string attend(const attn::AttentionParams& p, double budget) {
+  const double needed = attn::attention_workspace_bytes(p);
+  if (needed > budget) return over_budget(needed);
+  return message(attn::attention(p));
 }
+
+std::string run_attention(const JsAttentionCall& c) { return attend(to_params(c), c.budget); }
 
 std::string run_attention_backward(const JsAttentionCall& c, const JsAttentionGrads& d) {
   const attn::AttentionParams p = to_params(c);
+  const double needed = attn::attention_workspace_bytes(p, true);
+  if (needed > c.budget) return over_budget(needed);
   attn::AttentionGrads g;
   g.d_out = ptr<const float>(d.dOut);
   g.d_query = ptr<float>(d.dQuery);
@@ -138,6 +156,7 @@ struct JsMhaCall {
   attn::Align align = attn::Align::lower_right;
   std::uintptr_t positions = 0;  // rotary positions, int32 [seqQ] or [batch, seqQ]
   int positionsBatchStride = 0;
+  double budget = std::numeric_limits<double>::infinity();  // bytes the forward may take (over_budget)
 };
 
 attn::MhaForward to_forward(const JsMhaCall& c) {
@@ -194,26 +213,22 @@ std::string mha_set_weight(attn::MultiHeadAttention& m, int which, std::uintptr_
   return message(m.set_weight(static_cast<attn::Projection>(which), ptr<const float>(w), ptr<const float>(b)));
 }
 
+// The layer's forward f (with a cache or a tape, if set), unless what it allocates for itself
+// (its work buffer and the kernel's workspace) exceeds `budget`.
+std::string forward_within(const attn::MultiHeadAttention& m, const attn::MhaForward& f, double budget) {
+  const double needed = m.forward_workspace_bytes(f);
+  if (needed > budget) return over_budget(needed);
+  return message(m.forward(f));
+}
+
 std::string mha_forward(const attn::MultiHeadAttention& m, const JsMhaCall& c) {
-  return message(m.forward(to_forward(c)));
+  return forward_within(m, to_forward(c), c.budget);
 }
 
 std::string mha_forward_cached(const attn::MultiHeadAttention& m, const JsMhaCall& c, attn::KvCache& cache) {
   attn::MhaForward f = to_forward(c);
   f.cache = &cache;
-  return message(m.forward(f));
-}
-
-// What the forward will allocate for itself (MultiHeadAttention::forward_workspace_bytes), for
-// the memory check before anything is staged: c's sizes and options (its addresses are unused).
-double mha_forward_workspace_bytes(const attn::MultiHeadAttention& m, const JsMhaCall& c) {
-  return m.forward_workspace_bytes(to_forward(c));
-}
-
-double mha_forward_cached_workspace_bytes(const attn::MultiHeadAttention& m, const JsMhaCall& c, attn::KvCache& cache) {
-  attn::MhaForward f = to_forward(c);
-  f.cache = &cache;
-  return m.forward_workspace_bytes(f);
+  return forward_within(m, f, c.budget);
 }
 
 // The layer's gradient buffers (src/js/mha-training.mjs), or its weights or Adam moments as
@@ -240,7 +255,7 @@ attn::MhaGrads to_grads(const JsMhaGrads& c) {
 std::string mha_forward_train(const attn::MultiHeadAttention& m, const JsMhaCall& c, attn::MhaTape& tape) {
   attn::MhaForward f = to_forward(c);
   f.tape = &tape;
-  return message(m.forward(f));
+  return forward_within(m, f, c.budget);
 }
 
 std::string mha_backward(const attn::MultiHeadAttention& m, const attn::MhaTape& tape, const JsMhaGrads& c) {
@@ -393,18 +408,13 @@ std::string run_attention_cached(const JsAttentionCall& c, const attn::KvCache& 
   attn::AttentionParams p = to_params(c);
   const attn::CacheCheck check = attn::resolve(attn::cache_call(p), cache, p);
   if (!check.ok()) return attn::message(check);
-  return message(attn::attention(p));
-}
-
-// attention() over a cache: as attention_workspace_bytes, with the keys where the cache has them.
-double attention_cached_workspace_bytes(const JsAttentionCall& c, const attn::KvCache& cache) {
-  attn::AttentionParams p = to_params(c);
-  if (!attn::resolve(attn::cache_call(p), cache, p).ok()) return 0;  // refused before allocating
-  return attn::attention_workspace_bytes(p);
+  return attend(p, c.budget);  // sized with the keys where the cache has them
 }
 
 std::string run_linear(std::uintptr_t x, std::uintptr_t w, std::uintptr_t b, std::uintptr_t y, int rows,
-                       int in_features, int out_features) {
+                       int in_features, int out_features, double budget) {
+  const double needed = attn::linear_workspace_bytes(rows, in_features, out_features);
+  if (needed > budget) return over_budget(needed);
   return message(attn::linear(ptr<const float>(x), ptr<const float>(w), ptr<const float>(b), ptr<float>(y), rows,
                               in_features, out_features));
 }
@@ -519,7 +529,8 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .field("softcap", &JsAttentionCall::softcap)
       .field("alibi", &JsAttentionCall::alibi)
       .field("alibiBatchStride", &JsAttentionCall::alibiBatchStride)
-      .field("sinks", &JsAttentionCall::sinks);
+      .field("sinks", &JsAttentionCall::sinks)
+      .field("budget", &JsAttentionCall::budget);
   value_object<JsAttentionGrads>("AttentionGrads")
       .field("dOut", &JsAttentionGrads::dOut)
       .field("dQuery", &JsAttentionGrads::dQuery)
@@ -530,9 +541,7 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .field("savedOut", &JsAttentionGrads::savedOut);
   function("attention", &run_attention);
   function("attentionBackward", &run_attention_backward);
-  function("attentionWorkspaceBytes", &attention_workspace_bytes);
   function("linear", &run_linear);
-  function("linearWorkspaceBytes", &attn::linear_workspace_bytes);
   value_object<JsRotaryCall>("RotaryCall")
       .field("x", &JsRotaryCall::x)
       .field("positions", &JsRotaryCall::positions)
@@ -581,7 +590,8 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .field("causal", &JsMhaCall::causal)
       .field("align", &JsMhaCall::align)
       .field("positions", &JsMhaCall::positions)
-      .field("positionsBatchStride", &JsMhaCall::positionsBatchStride);
+      .field("positionsBatchStride", &JsMhaCall::positionsBatchStride)
+      .field("budget", &JsMhaCall::budget);
   value_object<JsMhaGrads>("MhaGrads")
       .field("dOut", &JsMhaGrads::dOut)
       .field("dQuery", &JsMhaGrads::dQuery)
@@ -611,8 +621,6 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .function("setAdamState", &mha_set_adam_state)
       .function("forward", &mha_forward)
       .function("forwardCached", &mha_forward_cached)
-      .function("forwardWorkspaceBytes", &mha_forward_workspace_bytes)
-      .function("forwardCachedWorkspaceBytes", &mha_forward_cached_workspace_bytes)
       .function("checkCache", &mha_check_cache)
       .function("forwardTrain", &mha_forward_train)
       .function("backward", &mha_backward)
@@ -668,7 +676,6 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .field("call", &JsCacheCheck::call)
       .field("cache", &JsCacheCheck::cache);
   function("attentionCached", &run_attention_cached);
-  function("attentionCachedWorkspaceBytes", &attention_cached_workspace_bytes);
   function("version", &version);
   function("heapInUse", &heap_in_use);
   function("heapMax", &heap_max);

@@ -1,6 +1,6 @@
 // The library object that loadAttention() resolves to: checks arguments, copies tensors into
 // one reused heap block, runs the kernel, copies the results out into caller-owned arrays.
-import { coreError, HeapArena, wasmMemoryLimit } from './heap.mjs';
+import { HeapArena, wasmMemoryLimit } from './heap.mjs';
 import { conflictName, isAnyKVCache, makeKVCacheClass } from './kvcache.mjs';
 import { makeMultiHeadAttention } from './mha.mjs';
 import { makeRotary } from './rotary.mjs';
@@ -29,10 +29,12 @@ export function createLibrary(M, { threads = M.numThreads(), threadsReason = 're
 
   // Stages the tensors and runs the forward kernel (with `cacheCore`, over the keys and values of
   // that KV cache) or, with `backward`, the backward; returns copyOut(name, target) for the results.
-  // The calls are the AttentionCall and AttentionGrads of src/bindings.cpp.
+  // The calls are the AttentionCall and AttentionGrads of src/bindings.cpp; the C++ entry checks
+  // the kernel's workspace against the call's budget (what wasm32 has left after the staging).
   function run(fn, shape, variants, inputs, mask, outputs, { cacheCore = null, backward = false } = {}) {
-    const staged = { ...inputs, mask: mask?.array, alibi: variants.alibi, sinks: variants.sinks };
-    const forwardCall = (address) => ({
+    const call = arena.stage(fn, { ...inputs, mask: mask?.array, alibi: variants.alibi, sinks: variants.sinks }, outputs);
+    const { address } = call;
+    const forward = {
       query: address('query'), key: address('key'), value: address('value'),
       out: address('out'), weights: address('weights'), mask: address('mask'),
       lse: backward ? 0 : address('lse'),
@@ -42,14 +44,8 @@ export function createLibrary(M, { threads = M.numThreads(), threadsReason = 're
       scale: shape.scale, causal: variants.causal, align: M.Align[variants.align],
       windowLeft: variants.windowLeft, windowRight: variants.windowRight, softcap: variants.softcap,
       alibi: address('alibi'), alibiBatchStride: variants.alibiBatchStride, sinks: address('sinks'),
-    });
-    // What the kernel will allocate, from the C++ side before anything is staged: it reads the
-    // sizes and variants, and of the addresses only which tensors are given (1 until staged).
-    const given = (name) => (staged[name] || name in outputs ? 1 : 0);
-    const workspace = cacheCore ? M.attentionCachedWorkspaceBytes(forwardCall(given), cacheCore)
-      : M.attentionWorkspaceBytes(forwardCall(given), backward);
-    const call = arena.stage(fn, staged, outputs, workspace);
-    const forward = forwardCall(call.address);
+      budget: call.budget,
+    };
     let error;
     if (backward) {
       error = M.attentionBackward(forward, {
@@ -59,7 +55,7 @@ export function createLibrary(M, { threads = M.numThreads(), threadsReason = 're
     } else {
       error = cacheCore ? M.attentionCached(forward, cacheCore) : M.attention(forward);
     }
-    if (error) throw coreError(M, error);
+    if (error) throw call.error(error);
     return call.copyOut;
   }
 
@@ -176,11 +172,10 @@ export function createLibrary(M, { threads = M.numThreads(), threadsReason = 're
     if (bias) checkFloat32('options.bias', bias, outFeatures, `outFeatures ${outFeatures}`, fn);
     const out = given(options.out) ? options.out : undefined;
     if (out) checkFloat32('options.out', out, rows * outFeatures, `rows ${rows} × outFeatures ${outFeatures}`, fn);
-    const call = arena.stage('linear', { input, weight, bias }, { out: rows * outFeatures },
-      M.linearWorkspaceBytes(rows, inFeatures, outFeatures));
+    const call = arena.stage('linear', { input, weight, bias }, { out: rows * outFeatures });
     const error = M.linear(call.address('input'), call.address('weight'), call.address('bias'), call.address('out'),
-      rows, inFeatures, outFeatures);
-    if (error) throw coreError(M, error);
+      rows, inFeatures, outFeatures, call.budget);
+    if (error) throw call.error(error);
     return call.copyOut('out', out ?? new Float32Array(rows * outFeatures));
   }
 

@@ -15,8 +15,14 @@ const RESERVED_BYTES = 32 * 2 ** 20;
 // The largest single block: dlmalloc asks for less than 2 GiB at a time, and the kernel indexes
 // within a block with signed 32-bit offsets (ptrdiff_t in wasm32); HeapBuffer refuses more too.
 export const MAX_BLOCK_BYTES = 2 ** 31 - 2 ** 20;
-// The most wasm memory can grow to, and how much of it a call, cache or layer may ask for.
-export const wasmMemoryLimit = (M) => M.heapMax();
+// The most wasm memory can grow to (fixed when the module is linked: asked once), and how much of
+// it a call, cache or layer may ask for.
+const limits = new WeakMap();
+export function wasmMemoryLimit(M) {
+  let limit = limits.get(M);
+  if (limit === undefined) limits.set(M, (limit = M.heapMax()));
+  return limit;
+}
 const usableBytes = (M) => wasmMemoryLimit(M) - RESERVED_BYTES;
 // Between calls the arena keeps at most this much; a call that needs more gets a block that is
 // freed when the call returns (so one huge call does not hold memory a cache may need later).
@@ -31,6 +37,11 @@ export function formatBytes(n) {
   if (n >= 2 ** 20) return `${(n / 2 ** 20).toFixed(1)} MiB`;
   return `${Math.ceil(n / 2 ** 10)} KiB`;
 }
+
+// The first character of a call's error string when the C++ entry refused a workspace larger than
+// the call's budget (kOverBudget in src/bindings.cpp); the bytes it needs follow. No message of
+// the core starts with it (they are text).
+const OVER_BUDGET = 1;
 
 const OOM_HINT = 'dispose() layers and caches that are no longer needed, call lib.trim(), or split the work into smaller calls';
 
@@ -49,13 +60,18 @@ export function coreError(M, message, askedBytes = M.lastFailedAllocation()) {
   return new Error(`attention-wasm: ${message}`);
 }
 
+const CALL_HINT = 'split the batch or the heads';
+
+// The RangeError for `bytes` that wasm32 memory cannot hold.
+function tooLarge(M, fn, bytes, what = 'this call', hint = CALL_HINT) {
+  return new RangeError(`${fn}: ${what} needs ${mib(bytes)} of wasm memory, more than the ${mib(usableBytes(M))} a wasm32 module can use; ${hint}`);
+}
+
 // Throws a RangeError naming `fn` if `bytes` cannot fit in wasm32 memory, or its largest single
 // block (`block`: the call's arguments and results, one buffer of a cache) cannot be allocated.
 // `what` and `hint` word the message ('this call', 'split the batch or the heads').
-export function checkMemory(M, fn, bytes, { block = 0, what = 'this call', hint = 'split the batch or the heads' } = {}) {
-  if (bytes > usableBytes(M)) {
-    throw new RangeError(`${fn}: ${what} needs ${mib(bytes)} of wasm memory, more than the ${mib(usableBytes(M))} a wasm32 module can use; ${hint}`);
-  }
+export function checkMemory(M, fn, bytes, { block = 0, what = 'this call', hint = CALL_HINT } = {}) {
+  if (bytes > usableBytes(M)) throw tooLarge(M, fn, bytes, what, hint);
   if (block > MAX_BLOCK_BYTES) {
     throw new RangeError(`${fn}: ${what} needs ${mib(block)} in one block of wasm memory, more than the ${mib(MAX_BLOCK_BYTES)} ` +
       `one wasm32 allocation can hold; ${hint}`);
@@ -107,8 +123,11 @@ export class HeapArena {
 
   // Places `inputs` (name → Float32Array/Int32Array/Uint8Array, or undefined) and `outputs` (name → float
   // count) in the arena, after checking that they plus `extraBytes` (what the C++ side will
-  // allocate) fit in wasm memory; copies the inputs in. Returns address(name) (0 when absent)
-  // and copyOut(name, target).
+  // allocate, where the JS side knows it) fit in wasm memory; copies the inputs in.
+  // Returns address(name) (0 when absent), copyOut(name, target), `budget` (the bytes left for
+  // what the C++ side allocates; the call passes it, and the C++ entry checks its workspace
+  // against it before allocating: src/bindings.cpp, over_budget) and error(message): the Error
+  // for the call's error string.
   stage(fn, inputs, outputs = {}, extraBytes = 0) {
     const offsets = {};
     let bytes = 0;
@@ -130,7 +149,11 @@ export class HeapArena {
       else if (kind === 'Int32Array') M.HEAP32.set(array, at >>> 2);
       else M.HEAPF32.set(array, at >>> 2);
     }
+    const held = bytes + extraBytes;
     return {
+      budget: usableBytes(M) - held,
+      error: (message) => (message.charCodeAt(0) === OVER_BUDGET ? tooLarge(M, fn, held + Number(message.slice(1)))
+        : coreError(M, message)),
       address: (name) => (name in offsets ? base + offsets[name] : 0),
       copyOut: (name, target) => {
         const start = (base + offsets[name]) >>> 2;

@@ -1,5 +1,5 @@
 // MultiHeadAttention.forward's arguments: checked (before the heap is touched) and resolved into
-// a plan — the sizes, what to stage, what the C++ side will allocate — and then the C++ args.
+// a plan — the sizes and what to stage — and then the C++ args.
 import { checkRoom, isAnyKVCache } from './kvcache.mjs';
 import { bool, checkFloat32, checkKnownKeys, checkMask, describe, dim, given, kindOf } from './shapes.mjs';
 import { resolveCausal } from './variants.mjs';
@@ -63,7 +63,7 @@ function checkDefaultPositions(rotary, { cache, length, seqQ, seqK, align }) {
 
 // Checks forward(query, key, value, options) for a layer with `config`; `cacheCore(cache)` returns
 // the core of a KVCache (throwing unless it is this layer's). The plan: `inputs` and `outputs`
-// for the arena, `cacheCore` (or null), and what forwardArgs, forwardWorkspace and the caller need.
+// for the arena, `cacheCore` (or null), and what forwardArgs and the caller need.
 export function planForward(config, cacheCoreOf, query, key, value, options) {
   checkKnownKeys(FN, options ?? {}, FORWARD_OPTIONS);
   const opts = options ?? {};
@@ -144,15 +144,9 @@ export function planForward(config, cacheCoreOf, query, key, value, options) {
   return { inputs, outputs, cacheCore, batch, seqQ, seqK, seqTotal, mask, causal, align, positions, train, key, value, out, outCount, weightsOut };
 }
 
-// What the layer's forward will allocate for itself (its work buffer and the kernel's workspace),
-// from the C++ side before anything is staged: MultiHeadAttention::forward_workspace_bytes,
-// which reads the call's sizes and options (and the cache), no address.
-export function forwardWorkspace(M, core, plan) {
-  const sizes = forwardArgs(M, { address: () => 0 }, plan);
-  return plan.cacheCore ? core.forwardCachedWorkspaceBytes(sizes, plan.cacheCore) : core.forwardWorkspaceBytes(sizes);
-}
-
-// The MhaCall (src/bindings.cpp) of module M for a plan staged as `call`.
+// The MhaCall (src/bindings.cpp) of module M for a plan staged as `call`. Its budget is what
+// wasm32 has left after the staging: the C++ entry checks what the forward will allocate for
+// itself (MultiHeadAttention::forward_workspace_bytes) against it.
 export function forwardArgs(M, call, { mask, batch, seqQ, seqTotal, causal, align, positions }) {
   return {
     query: call.address('query'), key: call.address('key'), value: call.address('value'),
@@ -160,5 +154,6 @@ export function forwardArgs(M, call, { mask, batch, seqQ, seqTotal, causal, alig
     keyPadding: call.address('keyPadding'), maskType: M.MaskType[mask ? mask.type : 'none'],
     maskShape: M.MaskShape[mask ? mask.shape : 'plane'], batch, seqQ, seqK: seqTotal, causal, align: M.Align[align],
     positions: call.address('positions'), positionsBatchStride: positions && positions.length !== seqQ ? seqQ : 0,
+    budget: call.budget,
   };
 }

@@ -4,10 +4,9 @@
 // weights (mha-weights.mjs), forward's arguments (mha-forward.mjs), the training tape and
 // backward (mha-training.mjs), the optimizer steps and state (mha-optimizer.mjs). Its KV caches
 // are the library's KVCache (kvcache.mjs). Tensors are staged through the library's heap arena.
-import { coreError } from './heap.mjs';
 import { conflictName, coreConfig, float16OverflowError, resolveStorage } from './kvcache.mjs';
 import { configureCore, resolveConfig } from './mha-config.mjs';
-import { forwardArgs, forwardWorkspace, planForward } from './mha-forward.mjs';
+import { forwardArgs, planForward } from './mha-forward.mjs';
 import { Optimizer } from './mha-optimizer.mjs';
 import { TrainingTape } from './mha-training.mjs';
 import { readWeights, writeWeights } from './mha-weights.mjs';
@@ -83,7 +82,7 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
       const plan = planForward(this.config, (cache) => KVCache.coreFor(cache, fn, { owner: this, name: 'options.cache' }),
         query, key, value, options);
       const { cacheCore, train, weightsOut, out, outCount } = plan;
-      return arena.call(fn, plan.inputs, plan.outputs, forwardWorkspace(M, core, plan), (call) => {
+      return arena.call(fn, plan.inputs, plan.outputs, 0, (call) => {
         const args = forwardArgs(M, call, plan);
         let error;
         if (train) error = this.#tape.forward(core, args, plan);
@@ -91,7 +90,7 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
         if (error && cacheCore && /beyond float16's range/.test(error)) {
           throw float16OverflowError(fn, cacheCore, plan.seqTotal - plan.seqQ, (o) => `the projected ${o.key ? 'key' : 'value'}`);
         }
-        if (error) throw coreError(M, error);
+        if (error) throw call.error(error);
         if (weightsOut) call.copyOut('weights', weightsOut);
         return call.copyOut('out', out ?? new Float32Array(outCount));
       });

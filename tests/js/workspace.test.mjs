@@ -1,7 +1,11 @@
-// The memory check before a call uses the sizes the C++ side exports (attentionWorkspaceBytes,
-// attentionCachedWorkspaceBytes, linearWorkspaceBytes, the layer's forwardWorkspaceBytes): a
-// call that cannot fit gets a RangeError naming the function and the MiB before anything is
-// allocated, and the number checked is the export's (spied on a module of our own).
+// The memory check of a call happens in the call's own crossing into the module: JS stages the
+// arguments and passes the bytes wasm32 has left (the call's budget); the C++ entry sizes what it
+// will allocate (the code that allocates it does: attention_workspace_bytes,
+// linear_workspace_bytes, the layer's forward_workspace_bytes) and, past the budget, returns the
+// bytes it needs before allocating anything, which JS turns into a RangeError naming the
+// function and the MiB. Here each entry is run on a module of our own with the budget JS passes
+// checked and then cut (a wrapper around the entry), and two calls whose workspaces cannot fit
+// run as they are.
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { after, before, test } from 'node:test';
@@ -11,8 +15,10 @@ import { createAttention, randomTensor, rng } from './helpers.mjs';
 
 const MiB = 2 ** 20;
 const alignUp = (n) => Math.ceil(n / 16) * 16;  // the arena's alignment (src/js/heap.mjs)
+const RESERVED = 32 * MiB;  // what a call may not use of wasm32's memory (RESERVED_BYTES in src/js/heap.mjs)
 const NEEDS = (fn, mib) => new RegExp(`^${fn.replace('.', '\\.')}: this call needs ${mib} MiB of wasm memory, ` +
   'more than the 4064 MiB a wasm32 module can use; split the batch or the heads$');
+const OVER_BUDGET = '\u0001';  // how an entry starts its answer when it refuses (kOverBudget, src/bindings.cpp)
 
 let M;
 let lib;
@@ -22,147 +28,178 @@ before(async () => {
 });
 after(() => lib.dispose());
 
-// Replaces M[name] (or a method of the layer's core) by a spy that records its arguments and
-// returns `bytes` (default: the export's own answer); returns the calls and a restore().
-function spy(target, name, bytes) {
+// Where an entry takes its budget: a field of its call object (the first argument), or its last argument.
+const IN_CALL = { get: (args) => args[0].budget, set: (args, budget) => [{ ...args[0], budget }, ...args.slice(1)] };
+const LAST = { get: (args) => args.at(-1), set: (args, budget) => [...args.slice(0, -1), budget] };
+
+// Runs `call` (a public call of `fn` that stages `staged` bytes and reaches the entry
+// target[name]) twice. As is: the entry gets the bytes wasm32 has left after the staging, and
+// runs. Then with the budget cut to 0 inside the wrapper: the entry refuses, saying how many
+// bytes it needs, allocating nothing; with one byte less than that it refuses again, with that
+// many it runs; and the public call throws the RangeError for staged + needed bytes, leaving
+// memory as it was. Returns the bytes needed.
+function checkBudget({ fn, target, name, where, staged, call }) {
   const real = target[name];
-  const calls = [];
+  const passed = [];
   target[name] = function (...args) {
-    const exported = real.apply(this, args);
-    calls.push({ args, exported });
-    return bytes ?? exported;
+    passed.push(where.get(args));
+    return real.apply(this, args);
   };
-  return { calls, restore: () => { target[name] = real; } };
+  try {
+    call();
+  } finally {
+    target[name] = real;
+  }
+  assert.deepEqual(passed, [lib.memoryUsage().wasmMemoryLimit - RESERVED - staged], 'the budget: what is left after staging');
+
+  const usage = lib.memoryUsage();
+  let refused, needed, below, at;
+  target[name] = function (...args) {
+    const held = M.heapInUse();
+    refused = real.apply(this, where.set(args, 0));
+    assert.equal(M.heapInUse(), held, 'the entry allocated nothing before refusing');
+    needed = Number(refused.slice(1));
+    below = real.apply(this, where.set(args, needed - 1));
+    at = real.apply(this, where.set(args, needed));
+    return refused;
+  };
+  try {
+    assert.throws(call, (e) => e instanceof RangeError && NEEDS(fn, Math.ceil((staged + needed) / MiB)).test(e.message));
+  } finally {
+    target[name] = real;
+  }
+  assert.ok(refused.startsWith(OVER_BUDGET) && Number.isInteger(needed) && needed > 0, JSON.stringify(refused));
+  assert.deepEqual([below, at], [refused, ''], 'refused past the budget, run within it');
+  assert.deepEqual(lib.memoryUsage(), usage, 'memory as before the call');
+  return needed;
 }
 
-test('linear checks memory with the exported linearWorkspaceBytes', () => {
+test('linear: the entry checks its workspace against the budget JS passes', () => {
   const [rows, inFeatures, outFeatures] = [5, 7, 3];
   const random = rng(1);
   const input = randomTensor(rows * inFeatures, random), weight = randomTensor(outFeatures * inFeatures, random);
-  const s = spy(M, 'linearWorkspaceBytes');
-  try {
-    lib.linear(input, weight, { inFeatures, outFeatures });
-    assert.deepEqual(s.calls.map((c) => c.args), [[rows, inFeatures, outFeatures]]);
-    assert.ok(s.calls[0].exported >= 4 * (outFeatures * inFeatures + rows * inFeatures), 'the weights packed and the input in tiles');
-  } finally {
-    s.restore();
-  }
-  const huge = spy(M, 'linearWorkspaceBytes', 4096 * MiB);
-  try {
-    const staged = alignUp(input.byteLength) + alignUp(weight.byteLength) + alignUp(4 * rows * outFeatures);
-    assert.throws(() => lib.linear(input, weight, { inFeatures, outFeatures }),
-      (e) => e instanceof RangeError && NEEDS('linear', Math.ceil((staged + 4096 * MiB) / MiB)).test(e.message));
-  } finally {
-    huge.restore();
-  }
+  const expected = lib.linear(input, weight, { inFeatures, outFeatures });
+  const staged = alignUp(input.byteLength) + alignUp(weight.byteLength) + alignUp(4 * rows * outFeatures);
+  const needed = checkBudget({ fn: 'linear', target: M, name: 'linear', where: LAST, staged,
+    call: () => lib.linear(input, weight, { inFeatures, outFeatures }) });
+  assert.ok(needed >= 4 * (outFeatures * inFeatures + rows * inFeatures), 'the weights packed and the input in tiles');
+  assert.deepEqual(lib.linear(input, weight, { inFeatures, outFeatures }), expected, 'later calls as before');
 });
 
-test('attention, attentionWeights and attentionBackward check memory with the exported attentionWorkspaceBytes', () => {
+test('attention, attentionWeights and attentionBackward: the entries check the workspace against the budget', () => {
   const shape = { heads: 2, kvHeads: 1, seqQ: 20, seqK: 5, headDim: 4 };  // 40 rows a kv head: the blocked path
   const random = rng(2);
   const q = randomTensor(2 * 20 * 4, random), k = randomTensor(5 * 4, random), v = randomTensor(5 * 4, random);
+  const dOut = randomTensor(q.length, random);
   const sinks = new Float32Array([0.5, -0.5]);
-  const s = spy(M, 'attentionWorkspaceBytes');
-  try {
-    lib.attention(q, k, v, shape);
-    lib.attentionWeights(q, k, shape);
-    lib.attentionBackward(q, k, v, randomTensor(q.length, random), { ...shape, sinks });
-    const [forward, weights, backward] = s.calls;
-    assert.equal(s.calls.length, 3);
-    // Before staging, an address only says whether the tensor is given.
-    assert.deepEqual([forward.args[1], forward.args[0].value, forward.args[0].sinks, forward.args[0].seqK], [false, 1, 0, 5]);
-    assert.deepEqual([weights.args[0].value, weights.args[0].weights], [0, 1]);
-    assert.deepEqual([backward.args[1], backward.args[0].sinks], [true, 1]);
-    assert.ok(backward.exported > forward.exported, 'the backward holds more than the forward');
-    assert.ok(forward.exported > weights.exported, 'without values, no V is packed');
-  } finally {
-    s.restore();
-  }
-  const huge = spy(M, 'attentionWorkspaceBytes', 4096 * MiB);
-  try {
-    const staged = alignUp(q.byteLength) + alignUp(k.byteLength) + alignUp(v.byteLength) + alignUp(q.byteLength);
-    assert.throws(() => lib.attention(q, k, v, shape),
-      (e) => e instanceof RangeError && NEEDS('attention', Math.ceil((staged + 4096 * MiB) / MiB)).test(e.message));
-  } finally {
-    huge.restore();
-  }
+  const size = (...arrays) => arrays.reduce((sum, a) => sum + alignUp(a.byteLength), 0);
+  const forward = checkBudget({ fn: 'attention', target: M, name: 'attention', where: IN_CALL, staged: size(q, k, v, q),
+    call: () => lib.attention(q, k, v, shape) });
+  const weights = checkBudget({ fn: 'attentionWeights', target: M, name: 'attention', where: IN_CALL,
+    staged: size(q, k) + alignUp(4 * 2 * 20 * 5), call: () => lib.attentionWeights(q, k, shape) });
+  const backward = checkBudget({ fn: 'attentionBackward', target: M, name: 'attentionBackward', where: IN_CALL,
+    staged: size(q, k, v, dOut, sinks, q, k, v, sinks), call: () => lib.attentionBackward(q, k, v, dOut, { ...shape, sinks }) });
+  assert.ok(backward > forward, 'the backward holds more than the forward');
+  assert.ok(forward > weights, 'without values, no V is packed');
 });
 
-test('attention over a cache checks memory with the export for that cache', () => {
+test('attention over a cache: the entry checks the workspace, sized for that cache, against the budget', () => {
   const cache = lib.createKVCache({ batch: 1, kvHeads: 1, headDim: 4, maxSeq: 8 });
-  const random = rng(3);
-  cache.append(randomTensor(6 * 4, random), randomTensor(6 * 4, random), { seq: 6 });
-  const s = spy(M, 'attentionCachedWorkspaceBytes');
   try {
-    lib.attention(randomTensor(2 * 4, random), cache, null, { heads: 2, seqQ: 1, causal: true });
-    assert.equal(s.calls.length, 1);
-    assert.equal(s.calls[0].args[0].seqK, 6);
-    assert.ok(s.calls[0].exported > 0);
+    const random = rng(3);
+    cache.append(randomTensor(6 * 4, random), randomTensor(6 * 4, random), { seq: 6 });
+    const query = randomTensor(2 * 4, random);
+    checkBudget({ fn: 'attention', target: M, name: 'attentionCached', where: IN_CALL, staged: 2 * alignUp(query.byteLength),
+      call: () => lib.attention(query, cache, null, { heads: 2, seqQ: 1, causal: true }) });
   } finally {
-    s.restore();
     cache.dispose();
   }
 });
 
-test("the layer's forward checks memory with its exported forwardWorkspaceBytes", () => {
+test("the layer's forward (plain, training, over a cache): the entry checks what it allocates against the budget", () => {
   const [e, heads, batch, seq] = [8, 2, 2, 3];
   const layer = new lib.MultiHeadAttention({ embedDim: e, numHeads: heads });
-  const random = rng(4);
-  const w = () => randomTensor(e * e, random);
-  layer.setWeights({ wq: w(), wk: w(), wv: w(), wo: w(), bq: new Float32Array(e), bk: new Float32Array(e),
-    bv: new Float32Array(e), bo: new Float32Array(e) });
-  const x = randomTensor(batch * seq * e, random);
-  const core = M.MultiHeadAttentionCore.prototype;
-  const s = spy(core, 'forwardWorkspaceBytes');
-  try {
-    layer.forward(x, null, null, { batch, causal: true });
-    assert.equal(s.calls.length, 1);
-    const { args: [call], exported } = s.calls[0];
-    assert.deepEqual([call.batch, call.seqQ, call.seqK, call.causal], [batch, seq, seq, true]);
-    // At least Q, the attention output, K and V: 4 × batch · seq · embedDim floats.
-    assert.ok(exported >= 4 * 4 * batch * seq * e, `${exported} bytes`);
-  } finally {
-    s.restore();
-  }
-  const huge = spy(core, 'forwardWorkspaceBytes', 4096 * MiB);
-  try {
-    const staged = alignUp(x.byteLength) + alignUp(x.byteLength);  // the query in, out the same size
-    assert.throws(() => layer.forward(x, null, null, { batch }),
-      (err) => err instanceof RangeError && NEEDS('MultiHeadAttention.forward', Math.ceil((staged + 4096 * MiB) / MiB)).test(err.message));
-  } finally {
-    huge.restore();
-  }
   const cache = layer.createCache({ batch, maxSeq: 8 });
-  const cached = spy(core, 'forwardCachedWorkspaceBytes');
   try {
-    layer.forward(x, null, null, { cache });
-    assert.equal(cached.calls.length, 1);
-    assert.ok(cached.calls[0].exported > 0);
+    const random = rng(4);
+    const w = () => randomTensor(e * e, random);
+    layer.setWeights({ wq: w(), wk: w(), wv: w(), wo: w(), bq: new Float32Array(e), bk: new Float32Array(e),
+      bv: new Float32Array(e), bo: new Float32Array(e) });
+    const x = randomTensor(batch * seq * e, random);
+    const core = M.MultiHeadAttentionCore.prototype;
+    const staged = 2 * alignUp(x.byteLength);  // the query in, out the same size
+    const fn = 'MultiHeadAttention.forward';
+    const needed = checkBudget({ fn, target: core, name: 'forward', where: IN_CALL, staged,
+      call: () => layer.forward(x, null, null, { batch, causal: true }) });
+    // At least Q, the attention output, K and V: 4 × batch · seq · embedDim floats.
+    assert.ok(needed >= 4 * 4 * batch * seq * e, `${needed} bytes`);
+    checkBudget({ fn, target: core, name: 'forwardTrain', where: IN_CALL, staged,
+      call: () => layer.forward(x, null, null, { batch, causal: true, train: true }) });
+    const cached = () => {
+      layer.forward(x, null, null, { cache });
+      cache.reset();
+    };
+    checkBudget({ fn, target: core, name: 'forwardCached', where: IN_CALL, staged, call: cached });
   } finally {
-    cached.restore();
     cache.dispose();
     layer.dispose();
   }
 });
 
-// Every work item that may run at once holds its own workspace: 8 threads of the blocked path,
-// each packing Kᵀ and V of 2^23 keys (headDim 1, V padded to a 16-column panel: 17 floats a
-// key, 544 MiB), need 8 × 544 MiB besides the 64 MiB of K and V — more than wasm32 has, though
-// one workspace and the arguments would fit (the estimate before counted one).
-test('a call whose workspaces on every thread cannot fit gets a RangeError before anything is allocated', async () => {
+// Calls that really cannot fit, on 8 threads: every work item that may run at once holds its
+// own workspace. 8 threads of the blocked path, each packing Kᵀ and V of 2^23 keys (headDim 1,
+// V padded to a 16-column panel: 17 floats a key, 544 MiB), need 8 × 544 MiB besides the 64 MiB
+// staged — more than wasm32 has, though one workspace and the arguments would fit. Staging may
+// grow wasm memory (by less than one workspace); the call allocates nothing that stays, and the
+// same call again leaves memory exactly as it was. (The arena is emptied first: a block as large
+// as the staging is not kept after a call. And the worker threads' own start-up, which may still
+// malloc a few bytes after the library resolves, is waited for.)
+async function checkTooLarge(run, fn, [low, high]) {
+  run.lib.trim();
+  for (let held = -1, tries = 0; held !== run.lib.memoryUsage().heapInUse && tries < 40; tries++) {
+    held = run.lib.memoryUsage().heapInUse;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  const before = run.lib.memoryUsage();
+  const refuse = () => assert.throws(run.call, (e) => {
+    const m = new RegExp(`^${fn.replace('.', '\\.')}: this call needs (\\d+) MiB of wasm memory, more than the 4064 MiB a wasm32 ` +
+      'module can use; split the batch or the heads$').exec(e.message);
+    assert.ok(e instanceof RangeError && m, e.message);
+    assert.ok(Number(m[1]) >= low && Number(m[1]) <= high, `${m[1]} MiB`);
+    return true;
+  });
+  refuse();
+  const after = run.lib.memoryUsage();
+  assert.deepEqual([after.heapInUse, after.arena], [before.heapInUse, before.arena], 'nothing left allocated');
+  assert.ok(after.wasmMemory - before.wasmMemory < 544 * MiB, `wasm memory grew ${after.wasmMemory - before.wasmMemory} bytes`);
+  refuse();
+  assert.deepEqual(run.lib.memoryUsage(), after, 'the same call again: memory as it was');
+}
+
+test('a call whose workspaces on every thread cannot fit gets a RangeError before they are allocated', async () => {
   const threaded = await createAttention({ threads: 8 });
   try {
     const seqK = 2 ** 23;
     const key = new Float32Array(seqK), value = new Float32Array(seqK), query = new Float32Array(128);
-    const usage = threaded.memoryUsage();
-    assert.throws(() => threaded.attention(query, key, value, { heads: 1, seqQ: 128, seqK, headDim: 1 }), (e) => {
-      const m = /^attention: this call needs (\d+) MiB of wasm memory, more than the 4064 MiB a wasm32 module can use; split the batch or the heads$/.exec(e.message);
-      assert.ok(e instanceof RangeError && m, e.message);
-      assert.ok(Number(m[1]) >= 8 * 544 + 64 && Number(m[1]) <= 8 * 546 + 65, `${m[1]} MiB`);
-      return true;
-    });
-    assert.deepEqual(threaded.memoryUsage(), usage, 'nothing was allocated');
+    await checkTooLarge({ lib: threaded, call: () => threaded.attention(query, key, value, { heads: 1, seqQ: 128, seqK, headDim: 1 }) },
+      'attention', [8 * 544 + 64, 8 * 546 + 65]);
   } finally {
+    threaded.dispose();
+  }
+});
+
+test("a layer's forward whose kernel workspaces cannot fit gets a RangeError before they are allocated", async () => {
+  const threaded = await createAttention({ threads: 8 });
+  const layer = new threaded.MultiHeadAttention({ embedDim: 1, numHeads: 1, bias: false });
+  try {
+    layer.setWeights({ wq: new Float32Array([1]), wk: new Float32Array([1]), wv: new Float32Array([1]), wo: new Float32Array([1]) });
+    const seq = 2 ** 23;
+    const x = new Float32Array(seq);
+    // The kernel's 8 × 544 MiB, the 64 MiB staged, and the layer's work buffer (Q, the attention
+    // output, K and V: 128 MiB, and the projections' scratch).
+    await checkTooLarge({ lib: threaded, call: () => layer.forward(x) }, 'MultiHeadAttention.forward', [8 * 544 + 64 + 128, 8 * 546 + 65 + 256]);
+  } finally {
+    layer.dispose();
     threaded.dispose();
   }
 });

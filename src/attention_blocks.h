@@ -39,11 +39,12 @@ constexpr int kFewRows = 32;
 // 9 % slower); K and V rows staged for tiles (more than one row) stage_keys(rows) at a time (in L1).
 constexpr int kFewKeys = 512;
 constexpr int kStageKeys = kKeysPerBlock;  // the most; the staging buffer holds this many rows
-// Up to 8 rows (a tile or two), each staged K or V row feeds little arithmetic, so staging is
-// mostly waiting for memory: 8 keys at a time (4 KiB of float32 rows) let the reads of the next
-// ones overlap the tiles' work (a decode step of 4 or 8 positions over 32 kv heads of 4096 keys:
-// 0.6-0.8 of the time with 64), while more rows keep 64 (8 keys made 16 and 32 rows 1.26×
-// slower: every tile pass reloads its accumulators per staged block).
+// Up to 8 rows (a tile or two), each staged K or V row feeds little arithmetic: 8 keys at a time
+// (4 KiB of float32 rows) keep a staged block in L1 even when other work shares the cache (a
+// decode step of 4 or 8 positions over 32 kv heads of 4096 keys, against 64: 0.97-0.98 of the
+// time on an otherwise idle 2-core machine, 0.6-0.8 while its other core was busy compiling),
+// while more rows keep 64 (8 keys made 16 and 32 rows 1.26× slower: every tile pass reloads its
+// accumulators per staged block).
 inline int stage_keys(int rows) { return rows <= 8 ? 8 : kStageKeys; }
 // Few rows: keys per chunk of a split over keys (flash-decoding; see attention_forward.cpp).
 constexpr int kSplitKeys = 2 * kFewKeys;

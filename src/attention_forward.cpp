@@ -89,19 +89,21 @@ void few_scores(const AttentionParams& p, const RowBlock& rb, const kv::Head& h,
     }
   }
   if (std::is_same_v<T, std::int8_t> && in_place) {  // int8's scales (staging applied the keys')
-    alignas(16) float key_scale[kFewKeys];
-    for (int j = 0; j < len; ++j) key_scale[j] = h.key_scale_at_slot(h.slot(kb + j));
     for (int i = 0; i < rb.rows; ++i) {
       float* s = ws.scores + i * ws.scores_ld;
       const float rs = q16 ? ws.row_scale[i] : 1.0f;
-      for (int j = 0; j < len; ++j) s[j] = s[j] * rs * key_scale[j];
+      kv::for_each_piece(h, kb, kb + len, [&](int j0, int j1, int s0) {
+        const float* ks = h.key_scale + s0 * h.key_scale_row;
+        float* sp = s + (j0 - kb);
+        for (int t = 0; t < j1 - j0; ++t) sp[t] = sp[t] * rs * ks[t * h.key_scale_row] * factor;
+      });
     }
-  }
-  if (factor != 1.0f)
+  } else if (factor != 1.0f) {
     for (int i = 0; i < rb.rows; ++i) {
       float* s = ws.scores + i * ws.scores_ld;
       for (int j = 0; j < len; ++j) s[j] *= factor;
     }
+  }
 }
 
 // acc += P·V for keys [kb, kb + len): one row reads V in place (int8's value scales folded into
@@ -111,7 +113,11 @@ void few_values(const AttentionParams& p, const RowBlock& rb, const kv::Head& h,
   if (rb.rows == 1) {
     float* pr = ws.scores;
     if constexpr (std::is_same_v<T, std::int8_t>) {
-      for (int j = 0; j < len; ++j) pr[j] *= h.value_scale_at_slot(h.slot(kb + j));
+      kv::for_each_piece(h, kb, kb + len, [&](int j0, int j1, int s0) {
+        const float* vs = h.value_scale + s0 * h.value_scale_row;
+        float* pp = pr + (j0 - kb);
+        for (int t = 0; t < j1 - j0; ++t) pp[t] *= vs[t * h.value_scale_row];
+      });
     }
     kv::for_each_piece(h, kb, kb + len, [&](int j0, int j1, int s0) {
       few_rows::value_row<T>(pr + (j0 - kb), j1 - j0, h.value_at_slot<T>(s0), h.value_row, p.value_dim, ws.acc);

@@ -54,6 +54,11 @@ void blocks::attend_block(const AttentionParams& p, const RowBlock& rb, const kv
 
 namespace {
 
+// float16 known finite, read by one row without the rebias (half::FiniteRaw): its loops never
+// stage rows (the staged path would need the rebias), see attend_few_rows.
+template <class T>
+constexpr bool kRawHalf = std::is_same_v<T, half::FiniteRaw>;
+
 // Scores of the block's rows for keys [kb, kb + len) into ws.scores: dot products (of queries
 // that may carry the factor already, see few_queries) times the query's scale (int8 through
 // integers), the key's scale (int8 read in place) and `factor`, in that order (each a product of
@@ -76,7 +81,7 @@ void few_scores(const AttentionParams& p, const RowBlock& rb, const kv::Head& h,
       }
       few_rows::score_row<T>(ws.qpack, h.key_at_slot<T>(s0), h.key_row, j1 - j0, n, s);
     });
-  } else {
+  } else if constexpr (!kRawHalf<T>) {
     const int stage = stage_keys(rb.rows);
     for (int sb = 0; sb < len; sb += stage) {  // staged `stage` keys at a time, in L1
       const int sl = std::min(stage, len - sb);
@@ -119,10 +124,13 @@ void few_values(const AttentionParams& p, const RowBlock& rb, const kv::Head& h,
         for (int t = 0; t < j1 - j0; ++t) pp[t] *= vs[t * h.value_scale_row];
       });
     }
+    if constexpr (kRawHalf<T>) {  // the rebias the values lack (probabilities are at most 1)
+      for (int j = 0; j < len; ++j) pr[j] *= half::kRebias;
+    }
     kv::for_each_piece(h, kb, kb + len, [&](int j0, int j1, int s0) {
       few_rows::value_row<T>(pr + (j0 - kb), j1 - j0, h.value_at_slot<T>(s0), h.value_row, p.value_dim, ws.acc);
     });
-  } else {
+  } else if constexpr (!kRawHalf<T>) {
     const int stage = stage_keys(rb.rows);
     for (int sb = 0; sb < len; sb += stage) {
       const int sl = std::min(stage, len - sb);
@@ -167,10 +175,21 @@ FewQueries few_queries(const AttentionParams& p, const RowBlock& rb, float facto
     }
   }
   const float fold = std::fabs(factor) <= 1.0f ? factor : 1.0f;
-  if (rb.rows == 1)
+  if constexpr (kRawHalf<T>) {  // and the rebias the keys lack (exact: see attend_few_rows)
+    for (int d = 0; d < n; ++d) ws.qpack[d] = rb.q[0][d] * fold * half::kRebias;
+  } else if (rb.rows == 1) {
     for (int d = 0; d < n; ++d) ws.qpack[d] = rb.q[0][d] * fold;
-  else few_rows::pack_queries(rb.rows, rb.q, n, fold, ws.qpack);
+  } else {
+    few_rows::pack_queries(rb.rows, rb.q, n, fold, ws.qpack);
+  }
   return {false, fold == factor ? 1.0f : factor};
+}
+
+// Whether q·2^112 is finite for every element of q (|q| < 2^16; NaN and ±∞ are not).
+inline bool fits_rebias(const float* q, int n) {
+  for (int d = 0; d < n; ++d)
+    if (!(std::fabs(q[d]) < 0x1p16f)) return false;
+  return true;
 }
 
 // The few-rows path (see kFewRows) over keys [begin, end): every row of the kv head in one block,
@@ -179,6 +198,13 @@ FewQueries few_queries(const AttentionParams& p, const RowBlock& rb, float facto
 template <class T>
 void attend_few_rows(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, int begin, int end,
                      Workspace& ws) {
+  // One row over a finite float16 cache: keys and values widened without the rebias, which the
+  // query and the probabilities carry instead — the same products to the bit (powers of two),
+  // a multiply less per vector of K and of V.
+  if constexpr (std::is_same_v<T, half::Finite>) {
+    if (rb.rows == 1 && fits_rebias(rb.q[0], p.head_dim))
+      return attend_few_rows<half::FiniteRaw>(p, rb, h, begin, end, ws);
+  }
   start_rows(p, rb, ws);
   // Raw dot products times scale·log2 e (or scale/softcap) when that factor is finite, else by
   // its parts in the score rule: one finite operand at a time, so a product may overflow to ±∞

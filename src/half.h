@@ -19,6 +19,13 @@ namespace attn::half {
 // AttentionParams::kv_finite says so).
 enum class Finite : std::uint16_t {};
 
+// float16 elements known finite, read without the rebias: their float32 bit pattern (sign,
+// exponent and mantissa moved into place), which is the value times 2^-112 exactly, normals and
+// subnormals alike. Whoever reads them multiplies the other operand by kRebias instead (exact,
+// where that stays finite): one multiply less per vector.
+enum class FiniteRaw : std::uint16_t {};
+constexpr float kRebias = 0x1p112f;
+
 inline float bits_to_float(std::uint32_t u) {
   float f;
   std::memcpy(&f, &u, sizeof f);
@@ -38,6 +45,11 @@ inline float to_float(std::uint16_t h) {
   std::uint32_t u = float_to_bits(bits_to_float(em) * 0x1p112f);
   if ((h & 0x7c00) == 0x7c00) u = em | 0x7f800000u;
   return bits_to_float(u | (static_cast<std::uint32_t>(h & 0x8000) << 16));
+}
+
+// A finite half times 2^-112 (FiniteRaw's value): its bits moved into float32 position.
+inline float to_float_raw(std::uint16_t h) {
+  return bits_to_float((static_cast<std::uint32_t>(h & 0x8000) << 16) | (static_cast<std::uint32_t>(h & 0x7fff) << 13));
 }
 
 // After F. Giesen's float_to_half_fast3_rtne: subnormal results come from a float addition that
@@ -72,6 +84,11 @@ inline simd::vfloat load_finite(const Finite* p) { return to_float(static_cast<s
 inline void load2_finite(const Finite* p, simd::vfloat& lo, simd::vfloat& hi) {
   lo = to_float(static_cast<std::uint16_t>(p[0]));
   hi = to_float(static_cast<std::uint16_t>(p[1]));
+}
+inline simd::vfloat load_finite_raw(const FiniteRaw* p) { return to_float_raw(static_cast<std::uint16_t>(*p)); }
+inline void load2_finite_raw(const FiniteRaw* p, simd::vfloat& lo, simd::vfloat& hi) {
+  lo = to_float_raw(static_cast<std::uint16_t>(p[0]));
+  hi = to_float_raw(static_cast<std::uint16_t>(p[1]));
 }
 
 #else
@@ -110,26 +127,35 @@ inline void load2(const std::uint16_t* p, vfloat& lo, vfloat& hi) {
   hi = vfloat(_mm_castsi128_ps(_mm_unpackhi_epi16(bottom, top))) * scale;
 }
 
-// As load() and load2() for halves that are not ±∞ or NaN: each half into the top 16 bits of a
-// 32-bit lane, shifted right by 3 (arithmetic: the sign stays in bit 31), the copies of the sign
-// masked off, times 2^112 — the multiply form of to_float without its exponent-31 case. That
-// case cost 4 of load2's 11 operations, and decode steps over a float16 cache are bound by them.
-inline vfloat load_finite(const Finite* p) {
+// As load() and load2() for halves that are not ±∞ or NaN, without the rebias (FiniteRaw's
+// value, times 2^-112): each half into the top 16 bits of a 32-bit lane, shifted right by 3
+// (arithmetic: the sign stays in bit 31), the copies of the sign masked off.
+inline vfloat load_finite_raw(const FiniteRaw* p) {
   const __m128i h = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
   const __m128i bits = _mm_and_si128(_mm_srai_epi32(_mm_unpacklo_epi16(_mm_setzero_si128(), h), 3),
                                      _mm_set1_epi32(static_cast<int>(0x8fffe000u)));
-  return vfloat(_mm_castsi128_ps(bits)) * vfloat(0x1p112f);
+  return vfloat(_mm_castsi128_ps(bits));
 }
 
-// 2W halves (no ±∞ or NaN) -> 2W floats (lo: the first W): load2's 16-bit form without the
-// exponent-31 case.
-inline void load2_finite(const Finite* p, vfloat& lo, vfloat& hi) {
+// 2W halves (no ±∞ or NaN) -> 2W floats times 2^-112 (lo: the first W): load2's 16-bit form
+// without the exponent-31 case.
+inline void load2_finite_raw(const FiniteRaw* p, vfloat& lo, vfloat& hi) {
   const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   const __m128i top = _mm_and_si128(_mm_srai_epi16(h, 3), _mm_set1_epi16(static_cast<short>(0x8fff)));
   const __m128i bottom = _mm_slli_epi16(h, 13);
-  const vfloat scale(0x1p112f);
-  lo = vfloat(_mm_castsi128_ps(_mm_unpacklo_epi16(bottom, top))) * scale;
-  hi = vfloat(_mm_castsi128_ps(_mm_unpackhi_epi16(bottom, top))) * scale;
+  lo = vfloat(_mm_castsi128_ps(_mm_unpacklo_epi16(bottom, top)));
+  hi = vfloat(_mm_castsi128_ps(_mm_unpackhi_epi16(bottom, top)));
+}
+
+// The same times 2^112: the multiply form of to_float without its exponent-31 case. That case
+// cost 4 of load2's 11 operations, and decode steps over a float16 cache are bound by them.
+inline vfloat load_finite(const Finite* p) {
+  return load_finite_raw(reinterpret_cast<const FiniteRaw*>(p)) * vfloat(kRebias);
+}
+inline void load2_finite(const Finite* p, vfloat& lo, vfloat& hi) {
+  load2_finite_raw(reinterpret_cast<const FiniteRaw*>(p), lo, hi);
+  lo *= vfloat(kRebias);
+  hi *= vfloat(kRebias);
 }
 
 // W floats -> W halves, as from_float.

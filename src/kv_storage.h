@@ -60,6 +60,20 @@ struct Stored<half::Finite> {
   static float one(const half::Finite* p) { return half::to_float(static_cast<std::uint16_t>(*p)); }
 };
 
+// The same read without the rebias (the value times 2^-112; see half::FiniteRaw).
+template <>
+struct Stored<half::FiniteRaw> {
+#if defined(ATTN_SCALAR)
+  static constexpr int kVectors = 1;
+  static void load_chunk(const half::FiniteRaw* p, vfloat* v) { v[0] = half::load_finite_raw(p); }
+#else
+  static constexpr int kVectors = 2;
+  static void load_chunk(const half::FiniteRaw* p, vfloat* v) { half::load2_finite_raw(p, v[0], v[1]); }
+#endif
+  static vfloat load(const half::FiniteRaw* p) { return half::load_finite_raw(p); }
+  static float one(const half::FiniteRaw* p) { return half::to_float_raw(static_cast<std::uint16_t>(*p)); }
+};
+
 template <>
 struct Stored<bfloat16::Bits> {
 #if defined(ATTN_SCALAR)

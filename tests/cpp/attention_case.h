@@ -38,6 +38,7 @@ struct Case {
   bool key_padding = false;  // the last key of each batch entry and every 7th are padding
   float input_scale = 1.0f;  // multiplies q and k: large values give large logits
   bool integer_inputs = false;  // round q and k to integers (exact float dot products)
+  float query_scale = 1.0f;     // multiplies q again (after input_scale and rounding)
   float scale = -1.0f;       // < 0: 1/sqrt(head_dim)
   // Score variants (attention.h).
   attn::Align align = attn::Align::lower_right;
@@ -48,6 +49,7 @@ struct Case {
   // Storage of K and V.
   attn::KvType kv_type = attn::KvType::f32;
   int ring = 0;    // > 0: K and V stored in a ring of this many slots (positions ≥ seq_k − ring)
+  bool kv_finite = false;  // float16: promise no stored ±∞ or NaN, as a KV cache does (kv_finite)
   double tolerance = 2e-5;
   std::uint32_t seed = 1;
 
@@ -58,7 +60,8 @@ struct Case {
       << (align == attn::Align::upper_left ? " upper-left" : "") << " mask " << int(mask) << "/" << mask_broadcast
       << (key_padding ? " padding" : "") << " window [" << window_left << "," << window_right << "] softcap " << softcap
       << " alibi " << alibi << (sinks ? " sinks" : "") << " kv_type " << int(kv_type) << " ring " << ring
-      << " input_scale " << input_scale << " scale " << scale << " seed " << seed;
+      << (kv_finite ? " finite" : "") << " input_scale " << input_scale << " query_scale " << query_scale << " scale "
+      << scale << " seed " << seed;
     return s.str();
   }
 };
@@ -166,6 +169,7 @@ inline Run make_run(Case c) {
     for (auto& e : r.q) e = std::round(e);
     for (auto& e : r.k) e = std::round(e);
   }
+  for (auto& e : r.q) e *= c.query_scale;
   fill(r.v, std::size_t(c.batch) * c.kv_heads * c.seq_k * c.value_dim, 1.0f);
   p.query = r.q.data();
   p.key = r.k.data();
@@ -233,6 +237,7 @@ inline Run make_run(Case c) {
     r.k_seen = store(c, r.k, k_logical, c.head_dim, r.k16, r.k8, r.kscale, kring, p.k, ks);
     r.v_seen = store(c, r.v, v_logical, c.value_dim, r.v16, r.v8, r.vscale, vring, p.v, vs);
     p.kv_type = c.kv_type;
+    p.kv_finite = c.kv_type == attn::KvType::f16 && c.kv_finite;
     p.kv_ring = c.ring;
     r.ref_params.kv_ring = c.ring;  // the reference masks the positions a ring no longer holds
     if (c.kv_type == attn::KvType::f16 || c.kv_type == attn::KvType::bf16) {

@@ -180,6 +180,48 @@ TEST_CASE("few rows: scale factors of at most 1 carried by the queries, larger o
       }
 }
 
+TEST_CASE("few rows: float16 known finite, one row without the rebias, queries past 2^16, subnormal keys", "[few]") {
+  // A cache promises finite float16 (kv_finite): one row then widens keys and values without the
+  // 2^112 rebias (half::FiniteRaw), which the query and the probabilities carry instead, while
+  // every |q| < 2^16; queries past that (and several rows) read them rebiased. Keys near 2^-16
+  // are mostly subnormal halves; a scale keeps their logits of order one.
+  int n = 0;
+  for (const int rows : {1, 3})
+    for (const bool big_query : {false, true})
+      for (const bool tiny_keys : {false, true})
+        for (const int dim : {16, 33, 128}) {
+          Case c;
+          c.kv_type = attn::KvType::f16;
+          c.kv_finite = true;
+          c.kv_heads = 2;
+          c.heads = 2 * rows;
+          c.seq_k = n % 3 == 0 ? 70 : n % 3 == 1 ? 600 : 2 * kSplitKeys + 100;
+          c.head_dim = dim;
+          c.value_dim = dim % 2 ? 20 : dim;
+          float logit = 1.0f / std::sqrt(float(dim));
+          if (tiny_keys) {
+            c.input_scale = 0x1p-16f;  // q and k
+            c.query_scale = 0x1p16f;  // q back to [-1, 1)
+            logit *= 0x1p16f;
+          }
+          if (big_query) {
+            c.query_scale *= 0x1p17f;
+            logit *= 0x1p-17f;
+          }
+          c.scale = logit;
+          if (n % 4 == 3) {  // a ring that wrapped
+            c.ring = 100;
+            c.seq_k = 3 * c.ring + 17;
+            c.causal = true;
+            c.window_left = c.ring - 1;
+            c.window_right = 0;
+          }
+          c.weights = n % 2 == 0;
+          c.seed = 1000 + n++;
+          check_case(c);
+        }
+}
+
 TEST_CASE("few rows: int8 keys through integers, and in float past 512 dims or for non-finite queries", "[few]") {
   for (const int rows : {1, 4, 9}) {
     Case c;

@@ -238,6 +238,30 @@ TEST_CASE("the kernel's wide readers equal the one-element ones: every half and 
     for (int j = 0; j < W; ++j)
       REQUIRE(same_bits(got[j], attn::half::to_float(static_cast<std::uint16_t>(finite[i + j]))));
   }
+  // Without the rebias (half::FiniteRaw): the same halves times 2^-112 exactly, signs of zeros
+  // too, by chunks, single vectors and one by one.
+  std::vector<attn::half::FiniteRaw> raw;
+  for (const auto h : finite) raw.push_back(attn::half::FiniteRaw(static_cast<std::uint16_t>(h)));
+  using RawReader = Stored<attn::half::FiniteRaw>;
+  constexpr int RV = RawReader::kVectors;
+  got.assign(RV * W, 0.0f);
+  std::vector<float> single(W);
+  for (std::size_t i = 0; i + RV * W <= raw.size(); i += RV * W) {
+    attn::simd::vfloat v[RV];
+    RawReader::load_chunk(raw.data() + i, v);
+    for (int k = 0; k < RV; ++k) attn::simd::store(got.data() + k * W, v[k]);
+    for (int j = 0; j < RV * W; ++j) {
+      const auto h = static_cast<std::uint16_t>(raw[i + j]);
+      INFO("half 0x" << std::hex << h);
+      REQUIRE(std::ldexp(double(got[j]), 112) == half_value(h));
+      REQUIRE(std::signbit(got[j]) == std::signbit(attn::half::to_float(h)));
+      REQUIRE(same_bits(RawReader::one(&raw[i + j]), got[j]));
+    }
+    for (int k = 0; k < RV; ++k) {
+      attn::simd::store(single.data(), RawReader::load(raw.data() + i + k * W));
+      for (int j = 0; j < W; ++j) REQUIRE(same_bits(single[j], got[k * W + j]));
+    }
+  }
   std::vector<attn::bfloat16::Bits> bf16s(65536);
   for (std::uint32_t h = 0; h < 65536; ++h) bf16s[h] = attn::bfloat16::Bits(h);
   constexpr int BV = Stored<attn::bfloat16::Bits>::kVectors;

@@ -275,12 +275,8 @@ inline void score_key_i8(const std::int16_t* qt, const std::int8_t* k, int n, fl
   __m128i acc[R];
   ATTN_UNROLL for (int r = 0; r < R; ++r) acc[r] = _mm_setzero_si128();
   for (; d + 16 <= n; d += 16, qt += kTileRows * 16) {
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(k + d));
-#if defined(__EMSCRIPTEN__)
-    const __m128i lo = wasm_i16x8_extend_low_i8x16(b), hi = wasm_i16x8_extend_high_i8x16(b);
-#else
-    const __m128i lo = _mm_cvtepi8_epi16(b), hi = _mm_cvtepi8_epi16(_mm_srli_si128(b, 8));
-#endif
+    __m128i lo, hi;
+    kv::widen_i8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(k + d)), lo, hi);
     ATTN_UNROLL for (int r = 0; r < R; ++r) {
       const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qt + r * 16));
       const __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qt + r * 16 + 8));
@@ -312,12 +308,8 @@ inline __m128i score_keys_i8(const std::int16_t* qt, const std::int8_t* k, std::
     const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qt));
     const __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qt + 8));
     ATTN_UNROLL for (int g = 0; g < 4; ++g) {
-      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(k + g * k_row + d));
-#if defined(__EMSCRIPTEN__)
-      const __m128i lo = wasm_i16x8_extend_low_i8x16(b), hi = wasm_i16x8_extend_high_i8x16(b);
-#else
-      const __m128i lo = _mm_cvtepi8_epi16(b), hi = _mm_cvtepi8_epi16(_mm_srli_si128(b, 8));
-#endif
+      __m128i lo, hi;
+      kv::widen_i8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(k + g * k_row + d)), lo, hi);
       acc[g] = _mm_add_epi32(acc[g], _mm_add_epi32(_mm_madd_epi16(lo, q0), _mm_madd_epi16(hi, q1)));
     }
   }

@@ -87,6 +87,19 @@ struct Stored<bfloat16::Bits> {
   static float one(const bfloat16::Bits* p) { return bfloat16::to_float(*p); }
 };
 
+#if !defined(ATTN_SCALAR)
+// 16 int8 → their first and last 8, sign-extended to int16 (WebAssembly extends either half).
+inline void widen_i8(__m128i b, __m128i& lo, __m128i& hi) {
+#if defined(__EMSCRIPTEN__)
+  lo = wasm_i16x8_extend_low_i8x16(b);
+  hi = wasm_i16x8_extend_high_i8x16(b);
+#else
+  lo = _mm_cvtepi8_epi16(b);
+  hi = _mm_cvtepi8_epi16(_mm_srli_si128(b, 8));
+#endif
+}
+#endif
+
 template <>
 struct Stored<std::int8_t> {
 #if defined(ATTN_SCALAR)
@@ -102,15 +115,14 @@ struct Stored<std::int8_t> {
   }
   // 16 int8 → 4 vectors: widened to 16 then 32 bits, converted.
   static void load_chunk(const std::int8_t* p, vfloat* v) {
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    __m128i lo, hi;
+    widen_i8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), lo, hi);
 #if defined(__EMSCRIPTEN__)
-    const v128_t lo = wasm_i16x8_extend_low_i8x16(b), hi = wasm_i16x8_extend_high_i8x16(b);
     v[0] = vfloat(__m128(wasm_f32x4_convert_i32x4(wasm_i32x4_extend_low_i16x8(lo))));
     v[1] = vfloat(__m128(wasm_f32x4_convert_i32x4(wasm_i32x4_extend_high_i16x8(lo))));
     v[2] = vfloat(__m128(wasm_f32x4_convert_i32x4(wasm_i32x4_extend_low_i16x8(hi))));
     v[3] = vfloat(__m128(wasm_f32x4_convert_i32x4(wasm_i32x4_extend_high_i16x8(hi))));
 #else
-    const __m128i lo = _mm_cvtepi8_epi16(b), hi = _mm_cvtepi8_epi16(_mm_srli_si128(b, 8));
     v[0] = vfloat(_mm_cvtepi32_ps(_mm_cvtepi16_epi32(lo)));
     v[1] = vfloat(_mm_cvtepi32_ps(_mm_cvtepi16_epi32(_mm_srli_si128(lo, 8))));
     v[2] = vfloat(_mm_cvtepi32_ps(_mm_cvtepi16_epi32(hi)));
@@ -185,12 +197,8 @@ inline std::int32_t dot_i16_i8(const std::int16_t* q, const std::int8_t* k, int 
 #if !defined(ATTN_SCALAR)
   __m128i a0 = _mm_setzero_si128(), a1 = _mm_setzero_si128();
   for (; c + 16 <= n; c += 16) {
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(k + c));
-#if defined(__EMSCRIPTEN__)
-    const __m128i lo = wasm_i16x8_extend_low_i8x16(b), hi = wasm_i16x8_extend_high_i8x16(b);
-#else
-    const __m128i lo = _mm_cvtepi8_epi16(b), hi = _mm_cvtepi8_epi16(_mm_srli_si128(b, 8));
-#endif
+    __m128i lo, hi;
+    widen_i8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(k + c)), lo, hi);
     a0 = _mm_add_epi32(a0, _mm_madd_epi16(lo, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + c))));
     a1 = _mm_add_epi32(a1, _mm_madd_epi16(hi, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + c + 8))));
   }

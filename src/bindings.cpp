@@ -106,19 +106,21 @@ attn::AttentionParams to_params(const JsAttentionCall& c) {
   return p;
 }
 
+// run()'s message, unless what it would allocate (`needed` bytes) exceeds `budget`.
+template <class Run>
+std::string within_budget(double needed, double budget, Run&& run) {
+  return needed > budget ? over_budget(needed) : message(run());
+}
+
 // The forward kernel on p, unless its workspace exceeds `budget`.
 std::string attend(const attn::AttentionParams& p, double budget) {
-  const double needed = attn::attention_workspace_bytes(p);
-  if (needed > budget) return over_budget(needed);
-  return message(attn::attention(p));
+  return within_budget(attn::attention_workspace_bytes(p), budget, [&] { return attn::attention(p); });
 }
 
 std::string run_attention(const JsAttentionCall& c) { return attend(to_params(c), c.budget); }
 
 std::string run_attention_backward(const JsAttentionCall& c, const JsAttentionGrads& d) {
   const attn::AttentionParams p = to_params(c);
-  const double needed = attn::attention_workspace_bytes(p, true);
-  if (needed > c.budget) return over_budget(needed);
   attn::AttentionGrads g;
   g.d_out = ptr<const float>(d.dOut);
   g.d_query = ptr<float>(d.dQuery);
@@ -131,7 +133,8 @@ std::string run_attention_backward(const JsAttentionCall& c, const JsAttentionGr
   g.d_v = p.v;
   g.lse = ptr<const float>(d.lse);
   g.out = ptr<const float>(d.savedOut);
-  return message(attn::attention_backward(p, g));
+  return within_budget(attn::attention_workspace_bytes(p, true), c.budget,
+                       [&] { return attn::attention_backward(p, g); });
 }
 
 // The layer's config, as configureCore() in src/js/mha-config.mjs builds it.
@@ -216,9 +219,7 @@ std::string mha_set_weight(attn::MultiHeadAttention& m, int which, std::uintptr_
 // The layer's forward f (with a cache or a tape, if set), unless what it allocates for itself
 // (its work buffer and the kernel's workspace) exceeds `budget`.
 std::string forward_within(const attn::MultiHeadAttention& m, const attn::MhaForward& f, double budget) {
-  const double needed = m.forward_workspace_bytes(f);
-  if (needed > budget) return over_budget(needed);
-  return message(m.forward(f));
+  return within_budget(m.forward_workspace_bytes(f), budget, [&] { return m.forward(f); });
 }
 
 std::string mha_forward(const attn::MultiHeadAttention& m, const JsMhaCall& c) {
@@ -413,10 +414,10 @@ std::string run_attention_cached(const JsAttentionCall& c, const attn::KvCache& 
 
 std::string run_linear(std::uintptr_t x, std::uintptr_t w, std::uintptr_t b, std::uintptr_t y, int rows,
                        int in_features, int out_features, double budget) {
-  const double needed = attn::linear_workspace_bytes(rows, in_features, out_features);
-  if (needed > budget) return over_budget(needed);
-  return message(attn::linear(ptr<const float>(x), ptr<const float>(w), ptr<const float>(b), ptr<float>(y), rows,
-                              in_features, out_features));
+  return within_budget(attn::linear_workspace_bytes(rows, in_features, out_features), budget, [&] {
+    return attn::linear(ptr<const float>(x), ptr<const float>(w), ptr<const float>(b), ptr<float>(y), rows, in_features,
+                        out_features);
+  });
 }
 
 // Mirrors the object built by rotary() in src/js/rotary.mjs: one chunk of rows, rotated in place.

@@ -124,7 +124,8 @@ test('watch it learn: in a worker, W_q and W_k learn the words\' weights; pause,
   // Start, then Pause: nothing runs while paused.
   await page.selectOption('#learn-speed', '60');
   await page.click('#learn-start');
-  assert.equal(await page.textContent('#learn-start'), 'Pause');
+  // The label follows the worker's report that it runs, which arrives after the click.
+  await page.waitForFunction(() => document.getElementById('learn-start').textContent === 'Pause', null, { timeout: 10000 });
   await page.waitForFunction(() => Number(document.getElementById('learn-status').dataset.step) >= 20, null, { timeout: 30000 });
   await page.click('#learn-start');
   await page.waitForSelector('#learn-status[data-state="paused"]');

@@ -211,11 +211,6 @@ std::string mha_get_adam_sinks(const attn::MultiHeadAttention& m, std::uintptr_t
   return message(m.get_adam_sinks(ptr<float>(m1), ptr<float>(m2)));
 }
 
-std::string mha_set_weight(attn::MultiHeadAttention& m, int which, std::uintptr_t w, std::uintptr_t b) {
-  if (which < 0 || which > 3) return "multi-head attention: unknown projection";
-  return message(m.set_weight(static_cast<attn::Projection>(which), ptr<const float>(w), ptr<const float>(b)));
-}
-
 // The layer's forward f (with a cache or a tape, if set), unless what it allocates for itself
 // (its work buffer and the kernel's workspace) exceeds `budget`.
 std::string forward_within(const attn::MultiHeadAttention& m, const attn::MhaForward& f, double budget) {
@@ -279,14 +274,14 @@ std::string mha_set_weights(attn::MultiHeadAttention& m, const JsMhaGrads& c) {
   return message(m.set_weights(to_arrays(c)));
 }
 
-std::string mha_get_weight(const attn::MultiHeadAttention& m, int which, std::uintptr_t w, std::uintptr_t b) {
-  return message(m.get_weight(static_cast<attn::Projection>(which), ptr<float>(w), ptr<float>(b)));
+std::string mha_get_weight(const attn::MultiHeadAttention& m, attn::Projection which, std::uintptr_t w,
+                           std::uintptr_t b) {
+  return message(m.get_weight(which, ptr<float>(w), ptr<float>(b)));
 }
 
-std::string mha_get_adam_state(const attn::MultiHeadAttention& m, int which, std::uintptr_t m_w, std::uintptr_t m_b,
-                               std::uintptr_t v_w, std::uintptr_t v_b) {
-  return message(m.get_adam_state(static_cast<attn::Projection>(which), ptr<float>(m_w), ptr<float>(m_b),
-                                  ptr<float>(v_w), ptr<float>(v_b)));
+std::string mha_get_adam_state(const attn::MultiHeadAttention& m, attn::Projection which, std::uintptr_t m_w,
+                               std::uintptr_t m_b, std::uintptr_t v_w, std::uintptr_t v_b) {
+  return message(m.get_adam_state(which, ptr<float>(m_w), ptr<float>(m_b), ptr<float>(v_w), ptr<float>(v_b)));
 }
 
 std::string mha_set_adam_state(attn::MultiHeadAttention& m, const JsMhaGrads& moment1, const JsMhaGrads& moment2) {
@@ -487,6 +482,11 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .value("float16", attn::KvType::f16)
       .value("bfloat16", attn::KvType::bf16)
       .value("int8", attn::KvType::i8);
+  enum_<attn::Projection>("Projection")  // named as setWeights() names the weights
+      .value("wq", attn::Projection::q)
+      .value("wk", attn::Projection::k)
+      .value("wv", attn::Projection::v)
+      .value("wo", attn::Projection::o);
   enum_<attn::CacheConflict>("CacheConflict")
       .value("none", attn::CacheConflict::none)
       .value("notAllocated", attn::CacheConflict::not_allocated)
@@ -614,7 +614,6 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .function("setAlibi", &mha_set_alibi)
       .function("getSinks", &mha_get_sinks)
       .function("getAdamSinks", &mha_get_adam_sinks)
-      .function("setWeight", &mha_set_weight)
       .function("setWeights", &mha_set_weights)
       .function("getWeight", &mha_get_weight)
       .function("hasAdamState", &attn::MultiHeadAttention::has_adam_state)

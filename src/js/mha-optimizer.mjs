@@ -65,10 +65,10 @@ export class Optimizer {
     const outputs = {};
     for (const [name, n] of Object.entries(sizes)) outputs[`m_${name}`] = outputs[`v_${name}`] = n;
     return this.#arena.call('MultiHeadAttention.getOptimizerState', {}, outputs, 0, (call) => {
-      PROJECTIONS.forEach(([w, b], which) => {
-        const error = core.getAdamState(which, call.address(`m_${w}`), call.address(`m_${b}`), call.address(`v_${w}`), call.address(`v_${b}`));
+      for (const [w, b] of PROJECTIONS) {
+        const error = core.getAdamState(this.#M.Projection[w], call.address(`m_${w}`), call.address(`m_${b}`), call.address(`v_${w}`), call.address(`v_${b}`));
         if (error) throw coreError(this.#M, error);
-      });
+      }
       if (sizes.sinks) {
         const error = core.getAdamSinks(call.address('m_sinks'), call.address('v_sinks'));
         if (error) throw coreError(this.#M, error);

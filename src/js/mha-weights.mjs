@@ -88,10 +88,10 @@ export function writeWeights(M, arena, core, config, weights) {
 export function readWeights(M, arena, core, config) {
   const sizes = weightSizes(config);
   return arena.call('MultiHeadAttention.getWeights', {}, sizes, 0, (call) => {
-    PROJECTIONS.forEach(([w, b], which) => {
-      const error = core.getWeight(which, call.address(w), call.address(b));
+    for (const [w, b] of PROJECTIONS) {
+      const error = core.getWeight(M.Projection[w], call.address(w), call.address(b));
       if (error) throw coreError(M, error);
-    });
+    }
     if (sizes.sinks) {
       const error = core.getSinks(call.address('sinks'));
       if (error) throw coreError(M, error);

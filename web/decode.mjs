@@ -6,6 +6,7 @@
 // whole prefix at once.
 import { format } from './i18n.mjs';
 import { renderMatrix, sup } from './matrix-view.mjs';
+import { formatScientific } from './numbers.mjs';
 import { E, WQ, sentence } from './sentences.mjs';
 import { $ } from './dom.mjs';
 
@@ -103,7 +104,7 @@ export function startDecode(lib, strings, language) {
       const at = lib.attention(lib.linear(prefix, WQ, { inFeatures: E, outFeatures: E }), prefix, prefix, options);
       diff = at.reduce((m, x, e) => Math.max(m, Math.abs(x - outputs[e])), 0);
     }
-    $('decode-check').innerHTML = done ? format(windowed.checked ? t.decodeCheckWindow : t.decodeCheck, { diff: diff.toExponential(1), w1: WINDOW - 1 }) : '';
+    $('decode-check').innerHTML = done ? format(windowed.checked ? t.decodeCheckWindow : t.decodeCheck, { diff: formatScientific(diff, 1), w1: WINDOW - 1 }) : '';
     const badge = $('decode-badge');
     badge.hidden = done === 0;
     badge.textContent = diff <= 1e-6 ? t.badgeChecked : t.badgeFailed;

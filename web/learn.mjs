@@ -7,6 +7,7 @@ import { $ } from './dom.mjs';
 import { format } from './i18n.mjs';
 import { drawLossChart } from './loss-chart.mjs';
 import { renderMatrix, sup, updateCells } from './matrix-view.mjs';
+import { formatScientific } from './numbers.mjs';
 import { compilePageBuild } from './page-build.mjs';
 import { CONFIG, STOP_LOSS, initialWeights, makeTask, snapshot } from './learn-task.mjs';
 
@@ -57,7 +58,7 @@ export function startLearning(lib, strings, language) {
     shown = data;
     const t = strings();
     const { phase, step } = data;
-    const values = { step, loss: data.loss?.toExponential(2), stop: STOP_LOSS.toExponential(0) };
+    const values = { step, loss: data.loss == null ? '' : formatScientific(data.loss, 2), stop: formatScientific(STOP_LOSS, 0) };
     status.textContent = phase === 'error' ? format(t.learnError, { message: data.message })
       : step === 0 && phase !== 'running' ? t.learnIdle : format(t[`learnStatus_${phase}`], values);
     Object.assign(status.dataset, { state: phase, step: String(step), loss: String(data.loss ?? ''), firstLoss: String(losses[0] ?? '') });

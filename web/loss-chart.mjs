@@ -1,11 +1,10 @@
 // The loss curve of "Watch it learn" as an SVG line chart with axes: steps across, the loss on a
 // log scale (10⁰ … 10⁻⁵) up, and a dashed line at the loss where training stops.
 import { svg } from './dom.mjs';
+import { power } from './numbers.mjs';
 
 const W = 360, H = 200, LEFT = 52, RIGHT = 10, TOP = 10, BOTTOM = 36;
 const LOG_HI = 0, LOG_LO = -5;
-const SUPERSCRIPT = { '-': '⁻', 0: '⁰', 1: '¹', 2: '²', 3: '³', 4: '⁴', 5: '⁵', 6: '⁶', 7: '⁷', 8: '⁸', 9: '⁹' };
-const power = (e) => `10${String(e).split('').map((c) => SUPERSCRIPT[c]).join('')}`;
 
 // losses: one per step; labels: { step, loss, stop }; stopAt: the loss that ends training.
 export function drawLossChart(chart, losses, { labels, stopAt }) {

@@ -6,6 +6,7 @@
 // scores are given, with and without the cap.
 import { format } from './i18n.mjs';
 import { renderMatrix, sup } from './matrix-view.mjs';
+import { formatNumber } from './numbers.mjs';
 import { $, el } from './dom.mjs';
 
 // Each picture: its shape, the attention options (from the control's value, if it has one).
@@ -20,8 +21,8 @@ export const SOFTCAP = { scores: [-2, 0, 2, 4, 8, 16], control: { min: 1, max: 2
 
 function slider(id, { min, max, step, value }, onInput) {
   const input = el('input', { id, type: 'range', min, max, step, value });
-  const shown = el('output', { htmlFor: id, textContent: String(value) });
-  input.addEventListener('input', () => { shown.textContent = input.value; onInput(); });
+  const shown = el('output', { htmlFor: id, textContent: formatNumber(value) });
+  input.addEventListener('input', () => { shown.textContent = formatNumber(Number(input.value)); onInput(); });
   return { input, shown };
 }
 
@@ -66,7 +67,7 @@ export function startMaskPictures(lib, strings) {
           return by && { text: '', className: `masked ${by === 'causal' ? 'masked-causal' : 'masked-key'}`,
             title: format(by === 'causal' ? t.maskCausalTitle : t.maskWindowTitle, { i: sup(i + off + 1), j: sup(j + 1) }) };
         },
-        extraColumn: p.key === 'sinks' ? { title: t.maskSink, value: (i) => (1 - sums[i]).toFixed(2) } : null,
+        extraColumn: p.key === 'sinks' ? { title: t.maskSink, value: (i) => formatNumber(1 - sums[i], 2) } : null,
       });
       state[p.key] = { seqQ, seqK, options: { ...options, sinks: options.sinks && [...options.sinks], alibiSlopes: options.alibiSlopes && [...options.alibiSlopes] },
         weights: [...weights], sums };
@@ -83,7 +84,7 @@ export function startMaskPictures(lib, strings) {
     renderMatrix($('softcap-scores'), scores, 2, key.length, { ...cols, rowLabel: ['z', `${c}·tanh(z/${c})`], digits: 2 });
     renderMatrix($('softcap-weights'), Float32Array.from([...plain, ...capped]), 2, key.length,
       { ...cols, rowLabel: [t.softcapWithout, t.softcapWith], heat: true, digits: 2 });
-    $('softcap-text').innerHTML = format(t.softcapText, { c, top: plain[key.length - 1].toFixed(2), capped: capped[key.length - 1].toFixed(2) });
+    $('softcap-text').innerHTML = format(t.softcapText, { c, top: formatNumber(plain[key.length - 1], 2), capped: formatNumber(capped[key.length - 1], 2) });
     state.softcap = { c, scores: SOFTCAP.scores, capped: [...scores.subarray(key.length)], plain: [...plain], weights: [...capped] };
     window.attentionDemo.masks = state;
   }

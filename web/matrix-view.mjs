@@ -1,5 +1,7 @@
 // Draws a row-major matrix as a table with row and column headers, built with DOM calls (no
 // HTML strings, no inline style attributes: the page runs under a strict CSP).
+import { formatNumber } from './numbers.mjs';
+
 const SUP = '⁰¹²³⁴⁵⁶⁷⁸⁹';
 const SUB = '₀₁₂₃₄₅₆₇₈₉';
 export const sup = (n) => String(n).split('').map((c) => SUP[c]).join('');
@@ -83,12 +85,6 @@ function numberInput(x, label, onValue) {
     if (Number.isFinite(v)) onValue(v);
   });
   return input;
-}
-
-// −0.000 reads as a different number from 0.000 to a learner; show it as 0.
-export function formatNumber(x, digits) {
-  const s = x.toFixed(digits);
-  return Number(s) === 0 ? (0).toFixed(digits) : s.replace('-', '−');
 }
 
 // Heat cells go from white to a dark blue as x goes from 0 to 1; diverging cells from red

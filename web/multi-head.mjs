@@ -5,6 +5,7 @@
 // projections, and lib.linear(concat, W_o) must give the layer's output again.
 import { format } from './i18n.mjs';
 import { renderMatrix } from './matrix-view.mjs';
+import { formatNumber, formatScientific } from './numbers.mjs';
 import { E, IDENTITY, WQ, sentence } from './sentences.mjs';
 import { $ } from './dom.mjs';
 
@@ -44,8 +45,8 @@ export function startMultiHead(lib, strings, language) {
     renderMatrix($('heads-output'), out, n, E, { rowLabel: tokens, colLabel: features, corner: t.cornerWord, digits: 2 });
     // What a single head gave the action word (words.mjs), and what head 1 gives it here.
     const single = lib.attentionWeights(lin(WQ), lin(IDENTITY), { heads: 1, seqQ: n, headDim: E })[action * n + animal];
-    $('concat-text').innerHTML = format(t.concatText, { split: single.toFixed(2), full: headWeights[action * n + animal].toFixed(2) });
-    $('heads-check').innerHTML = format(t.headsCheck, { diff: diff.toExponential(1) });
+    $('concat-text').innerHTML = format(t.concatText, { split: formatNumber(single, 2), full: formatNumber(headWeights[action * n + animal], 2) });
+    $('heads-check').innerHTML = format(t.headsCheck, { diff: formatScientific(diff, 1) });
     const badge = $('heads-badge');
     badge.textContent = diff <= 1e-6 ? t.badgeChecked : t.badgeFailed;
     badge.title = t.headsBadgeTitle;

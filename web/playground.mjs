@@ -4,6 +4,7 @@
 // starts a new one. Each worker gets the build the page loaded as a compiled WebAssembly.Module
 // (loadAttention's wasmBinary), so the .wasm is downloaded once.
 import { format } from './i18n.mjs';
+import { formatNumber, formatScientific } from './numbers.mjs';
 import { compilePageBuild } from './page-build.mjs';
 
 // Returns refresh(), which re-renders the last result in the current language.
@@ -36,8 +37,9 @@ export function startPlayground(strings, info) {
     if (shown.kind === 'result') {
       const d = shown.data;
       const values = {
-        ms: d.ms.toFixed(2), runs: d.runs, gflops: d.gflops.toFixed(1), pairs: grouped(d.pairs),
-        plainMs: d.plainMs?.toFixed(1), speedup: d.plainMs && (d.plainMs / d.ms).toFixed(1), diff: d.maxDiff?.toExponential(1),
+        ms: formatNumber(d.ms, 2), runs: d.runs, gflops: formatNumber(d.gflops, 1), pairs: grouped(d.pairs),
+        plainMs: d.plainMs == null ? '' : formatNumber(d.plainMs, 1), speedup: d.plainMs && formatNumber(d.plainMs / d.ms, 1),
+        diff: d.maxDiff == null ? '' : formatScientific(d.maxDiff, 1),
       };
       status.textContent = format(d.plainMs === null ? t.resultNoPlain : t.result, values);
       caption.textContent = d.weights ? format(t.heatmap, { pattern: d.pattern === 'positions' ? t.heatmapPositions : t.heatmapRandom }) : t.heatmapSkipped;

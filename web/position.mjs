@@ -7,7 +7,8 @@
 // by one position, so with rotary every word looks at the word before it. Positions are counted
 // from 1 everywhere, as the labels a¹, a², … count them.
 import { format } from './i18n.mjs';
-import { formatNumber, renderMatrix, sub, sup } from './matrix-view.mjs';
+import { renderMatrix, sub, sup } from './matrix-view.mjs';
+import { formatNumber, formatScientific } from './numbers.mjs';
 import { drawRotation } from './rotation-view.mjs';
 import { E, IDENTITY, WQ, sentence } from './sentences.mjs';
 import { $ } from './dom.mjs';
@@ -146,7 +147,7 @@ export function startPosition(lib, strings, language) {
     // one for developers.
     renderMatrix($('pos-moved-outputs'), r.movedOutputs, n, E, { ...movedWord, extraColumn: delta(r.diffs, (d) => formatNumber(d, 2)) });
     const largest = Math.max(...r.diffs);
-    $('pos-shuffle-reading').innerHTML = format(t.posShuffleReading, { diff: formatNumber(largest, 2), exact: largest.toExponential(1) });
+    $('pos-shuffle-reading').innerHTML = format(t.posShuffleReading, { diff: formatNumber(largest, 2), exact: formatScientific(largest, 1) });
 
     // Add a position vector.
     for (const b of kindButtons) b.setAttribute('aria-pressed', String(b.dataset.kind === state.vectors));
@@ -158,9 +159,9 @@ export function startPosition(lib, strings, language) {
     $('pos-add-outputs-caption').textContent = format(t.posAddOutputsCaption, { sentence: join(tokens) });
     $('pos-add-moved-caption').textContent = format(t.posAddMovedCaption, { sentence: join(movedTokens) });
     renderMatrix($('pos-add-outputs'), r.added, n, E, word);
-    renderMatrix($('pos-add-moved'), r.addedMoved, n, E, { ...movedWord, extraColumn: delta(r.addedDiffs, (d) => d.toFixed(2)) });
+    renderMatrix($('pos-add-moved'), r.addedMoved, n, E, { ...movedWord, extraColumn: delta(r.addedDiffs, (d) => formatNumber(d, 2)) });
     $('pos-add-reading').innerHTML = Math.max(...r.addedDiffs) < 1e-3 ? t.posOrderSame
-      : format(t.posAddReading, { sentence: join(movedTokens), diff: Math.max(...r.addedDiffs).toFixed(2) });
+      : format(t.posAddReading, { sentence: join(movedTokens), diff: formatNumber(Math.max(...r.addedDiffs), 2) });
 
     // The rotation, drawn from the library's rotated rows.
     const pairOf = (m, p, c) => [m[p * D + 2 * c], m[p * D + 2 * c + 1]];
@@ -168,7 +169,7 @@ export function startPosition(lib, strings, language) {
     renderPicker(t, tokens, i);
     drawRotation($('pos-rotation'), {
       pairs: THETAS.map((theta, c) => ({
-        title: format(t.posPairTitle, { c: c + 1, cs: sub(c + 1), x1: `x${sub(2 * c + 1)}`, x2: `x${sub(2 * c + 2)}`, theta: theta.toFixed(2) }),
+        title: format(t.posPairTitle, { c: c + 1, cs: sub(c + 1), x1: `x${sub(2 * c + 1)}`, x2: `x${sub(2 * c + 2)}`, theta: formatNumber(theta, 2) }),
         keys: tokens.map((_, p) => pairOf(r.rk, p, c)), query: pairOf(r.rq, i, c),
       })),
       labels, chosen: i, unit: C, columns: narrow.matches ? 1 : 2,
@@ -188,18 +189,18 @@ export function startPosition(lib, strings, language) {
     renderMatrix($('pos-before'), r.before, n, n, { ...square, heat: true });
     renderMatrix($('pos-after'), r.after, n, n, { ...square, heat: true, rowClass: highlight });
     [...$('pos-after').tBodies[0].rows].forEach((row, q) => { if (q > 0) row.cells[q].classList.add('target'); });
-    $('pos-effect-text').innerHTML = format(t.posEffectText, { same: (QUERY.reduce((s, x, c) => s + x * KEY[c], 0)).toFixed(2),
-      prev: r.after[i * n + Math.max(0, i - 1)].toFixed(2) });
+    $('pos-effect-text').innerHTML = format(t.posEffectText, { same: formatNumber(QUERY.reduce((s, x, c) => s + x * KEY[c], 0), 2),
+      prev: formatNumber(r.after[i * n + Math.max(0, i - 1)], 2) });
     $('pos-rot-outputs-caption').textContent = format(t.posRotOutputsCaption, { sentence: join(tokens) });
     $('pos-rot-moved-caption').textContent = format(t.posRotMovedCaption, { sentence: join(movedTokens) });
     renderMatrix($('pos-rot-outputs'), r.rotOutputs, n, E, word);
-    renderMatrix($('pos-rot-moved'), r.rotMoved, n, E, { ...movedWord, extraColumn: delta(r.rotDiffs, (d) => d.toFixed(2)) });
+    renderMatrix($('pos-rot-moved'), r.rotMoved, n, E, { ...movedWord, extraColumn: delta(r.rotDiffs, (d) => formatNumber(d, 2)) });
     // The word whose output changed most, what it looks at now and what it looked at before.
     const k = r.rotDiffs.indexOf(Math.max(...r.rotDiffs));
     const before = (ws, p) => (p === 0 ? t.posItself : `<b>${ws[p - 1]}</b>`);
     $('pos-order-reading').innerHTML = Math.max(...r.rotDiffs) < 1e-3 ? t.posOrderSame : format(t.posOrderReading, {
       sentence: join(movedTokens), word: movedTokens[k], now: before(movedTokens, k), was: before(tokens, r.order[k]),
-      diff: Math.max(...r.rotDiffs).toFixed(2),
+      diff: formatNumber(Math.max(...r.rotDiffs), 2),
     });
 
     window.attentionDemo.position = {

@@ -6,6 +6,7 @@
 import { $, el } from './dom.mjs';
 import { format } from './i18n.mjs';
 import { renderMatrix, shade, sup } from './matrix-view.mjs';
+import { formatNumber } from './numbers.mjs';
 import { DEFAULTS, renderProducts } from './walkthrough.mjs';
 
 const N = 4, D = 4;
@@ -72,7 +73,7 @@ export function startSearch(lib, strings) {
     const best = r.weights.reduce((b, w, j) => (w > r.weights[b] ? j : b), 0);
     const own = state.own !== null ? format(t.searchOwnReading, { i: sup(state.own + 1), n: state.own + 1 }) : '';
     $('search-reading').innerHTML = (r.query.every((x) => x === 0) ? t.searchEmptyReading
-      : format(t.searchReading, { title: t.searchArticles[best], w: r.weights[best].toFixed(2) })) + own;
+      : format(t.searchReading, { title: t.searchArticles[best], w: formatNumber(r.weights[best], 2) })) + own;
     window.attentionDemo.search = {
       keys: [...keys], values: [...values], queries: [...queries], tags: [...state.tags], own: state.own,
       query: [...r.query], scores: [...r.scores], weights: [...r.weights], result: [...r.result],

@@ -7,7 +7,8 @@
 import { $, el } from './dom.mjs';
 import { drawAlignment } from './alignment-view.mjs';
 import { format } from './i18n.mjs';
-import { formatNumber, markRows, renderMatrix, shade, sup } from './matrix-view.mjs';
+import { markRows, renderMatrix, shade, sup } from './matrix-view.mjs';
+import { formatNumber, formatScientific } from './numbers.mjs';
 
 const N = 4;  // tokens
 const D = 4;  // size of each input, query, key and value (d_model = d_k)
@@ -121,12 +122,12 @@ export function startWalkthrough(lib, strings) {
     renderMatrix($('value'), computed.value, N, D, { rowLabel: tokenLabel('v'), colLabel: componentLabel, corner: t.cornerTokenDim });
     renderMatrix($('scores'), computed.scores, N, N, tokens);
     renderMatrix($('scaled'), computed.scaled, N, N, { ...tokens, special: maskedCell(t, '−∞') });
-    $('scale-shown').textContent = s.toFixed(2);
-    $('scale-value').textContent = state.customScale.toFixed(2);
+    $('scale-shown').textContent = formatNumber(s, 2);
+    $('scale-value').textContent = formatNumber(state.customScale, 2);
     const empty = emptyRows();
     const rowSum = (i) => computed.weights.subarray(i * N, i * N + N).reduce((a, b) => a + b, 0);
     renderMatrix($('weights'), computed.weights, N, N, {
-      ...tokens, heat: true, special: maskedCell(t, '0'), extraColumn: { title: t.rowSums, value: (i) => rowSum(i).toFixed(3) },
+      ...tokens, heat: true, special: maskedCell(t, '0'), extraColumn: { title: t.rowSums, value: (i) => formatNumber(rowSum(i), 3) },
     });
     const note = $('empty-row-note');
     note.hidden = empty.length === 0;
@@ -137,7 +138,7 @@ export function startWalkthrough(lib, strings) {
     badge.textContent = checked ? t.badgeChecked : t.badgeFailed;
     badge.title = t.layerBadgeTitle;
     badge.classList.toggle('failed', !checked);
-    $('layer-check').innerHTML = format(t.layerCheck, { diff: computed.layerDiff.toExponential(1) });
+    $('layer-check').innerHTML = format(t.layerCheck, { diff: formatScientific(computed.layerDiff, 1) });
     wireRows();
     renderFollowed(t);
   }

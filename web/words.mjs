@@ -4,7 +4,8 @@
 // One word is followed (the picker, or a click on a row): its rows of A, α̂ and B outlined, and
 // the column of W_q its feature picks out — that column is its query.
 import { format } from './i18n.mjs';
-import { formatNumber, markRows, renderMatrix, sup } from './matrix-view.mjs';
+import { markRows, renderMatrix, sup } from './matrix-view.mjs';
+import { formatNumber } from './numbers.mjs';
 import { $, el } from './dom.mjs';
 import { E, IDENTITY, WQ, sentence } from './sentences.mjs';
 
@@ -61,7 +62,7 @@ export function startWords(lib, strings, language) {
     renderMatrix($('words-wq'), WQ, E, E, { rowLabel: t.looksFor, colLabel: features, corner: t.cornerLooksFor, digits: 0 });
     renderMatrix($('words-weights'), weights, n, n, { rowLabel: tokens, colLabel: tokens, corner: t.cornerLooksAt, heat: true, digits: 2 });
     renderMatrix($('words-outputs'), outputs, n, E, { rowLabel: tokens, colLabel: features, corner: t.cornerWord, digits: 2 });
-    $('words-reading').innerHTML = format(t.wordsReading, { split: weights[action * n + animal].toFixed(2) });
+    $('words-reading').innerHTML = format(t.wordsReading, { split: formatNumber(weights[action * n + animal], 2) });
     window.attentionDemo.words = {
       tokens, embedding: [...embedding], wq: [...WQ], query: [...query], key: [...key], value: [...value],
       weights: [...weights], outputs: [...outputs], options,

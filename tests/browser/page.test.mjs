@@ -63,7 +63,7 @@ test('the walk-through shows the library\'s numbers, equal to a JS reference, re
   for (let i = 0; i < N; i++) assert.ok(Math.max(...s.weights.slice(i * N, i * N + N)) > 0.65, `row ${i} picks a key: ${s.weights.slice(i * N, i * N + N)}`);
   const sums = await page.$$eval('#weights tbody tr', (rows) => rows.map((r) => r.cells[r.cells.length - 1].textContent));
   assert.deepEqual(sums, ['1.000', '1.000', '1.000', '1.000']);
-  assert.match(await page.textContent('#layer-check'), /largest difference \d\.\de[-+]\d+/);
+  assert.match(await page.textContent('#layer-check'), /largest difference (\d\.\d × 10⁻[⁰¹²³⁴⁵⁶⁷⁸⁹]+|0)\./);
   // The weight tables say what their rows and columns are.
   // (rows: components of q, columns: of a; tokens have superscripts, components plain numbers).
   assert.deepEqual(await page.$$eval('#wq th', (ths) => ths.map((th) => th.textContent)),
@@ -210,7 +210,7 @@ test('both languages: every string in both, the page switches and re-renders', a
   assert.equal(await page.getAttribute('button[data-lang="zh"]', 'aria-pressed'), 'true');
   assert.equal(await page.textContent('h3'), '注意力从搜索说起');
   assert.match(await page.textContent('#status'), /^由 attention-wasm .* 计算/);
-  assert.match(await page.textContent('#layer-check'), /最大差异 \d\.\de[-+]\d+/);
+  assert.match(await page.textContent('#layer-check'), /最大差异 (\d\.\d × 10⁻[⁰¹²³⁴⁵⁶⁷⁸⁹]+|0)。/);
   assert.equal(await page.textContent('#sentence'), '小猫 · 坐 · 在 · 垫子 · 上');
   assert.match(await page.textContent('#learn-status'), /还没有训练/);
   await page.check('#causal');

@@ -2,8 +2,9 @@
 // (masked cells, disabled buttons, SVG text and the developers' notes included), no text under
 // 12 px on a phone, an accessible name on every control, formulas laid out by the page's own math
 // font (it covers every character; parentheses stretch, the radical covers d_k, the hat sits on
-// α), the first load under 250 KB transferred, and no main-thread task over 50 ms while training,
-// running the playground or benchmarking (their work is in workers).
+// α), numbers written with a minus sign and powers of ten, the first load under 250 KB
+// transferred, and no main-thread task over 50 ms while training, running the playground or
+// benchmarking (their work is in workers).
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { PHONE, openDemo, startDemo } from './demo.mjs';
@@ -101,6 +102,38 @@ test('on a phone no text is smaller than 12 px (SVG text at its drawn size), in 
     const heads = await page.$$eval('.head', (hs) => hs.map((h) => h.getBoundingClientRect().width));
     assert.ok(Math.abs(heads[0] - heads[1]) < 1, `${lang}: head boxes ${heads}`);
   }
+  assert.deepEqual(problems, []);
+});
+
+// Numbers as a reader writes them: a minus sign (−0.30), not a hyphen (-0.30), and powers of
+// ten (9.9 × 10⁻⁵), not a programmer's 9.9e-5 — in the tables, readings, statuses, slider values
+// and developers' notes alike. Code, inputs and the exported JSON keep JavaScript's own spelling.
+test('numbers shown with a minus sign and powers of ten, never "-0.3" or "1e-4", in both languages', async () => {
+  const { page, problems } = await openDemo(demo.browser, demo.server.url);
+  await busyState(page);
+  await page.$eval('#mask-sinks-value', (input) => { input.value = '-1.5'; input.dispatchEvent(new Event('input')); });
+  for (const [name, value] of [['heads', '1'], ['kvHeads', '1'], ['seqQ', '8'], ['seqK', '8'], ['headDim', '8']]) await page.fill(`input[name="${name}"]`, value);
+  await page.click('#playground button[type="submit"]');
+  await page.waitForSelector('#play-status[data-state="result"]', { timeout: 60000 });
+  for (const lang of ['en', 'zh']) {
+    await page.click(`button[data-lang="${lang}"]`);
+    const texts = await page.evaluate(() => {
+      const out = [];
+      const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+      for (let t = walker.nextNode(); t; t = walker.nextNode()) {
+        const node = t.parentElement;
+        if (!node || node.closest('code, pre, textarea, option, script, style') || !node.checkVisibility()) continue;
+        out.push({ text: t.textContent, where: node.closest('[id]')?.id ?? node.tagName });
+      }
+      return out;
+    });
+    const all = texts.map((t) => t.text).join(' ');
+    for (const shown of ['−1.5', '−0.', '× 10⁻']) assert.ok(all.includes(shown), `${lang}: “${shown}” is among the texts checked`);
+    const bad = texts.filter((t) => /(^|[^\p{L}\p{N}])-\d|\de[-+]?\d/u.test(t.text)).map((t) => `${lang} #${t.where} “${t.text.trim().slice(0, 60)}”`);
+    assert.deepEqual([...new Set(bad)], []);
+  }
+  const inputs = await page.$$eval('#inputs input, #wq input', (els) => els.map((el) => el.value));
+  assert.ok(inputs.some((v) => /^-\d/.test(v)), `number inputs keep JavaScript's spelling: ${inputs}`);
   assert.deepEqual(problems, []);
 });
 

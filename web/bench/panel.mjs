@@ -29,6 +29,7 @@
 //   { shape, threads, ort, rows: [{ name, median, spread, gflops, relative, maxDiff, error, skipped }] }.
 // - DEFAULT_SHAPES (exported) is the shape list used when options.shapes is not given.
 import { el } from '../dom.mjs';
+import { formatNumber } from '../numbers.mjs';
 import { measureShape, referenceOf, TIMING } from './schedule.mjs';
 
 export const TEXT = {
@@ -60,7 +61,7 @@ export const DEFAULT_SHAPES = [
 ];
 
 const fill = (template, values) => template.replace(/\{(\w+)\}/g, (_, k) => String(values[k]));
-const fmt = (ms) => (ms >= 100 ? ms.toFixed(0) : ms >= 10 ? ms.toFixed(1) : ms.toFixed(2));
+const fmt = (ms) => formatNumber(ms, ms >= 100 ? 0 : ms >= 10 ? 1 : 2);
 
 function linkStylesheet() {
   if (document.querySelector('link[data-bench-panel]')) return;
@@ -185,8 +186,8 @@ export function mountBenchPanel(element, options = {}) {
       return el('tr', {},
         el('th', { scope: 'row', textContent: name }),
         el('td', {}, el('span', { textContent: `${fmt(r.median)} ms` }), ' ', el('span', { className: 'bench-panel-spread', textContent: `[${fmt(r.spread[0])}–${fmt(r.spread[1])}]` })),
-        el('td', { textContent: r.gflops.toFixed(1) }),
-        el('td', { textContent: `${r.relative.toFixed(2)}×` }),
+        el('td', { textContent: formatNumber(r.gflops, 1) }),
+        el('td', { textContent: `${formatNumber(r.relative, 2)}×` }),
         bar);
     }));
     table.hidden = false;

@@ -129,7 +129,7 @@ export const EN = {
   learnSpeed: 'speed:', speedSlow: 'slow (2 steps/s)', speedNormal: 'normal (10 steps/s)', speedFast: 'fast (60 steps/s)',
   learnExport: 'Export the weights',
   learnDownload: 'Download attention-weights.json',
-  learnExportNote: 'the layer’s weights at step {step} (<code>mha.getWeights()</code>, nn.Linear layout); the “load” line makes a layer of your own with them',
+  learnExportNote: 'the layer’s weights at step {step}<span class="dev"> (<code>mha.getWeights()</code>, nn.Linear layout)</span>; the “load” line makes a layer of your own with them',
   learnLoss: 'loss (mean squared error)', learnWeights: 'α̂ of the sentence (outlined: where the hand-made head looks)',
   learnWq: 'W<sub>q</sub> learning (red: negative, blue: positive)', learnWk: 'W<sub>k</sub> learning',
   learnAfter: 'The learned W<sub>q</sub> and W<sub>k</sub> need not equal the hand-made W<sub>q</sub> and I: a score only depends on how they work together, (W<sub>q</sub><var>a</var><sup>i</sup>)·(W<sub>k</sub><var>a</var><sup>j</sup>), and many pairs give the same scores.',

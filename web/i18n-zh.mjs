@@ -128,7 +128,7 @@ export const ZH = {
   learnSpeed: '速度：', speedSlow: '慢（每秒 2 步）', speedNormal: '正常（每秒 10 步）', speedFast: '快（每秒 60 步）',
   learnExport: '导出权重',
   learnDownload: '下载 attention-weights.json',
-  learnExportNote: '这一层第 {step} 步时的权重（<code>mha.getWeights()</code>，nn.Linear 的布局）；“load”那一行用它们做出你自己的层',
+  learnExportNote: '这一层第 {step} 步时的权重<span class="dev">（<code>mha.getWeights()</code>，nn.Linear 的布局）</span>；“load”那一行用它们做出你自己的层',
   learnLoss: '损失（均方误差）', learnWeights: '这句话的 α̂（框：手工的头看的地方）',
   learnWq: '正在学习的 W<sub>q</sub>（红：负，蓝：正）', learnWk: '正在学习的 W<sub>k</sub>',
   learnAfter: '学出来的 W<sub>q</sub> 和 W<sub>k</sub> 不必等于手工的 W<sub>q</sub> 和 I：分数只取决于它们怎样配合，(W<sub>q</sub><var>a</var><sup>i</sup>)·(W<sub>k</sub><var>a</var><sup>j</sup>)，很多组矩阵给出同样的分数。',

@@ -206,14 +206,19 @@ test('for developers: cross-checks and library calls hidden from the lesson unti
     .filter((s) => !['play', 'bench'].includes(s.getAttribute('aria-labelledby')))
     .flatMap((s) => [...s.querySelectorAll('code')]).filter((c) => c.checkVisibility()).map((c) => c.textContent));
   const visibleText = () => page.evaluate(() => document.body.innerText);
+  // The exported weights' note too: it speaks of the layer's weights, the call is for developers.
+  await page.click('#learn-export');
+  await page.waitForSelector('#learn-export-box:not([hidden])');
+  assert.match(await page.evaluate(() => document.getElementById('learn-export-note').innerText), /^the layer’s weights at step 0; the “load” line/);
   assert.deepEqual(await visibleCode(), [], 'no library call in sight outside the playground and benchmark');
-  assert.doesNotMatch(await visibleText(), /largest difference \d|MultiHeadAttention|lib\./);
+  assert.doesNotMatch(await visibleText(), /largest difference \d|MultiHeadAttention|lib\.|getWeights/);
   for (const id of ['layer-badge', 'heads-badge']) assert.equal(await page.textContent(`#${id}`), '✓ checked');
   assert.equal(await page.isVisible('#layer-check'), false);
   await page.check('#dev-mode');
   assert.equal(await page.isVisible('#layer-check'), true);
   assert.match(await page.textContent('#layer-check'), /largest difference (\d\.\d × 10⁻[⁰¹²³⁴⁵⁶⁷⁸⁹]+|0)\./);
   assert.ok((await visibleCode()).some((c) => c.startsWith('lib.attentionWeights(')), 'the calls show');
+  assert.ok((await visibleCode()).includes('mha.getWeights()'), 'the export\'s call shows');
   assert.match(await visibleText(), /MultiHeadAttention/);
   // The decode badge appears with the first step.
   assert.equal(await page.isVisible('#decode-badge'), false);

@@ -1,10 +1,12 @@
 // The loss curve of "Watch it learn" as an SVG line chart with axes: steps across, the loss on a
-// log scale (10⁰ … 10⁻⁵) up, and a dashed line at the loss where training stops.
+// log scale (10⁰ … 10⁻⁵) up, and a dashed line at the loss where training stops, labelled where
+// the curve never is.
 import { svg } from './dom.mjs';
 import { power } from './numbers.mjs';
 
 const W = 360, H = 200, LEFT = 52, RIGHT = 10, TOP = 10, BOTTOM = 36;
 const LOG_HI = 0, LOG_LO = -5;
+const LABEL_ROOM = 60;  // the stopping line's label and a margin ("stop", "停止线" at 12 px)
 
 // losses: one per step; labels: { step, loss, stop }; stopAt: the loss that ends training.
 export function drawLossChart(chart, losses, { labels, stopAt }) {
@@ -30,7 +32,11 @@ export function drawLossChart(chart, losses, { labels, stopAt }) {
   parts.push(svg('text', { x: 12, y: (TOP + H - BOTTOM) / 2, 'text-anchor': 'middle', class: 'title',
     transform: `rotate(-90 12 ${(TOP + H - BOTTOM) / 2})` }, labels.loss));
   parts.push(svg('line', { x1: LEFT, x2: W - RIGHT, y1: y(stopAt), y2: y(stopAt), class: 'stop' }));
-  parts.push(svg('text', { x: W - RIGHT - 2, y: y(stopAt) - 4, 'text-anchor': 'end', class: 'stop-label' }, labels.stop));
+  // The line's label goes under it, at the left end: the curve stays above the line until its
+  // last point (training stops once the loss is below it), and it is still high at the left.
+  // Only a run that stopped within the label's width has it at the right end instead.
+  const left = losses.length < 2 || x(losses.length - 1) > LEFT + LABEL_ROOM;
+  parts.push(svg('text', { x: left ? LEFT + 4 : W - RIGHT - 2, y: y(stopAt) + 14, 'text-anchor': left ? 'start' : 'end', class: 'stop-label' }, labels.stop));
   if (losses.length > 1) {
     const points = losses.map((l, s) => `${x(s).toFixed(1)},${y(l).toFixed(1)}`).join(' ');
     parts.push(svg('polyline', { points, class: 'curve' }));

@@ -199,3 +199,41 @@ test('watch it learn: in a worker, W_q and W_k learn the words\' weights; pause,
   near((await state()).wq, initialWeights().wq, 'reset: back to the seeded weights');
   assert.deepEqual(problems, []);
 });
+
+// The stopping line's label ("stop", 停止线) is drawn where the curve never goes: no point or
+// segment of the curve within 2 units of it, for a run like the page's (it ends on the line at
+// the right), one that hugs the line for 300 steps, and one that stops after 8 steps; and it
+// stays next to its line, inside the chart.
+test('the loss chart: the stopping line\'s label never touches the curve, in both languages', async () => {
+  const { page, problems } = await openDemo(demo.browser, demo.server.url);
+  const runs = {
+    'like the page\'s': Array.from({ length: 197 }, (_, s) => 0.07 * (9.9e-5 / 0.07) ** (s / 196)),
+    'hugging the line': [...Array(299).fill(1.05e-4), 9.9e-5],
+    'stopping at once': Array.from({ length: 8 }, (_, s) => (s === 7 ? 9e-5 : 1e-2 / (s + 1))),
+  };
+  for (const [run, losses] of Object.entries(runs)) {
+    for (const stop of ['stop', '停止线']) {
+      const found = await page.evaluate(async ({ losses, stop }) => {
+        const { drawLossChart } = await import('./loss-chart.mjs');
+        const chart = document.getElementById('learn-loss');
+        drawLossChart(chart, losses, { labels: { step: 'step', loss: 'loss', stop }, stopAt: 1e-4 });
+        const box = chart.querySelector('.stop-label').getBBox();
+        const line = chart.querySelector('line.stop');
+        const points = chart.querySelector('polyline').getAttribute('points').split(' ').map((p) => p.split(',').map(Number));
+        const near = (px, py) => px > box.x - 2 && px < box.x + box.width + 2 && py > box.y - 2 && py < box.y + box.height + 2;
+        const hits = [];
+        points.slice(1).forEach(([x2, y2], k) => {
+          const [x1, y1] = points[k];
+          for (let t = 0; t <= 1; t += 0.05) if (near(x1 + (x2 - x1) * t, y1 + (y2 - y1) * t)) { hits.push(k); break; }
+        });
+        return { hits, box: { x: box.x, y: box.y, width: box.width, height: box.height }, lineY: Number(line.getAttribute('y1')),
+          lineX: [Number(line.getAttribute('x1')), Number(line.getAttribute('x2'))] };
+      }, { losses, stop });
+      assert.deepEqual(found.hits, [], `${run}, “${stop}”: curve segments under the label ${JSON.stringify(found.box)}`);
+      const gap = found.box.y - found.lineY;
+      assert.ok(gap > 0 && gap < 8, `${run}, “${stop}”: the label just under its line (${gap})`);
+      assert.ok(found.box.x >= found.lineX[0] && found.box.x + found.box.width <= found.lineX[1], `${run}, “${stop}”: within the line's length`);
+    }
+  }
+  assert.deepEqual(problems, []);
+});

@@ -42,18 +42,45 @@ export function drawAlignment(figure, { query, keys, labels, queryLabel }) {
   return points;
 }
 
-// Each key's label just past its tip, pushed further out along the key while it would cover a
-// label placed before it (keys at nearly the same angle would otherwise print on each other).
+// Each key's label just past its tip, on the key's line produced; where it would come within
+// GAP of another label, a key's tip or line, or the query's, it turns to either side of that
+// line and then moves further out, until it is clear (keys at nearly the same angle would
+// otherwise print their labels into each other: "k⁴k³"). If nothing is clear, the place with the
+// fewest clashes.
+const GAP = 3;
 function spreadLabels(figure) {
-  const placed = [];
+  const grow = (b) => ({ x: b.x - GAP, y: b.y - GAP, width: b.width + 2 * GAP, height: b.height + 2 * GAP });
   const overlap = (a, b) => a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height;
-  for (const label of figure.querySelectorAll('.key-label')) {
+  const inside = (b, x, y) => x > b.x && x < b.x + b.width && y > b.y && y < b.y + b.height;
+  const number = (node, ...names) => names.map((n) => Number(node.getAttribute(n)));
+  const tips = [...figure.querySelectorAll('.key-tip')].map((c) => { const [x, y] = number(c, 'cx', 'cy'); return { x: x - 3, y: y - 3, width: 6, height: 6 }; });
+  const lines = [...figure.querySelectorAll('line.key, line.query')].map((l) => number(l, 'x1', 'y1', 'x2', 'y2'));
+  const crosses = (b, [x1, y1, x2, y2]) => {
+    const steps = Math.ceil(Math.hypot(x2 - x1, y2 - y1) / 2);
+    for (let k = 0; k <= steps; k++) if (inside(b, x1 + ((x2 - x1) * k) / steps, y1 + ((y2 - y1) * k) / steps)) return true;
+    return false;
+  };
+  const placed = [figure.querySelector('.query-label').getBBox()];
+  [...figure.querySelectorAll('.key-label')].forEach((label, j) => {
     const [x, y, ux, uy] = JSON.parse(label.dataset.tip);
-    for (let r = 8; r <= 80; r += 6) {
-      label.setAttribute('x', String(x + ux * r));
-      label.setAttribute('y', String(y - uy * r + 4));
-      if (!placed.some((box) => overlap(box, label.getBBox()))) break;
+    const along = Math.atan2(uy, ux);
+    let best = null;
+    for (let r = 8; r <= 80 && best?.clashes !== 0; r += 6) {
+      for (const turn of [0, 0.6, -0.6, 1.2, -1.2]) {
+        const dx = Math.cos(along + turn), dy = Math.sin(along + turn);
+        const at = { x: x + dx * r, y: y - dy * r + 4, 'text-anchor': dx > 0.3 ? 'start' : dx < -0.3 ? 'end' : 'middle' };
+        for (const [k, v] of Object.entries(at)) label.setAttribute(k, String(v));
+        // Its own key's tip and line only must not be covered; everything else must be GAP away.
+        const own = label.getBBox(), box = grow(own);
+        const near = (b, k) => overlap(k === j ? own : box, b);
+        const clashes = placed.filter((b) => overlap(box, b)).length + tips.filter(near).length +
+          lines.filter((l, k) => crosses(k === j ? own : box, l)).length +
+          (box.x < 0 || box.y < 0 || box.x + box.width > W || box.y + box.height > H ? 1 : 0);
+        if (!best || clashes < best.clashes) best = { clashes, at };
+        if (clashes === 0) break;
+      }
     }
+    for (const [k, v] of Object.entries(best.at)) label.setAttribute(k, String(v));
     placed.push(label.getBBox());
-  }
+  });
 }

@@ -9,7 +9,7 @@ import { after, before, test } from 'node:test';
 import { DEFAULTS } from '../../web/walkthrough.mjs';
 import { STRINGS } from '../../web/i18n.mjs';
 import { referenceAttention, referenceLinear } from '../js/reference.mjs';
-import { demoState, near, openDemo, shownAs, startDemo, tableCells } from './demo.mjs';
+import { PHONE, demoState, near, openDemo, shownAs, startDemo, tableCells } from './demo.mjs';
 
 const N = 4, D = 4;
 let demo;
@@ -150,6 +150,44 @@ test('one query followed through every step: rows outlined, the worked query, th
   const hidden = await page.$$eval('#weighted-sum tbody tr', (trs) => trs.slice(0, 4).map((tr) => tr.cells[1].classList.contains('masked')));
   assert.deepEqual(hidden, [false, true, true, true], 'q¹ sees only k¹');
   assert.deepEqual(problems, []);
+});
+
+// The drawing's key labels (k¹…k⁴) stay readable: for every query followed, on a desktop and a
+// phone, no two labels closer than 2 units, none covering a key's tip or crossing a key's or the
+// query's line (its own key's: only not covered), all inside the picture.
+test('the alignment drawing: key labels apart from each other and from the keys, for every query, desktop and phone', async () => {
+  for (const viewport of [undefined, PHONE]) {
+    const { page, problems } = await openDemo(demo.browser, demo.server.url, { viewport });
+    for (let i = 0; i < N; i++) {
+      await page.check(`#follow input[value="${i}"]`);
+      const clashes = await page.$eval('#alignment', (svg) => {
+        const num = (el, ...names) => names.map((n) => Number(el.getAttribute(n)));
+        const labels = [...svg.querySelectorAll('.key-label')].map((t) => ({ name: t.textContent, box: t.getBBox() }));
+        const tips = [...svg.querySelectorAll('.key-tip')].map((c) => num(c, 'cx', 'cy'));
+        const lines = [...svg.querySelectorAll('line.key, line.query')].map((l) => num(l, 'x1', 'y1', 'x2', 'y2'));
+        const [, , w, h] = svg.getAttribute('viewBox').split(' ').map(Number);
+        const within = (b, x, y, pad) => x > b.x - pad && x < b.x + b.width + pad && y > b.y - pad && y < b.y + b.height + pad;
+        const found = [];
+        labels.forEach(({ name, box }, j) => {
+          labels.slice(j + 1).forEach((o) => {
+            const apart = Math.max(o.box.x - (box.x + box.width), box.x - (o.box.x + o.box.width), o.box.y - (box.y + box.height), box.y - (o.box.y + o.box.height));
+            if (apart < 2) found.push(`${name} and ${o.name} ${apart.toFixed(1)} apart`);
+          });
+          tips.forEach(([x, y], k) => { if (within(box, x, y, k === j ? 0 : 2)) found.push(`${name} covers the tip of key ${k + 1}`); });
+          lines.forEach(([x1, y1, x2, y2], k) => {
+            for (let t = 0; t <= 1; t += 0.01) {
+              if (within(box, x1 + (x2 - x1) * t, y1 + (y2 - y1) * t, 0)) { found.push(`${name} crosses ${k < labels.length ? `key ${k + 1}` : 'the query'}`); break; }
+            }
+          });
+          if (box.x < 0 || box.y < 0 || box.x + box.width > w || box.y + box.height > h) found.push(`${name} outside the picture`);
+        });
+        return found;
+      });
+      assert.deepEqual(clashes, [], `q${i + 1}${viewport ? ' on a phone' : ''}`);
+    }
+    assert.deepEqual(problems, []);
+    await page.close();
+  }
 });
 
 test('a word followed in Real words: its rows of A, α̂ and B outlined, and the column of W_q that is its query, in both languages', async () => {

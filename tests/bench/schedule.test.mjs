@@ -13,7 +13,7 @@ import { writeTable } from '../../scripts/bench/write-table.mjs';
 import { pairedRatio } from '../../scripts/bench/section-report.mjs';
 import { VARIANTS, visibleScores } from '../../scripts/bench/variant-engines.mjs';
 import { createBenchHost } from '../../web/bench/host.mjs';
-import { measureShape } from '../../web/bench/schedule.mjs';
+import { measureShape, TIMING as TIMINGS } from '../../web/bench/schedule.mjs';
 
 const TIMING = { warmMs: 1, rounds: 4, turnMs: 1, settleMs: 1, slowMs: 1000, slowRounds: 2, skipMs: 20000 };
 const SHAPE = { batch: 1, heads: 1, seqQ: 4, seqK: 4, headDim: 2, causal: false };
@@ -72,6 +72,18 @@ test('every engine gets turns in rotated order, one at a time; figures are media
     'attention-wasm 1T', 'onnxruntime-web ops 1T', 'onnxruntime-web ops 1T', 'attention-wasm 1T']);
   assert.ok(log.filter(([, m, n]) => m === 'turn' && n === 'plain JS').every(([, , , o]) => o.maxCalls === 1));
   assert.equal(log.filter(([, m]) => m === 'release').length, 3, 'every host releases the shape');
+});
+
+test('the panel\'s schedule: medians over an odd number of rounds, for slow engines too', async () => {
+  assert.equal(TIMINGS.panel.rounds % 2, 1);
+  assert.equal(TIMINGS.panel.slowRounds, TIMINGS.panel.rounds, 'the status line says "medians of {rounds} rounds" of every engine');
+  const hosts = fakeHosts({
+    ours: { 'attention-wasm 1T': { firstCall: 5, sample: [1], times: (r) => [10 + r] } },
+    plain: { 'plain JS': { firstCall: 4000, sample: [1], times: () => [3000] } },
+  }, []);
+  const { engines } = await measureShape(hosts, SHAPE, { ...TIMINGS.panel, warmMs: TIMING.warmMs, turnMs: 1, settleMs: 1, slowMs: 1000 });
+  assert.equal(engines['attention-wasm 1T'].rounds.length, TIMINGS.panel.rounds);
+  assert.equal(engines['plain JS'].rounds.length, TIMINGS.panel.rounds, 'a slow engine: as many rounds, not a median of 2');
 });
 
 test('an engine whose first call exceeds skipMs is reported as skipped, not timed', async () => {

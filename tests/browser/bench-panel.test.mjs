@@ -63,7 +63,7 @@ test('isolated, with onnxruntime-web served: ours, plain JS and ORT at 1 and all
     assert.match(gflops, /^\d+\.\d$/);
     assert.match(relative, /^\d+\.\d\d×$/);
   }
-  assert.equal(await page.textContent('.bench-panel-status'), 'Done: small causal (1, 4, 64, 64, 32), medians of 2 rounds on this device.');
+  assert.equal(await page.textContent('.bench-panel-status'), 'Done: small causal (1, 4, 64, 64, 32), medians of 3 rounds on this device.');
   await page.screenshot({ path: new URL('bench-panel.png', ARTIFACTS).pathname, fullPage: true });
   // update(): other strings and shape labels (a page's language switch), the results kept.
   const shapes = await page.evaluate(() => [...document.querySelectorAll('.bench-panel option')].map((o) => o.textContent));
@@ -71,7 +71,7 @@ test('isolated, with onnxruntime-web served: ours, plain JS and ORT at 1 and all
     text: { done: 'Fertig: {shape}, {rounds} Runden.', oneThread: '1 Thread', engine: 'Engine' },
     shapes: [{ label: 'A' }, { label: 'B' }].map((s, i) => ({ batch: 1, heads: 4, seqQ: 64, seqK: 64, headDim: 32, causal: i === 1, ...s })),
   }));
-  assert.equal(await page.textContent('.bench-panel-status'), 'Fertig: B, 2 Runden.');
+  assert.equal(await page.textContent('.bench-panel-status'), 'Fertig: B, 3 Runden.');
   assert.deepEqual(await page.evaluate(() => [...document.querySelectorAll('.bench-panel option')].map((o) => o.textContent)), ['A', 'B']);
   assert.equal(await page.inputValue('.bench-panel select'), '1', 'the pick stays');
   assert.ok((await page.textContent('.bench-panel-results')).includes('attention-wasm, 1 Thread'));
@@ -110,6 +110,19 @@ test('mountBenchPanel checks its element, and destroy() empties it', async () =>
     }
   });
   assert.equal(error, 'TypeError: mountBenchPanel: element must be an HTMLElement, got null');
+  // The figures are medians of rounds: an even number of rounds (a median of 2 is no round's) is refused.
+  const even = await page.evaluate(async () => {
+    const { mountBenchPanel } = await import('/web/bench/panel.mjs');
+    const said = [];
+    for (const timing of [{ rounds: 2 }, { slowRounds: 2 }]) {
+      try { mountBenchPanel(document.createElement('div'), { timing }); said.push(null); } catch (e) { said.push(`${e.name}: ${e.message}`); }
+    }
+    try { await window.panel.run(undefined, { rounds: 4 }); said.push(null); } catch (e) { said.push(`${e.name}: ${e.message}`); }
+    return said;
+  });
+  assert.deepEqual(even, [['rounds', 2], ['slowRounds', 2], ['rounds', 4]].map(([key, v]) =>
+    `RangeError: mountBenchPanel: timing.${key} must be an odd whole number (the figures are medians of the rounds), got ${v}`));
+  assert.equal(await page.getAttribute('#panel', 'data-state'), 'idle', 'a refused run does not start');
   await page.evaluate(() => window.panel.destroy());
   assert.equal(await page.$('.bench-panel'), null);
   assert.equal(await page.innerHTML('#panel'), '');

@@ -9,7 +9,7 @@ import { STRINGS } from '../../web/i18n.mjs';
 import { PHONE, openDemo, startDemo } from './demo.mjs';
 
 const SMALL = { label: 'small (1, 2, 32, 32, 16)', batch: 1, heads: 2, seqQ: 32, seqK: 32, headDim: 16 };
-const SHORT = { warmMs: 50, rounds: 2, turnMs: 50, settleMs: 10 };
+const SHORT = { warmMs: 50, rounds: 3, turnMs: 50, settleMs: 10 };
 let demo;
 before(async () => { demo = await startDemo(); });
 after(async () => { await demo?.close(); });
@@ -33,7 +33,7 @@ test('the panel on the page: both languages, a run, results re-labelled on a swi
   assert.equal(await page.getAttribute(panel, 'data-state'), 'done');
   assert.ok(results.threads >= 2 && results.ort, `isolated, with onnxruntime-web: ${JSON.stringify(results)}`);
   for (const r of results.rows) assert.ok(r.median > 0 && r.maxDiff < 1e-5, `${r.name}: ${JSON.stringify(r)}`);
-  assert.equal(await page.textContent('.bench-panel-status'), '完成：small (1, 2, 32, 32, 16)，本设备上 2 轮的中位数。');
+  assert.equal(await page.textContent('.bench-panel-status'), '完成：small (1, 2, 32, 32, 16)，本设备上 3 轮的中位数。');
   const zhNames = await texts(page, `${panel} tbody th`);
   assert.ok(zhNames.includes('attention-wasm, 1 个线程') && zhNames.includes(`attention-wasm, ${results.threads} 个线程`), zhNames.join(' | '));
   assert.equal(await page.inputValue(`${panel} select`), '2', 'the pick survives a switch');
@@ -50,7 +50,7 @@ test('the panel on the page: both languages, a run, results re-labelled on a swi
     const { page: overflow, right } = await fits();
     assert.ok(overflow <= 0 && right <= 0.5, `${lang}: the page ${overflow}px, the table ${right}px past its section`);
   }
-  assert.equal(await page.textContent('.bench-panel-status'), 'Done: small (1, 2, 32, 32, 16), medians of 2 rounds on this device.');
+  assert.equal(await page.textContent('.bench-panel-status'), 'Done: small (1, 2, 32, 32, 16), medians of 3 rounds on this device.');
   const names = await texts(page, `${panel} tbody th`);
   assert.ok(names.includes('attention-wasm, 1 thread') && names.includes('onnxruntime-web MHA, 1 thread'), names.join(' | '));
   assert.deepEqual(await texts(page, `${panel} option`), STRINGS.en.benchShapes);

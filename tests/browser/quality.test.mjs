@@ -246,7 +246,7 @@ test('while training, running the playground and benchmarking, no main-thread ta
   });
   await during('the benchmark', async () => {
     await page.evaluate(() => window.attentionDemo.benchPanel.run({ label: 'small', batch: 1, heads: 4, seqQ: 128, seqK: 128, headDim: 32 },
-      { warmMs: 100, rounds: 2, turnMs: 100, settleMs: 20 }));
+      { warmMs: 100, rounds: 3, turnMs: 100, settleMs: 20 }));
   });
   assert.deepEqual(problems, []);
 });

@@ -27,7 +27,7 @@ test('screenshots of every section: desktop, 中文, phone', async () => {
   await page.waitForSelector('#learn-export-box:not([hidden])');
   for (let i = 0; i < 3; i++) await page.click('#decode-next');
   await page.evaluate(() => window.attentionDemo.benchPanel.run({ label: '(1, 4, 64, 64, 32)', batch: 1, heads: 4, seqQ: 64, seqK: 64, headDim: 32 },
-    { warmMs: 50, rounds: 2, turnMs: 50, settleMs: 10 }));
+    { warmMs: 50, rounds: 3, turnMs: 50, settleMs: 10 }));
   for (const [name, lang, viewport] of [['desktop', 'en', { width: 1200, height: 900 }], ['zh', 'zh'], ['mobile', 'en', PHONE]]) {
     if (viewport) await page.setViewportSize(viewport);
     await page.click(`button[data-lang="${lang}"]`);

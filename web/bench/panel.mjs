@@ -16,7 +16,8 @@
 //       folder does not answer, the panel says so and compares attention-wasm with plain JS only.
 //     shapes: [{ label, batch, heads, seqQ, seqK, headDim, causal? }] to choose from (a default list).
 //     timing: overrides of the schedule ({ warmMs, rounds, turnMs, settleMs, slowMs, slowRounds },
-//       see schedule.mjs).
+//       see schedule.mjs); rounds and slowRounds odd (a RangeError otherwise): every figure is
+//       the median of the rounds, one of them, as the status line says.
 //     text: overrides of the English strings in TEXT (for a translated page).
 // - Each engine runs in its own module Web Worker (panel-worker.mjs), one at a time; at
 //   1 thread, and also at navigator.hardwareConcurrency threads (≤ 8) when the page is
@@ -121,6 +122,17 @@ async function served(url) {
   }
 }
 
+// The panel reports medians of rounds: over an even number of rounds a median is no round's
+// figure (of 2, schedule.mjs's median is the larger one), so rounds come in odd numbers.
+function checkTiming(timing) {
+  for (const key of ['rounds', 'slowRounds']) {
+    const v = timing[key];
+    if (!Number.isInteger(v) || v < 1 || v % 2 === 0) {
+      throw new RangeError(`mountBenchPanel: timing.${key} must be an odd whole number (the figures are medians of the rounds), got ${v}`);
+    }
+  }
+}
+
 export function mountBenchPanel(element, options = {}) {
   if (!(element instanceof HTMLElement)) {
     throw new TypeError(`mountBenchPanel: element must be an HTMLElement, got ${element === null ? 'null' : typeof element}`);
@@ -128,6 +140,7 @@ export function mountBenchPanel(element, options = {}) {
   let text = { ...TEXT, ...options.text };
   let shapes = options.shapes ?? DEFAULT_SHAPES;
   const timing = { ...TIMING.panel, ...options.timing };
+  checkTiming(timing);
   const ortUrl = options.ortUrl === null ? null : new URL(options.ortUrl ?? '../../vendor/onnxruntime-web/', import.meta.url);
   if (options.stylesheet !== false) linkStylesheet();
 
@@ -232,10 +245,11 @@ export function mountBenchPanel(element, options = {}) {
 
   async function run(shape = shapes[Number(select.value)], timingOverrides) {
     if (running) return running;
+    const runTiming = { ...timing, ...timingOverrides };
+    checkTiming(runTiming);
     element.dataset.state = 'running';
     button.disabled = select.disabled = true;
     cancel.disabled = false;
-    const runTiming = { ...timing, ...timingOverrides };
     running = (async () => {
       try {
         results = await measure(shape, runTiming);

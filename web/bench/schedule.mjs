@@ -11,7 +11,7 @@
 export const TIMING = {
   full: { warmMs: 1000, rounds: 7, turnMs: 400, settleMs: 100, slowMs: 1000, slowRounds: 3, skipMs: 20000 },
   quick: { warmMs: 300, rounds: 3, turnMs: 150, settleMs: 30, slowMs: 300, slowRounds: 1, skipMs: 20000 },
-  panel: { warmMs: 300, rounds: 3, turnMs: 300, settleMs: 50, slowMs: 300, slowRounds: 2, skipMs: 20000 },
+  panel: { warmMs: 300, rounds: 3, turnMs: 300, settleMs: 50, slowMs: 300, slowRounds: 3, skipMs: 20000 },
 };
 
 export const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];

@@ -6,5 +6,5 @@ window.panel = mountBenchPanel(document.querySelector('#panel'), {
     { label: 'small (1, 4, 64, 64, 32)', batch: 1, heads: 4, seqQ: 64, seqK: 64, headDim: 32 },
     { label: 'small causal (1, 4, 64, 64, 32)', batch: 1, heads: 4, seqQ: 64, seqK: 64, headDim: 32, causal: true },
   ],
-  timing: { warmMs: 100, rounds: 2, turnMs: 100, settleMs: 20 },
+  timing: { warmMs: 100, rounds: 3, turnMs: 100, settleMs: 20 },
 });

@@ -195,12 +195,16 @@ std::string mha_configure(attn::MultiHeadAttention& m, const JsMhaConfig& c) {
   return message(m.configure(config));
 }
 
-std::string mha_set_rotary_tables(attn::MultiHeadAttention& m, std::uintptr_t cos, std::uintptr_t sin, int positions) {
-  return message(m.set_rotary_tables(ptr<const float>(cos), ptr<const float>(sin), positions));
+std::string mha_set_rotary_tables(attn::MultiHeadAttention& m, std::uintptr_t cos, std::uintptr_t sin, int positions,
+                                  double budget) {
+  const float *c = ptr<const float>(cos), *s = ptr<const float>(sin);
+  return within_budget(m.rotary_tables_bytes(c, s, positions), budget,
+                       [&] { return m.set_rotary_tables(c, s, positions); });
 }
 
-std::string mha_set_alibi(attn::MultiHeadAttention& m, std::uintptr_t slopes) {
-  return message(m.set_alibi(ptr<const float>(slopes)));
+std::string mha_set_alibi(attn::MultiHeadAttention& m, std::uintptr_t slopes, double budget) {
+  const float* a = ptr<const float>(slopes);
+  return within_budget(m.alibi_bytes(a), budget, [&] { return m.set_alibi(a); });
 }
 
 std::string mha_get_sinks(const attn::MultiHeadAttention& m, std::uintptr_t out) {
@@ -254,8 +258,10 @@ std::string mha_forward_train(const attn::MultiHeadAttention& m, const JsMhaCall
   return forward_within(m, f, c.budget);
 }
 
-std::string mha_backward(const attn::MultiHeadAttention& m, const attn::MhaTape& tape, const JsMhaGrads& c) {
-  return message(m.backward(tape, ptr<const float>(c.dOut), to_grads(c)));
+std::string mha_backward(const attn::MultiHeadAttention& m, const attn::MhaTape& tape, const JsMhaGrads& c,
+                         double budget) {
+  return within_budget(m.backward_workspace_bytes(tape), budget,
+                       [&] { return m.backward(tape, ptr<const float>(c.dOut), to_grads(c)); });
 }
 
 // Four projections' arrays staged by mha.mjs (weights, or Adam moments), as dWq … dBo of a JsMhaGrads.
@@ -270,8 +276,8 @@ attn::ProjectionArrays to_arrays(const JsMhaGrads& c) {
   return a;
 }
 
-std::string mha_set_weights(attn::MultiHeadAttention& m, const JsMhaGrads& c) {
-  return message(m.set_weights(to_arrays(c)));
+std::string mha_set_weights(attn::MultiHeadAttention& m, const JsMhaGrads& c, double budget) {
+  return within_budget(m.set_weights_bytes(), budget, [&] { return m.set_weights(to_arrays(c)); });
 }
 
 std::string mha_get_weight(const attn::MultiHeadAttention& m, attn::Projection which, std::uintptr_t w,
@@ -284,18 +290,22 @@ std::string mha_get_adam_state(const attn::MultiHeadAttention& m, attn::Projecti
   return message(m.get_adam_state(which, ptr<float>(m_w), ptr<float>(m_b), ptr<float>(v_w), ptr<float>(v_b)));
 }
 
-std::string mha_set_adam_state(attn::MultiHeadAttention& m, const JsMhaGrads& moment1, const JsMhaGrads& moment2) {
-  return message(m.set_adam_state(to_arrays(moment1), to_arrays(moment2)));
+std::string mha_set_adam_state(attn::MultiHeadAttention& m, const JsMhaGrads& moment1, const JsMhaGrads& moment2,
+                               double budget) {
+  const attn::ProjectionArrays m1 = to_arrays(moment1);
+  return within_budget(m.set_adam_state_bytes(m1), budget, [&] { return m.set_adam_state(m1, to_arrays(moment2)); });
 }
 
+// Allocates nothing (so it takes no budget).
 std::string mha_sgd_step(attn::MultiHeadAttention& m, const JsMhaGrads& c, float lr) {
   m.sgd_step(to_grads(c), lr);
   return "";
 }
 
 std::string mha_adam_step(attn::MultiHeadAttention& m, const JsMhaGrads& c, float lr, float beta1, float beta2,
-                          float eps, int step) {
-  return message(m.adam_step(to_grads(c), lr, beta1, beta2, eps, step));
+                          float eps, int step, double budget) {
+  return within_budget(m.adam_step_bytes(), budget,
+                       [&] { return m.adam_step(to_grads(c), lr, beta1, beta2, eps, step); });
 }
 
 // A cache's sizes, as newCache() in src/js/kvcache.mjs (for createKVCache() and the layer's

@@ -127,9 +127,12 @@ void PackedLinear::apply(const float* x, std::ptrdiff_t ldx, int rows, float* y,
   }
 }
 
+std::uint64_t packed_linear_floats(int out_features, int in_features) {
+  return packed_floats(out_features, in_features) + packed_floats(out_features, 1);
+}
+
 double linear_workspace_bytes(int rows, int in_features, int out_features) {
-  return 4.0 * double(packed_floats(out_features, in_features) + packed_floats(out_features, 1) +
-                      linear_scratch_floats(rows, in_features));
+  return 4.0 * double(packed_linear_floats(out_features, in_features) + linear_scratch_floats(rows, in_features));
 }
 
 const char* linear(const float* x, const float* w, const float* b, float* y, int rows, int in_features,

@@ -42,6 +42,10 @@ class PackedLinear {
 // tile of the last, partly filled panel). 64-bit: no size wraps in wasm32's size_t.
 std::uint64_t linear_scratch_floats(std::int64_t rows, int in_features);
 
+// Floats PackedLinear::pack(w, b, out_features, in_features) allocates: the packed weights and
+// the bias, out_features rounded up to whole panels (the bias buffer is there without a bias too).
+std::uint64_t packed_linear_floats(int out_features, int in_features);
+
 // The bytes linear(…, rows, in_features, out_features) allocates: the packed weights and bias
 // (out_features rounded up to whole panels) and the scratch, all held at once.
 double linear_workspace_bytes(int rows, int in_features, int out_features);

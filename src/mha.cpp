@@ -45,15 +45,20 @@ const char* MultiHeadAttention::set_rotary_tables(const float* cos, const float*
     return nullptr;
   }
   if (!sin || positions < 1) return "multi-head attention: rotary tables need cos, sin and positions >= 1";
-  const std::size_t n = static_cast<std::size_t>(positions) * (config_.rotary_dim / 2);
   FloatBuffer c, sn;
+  const std::uint64_t n = rotary_table_floats(positions);
   if (!c.allocate(n) || !sn.allocate(n)) return "multi-head attention: out of memory for the rotary tables";
-  std::memcpy(c.get(), cos, n * sizeof(float));
-  std::memcpy(sn.get(), sin, n * sizeof(float));
+  std::memcpy(c.get(), cos, c.size * sizeof(float));
+  std::memcpy(sn.get(), sin, sn.size * sizeof(float));
   rotary_cos_ = std::move(c);
   rotary_sin_ = std::move(sn);
   rotary_positions_ = positions;
   return nullptr;
+}
+
+double MultiHeadAttention::rotary_tables_bytes(const float* cos, const float* sin, int positions) const {
+  if (!configured_ || config_.rotary_dim == 0 || !cos || !sin || positions < 1) return 0;
+  return 4.0 * 2.0 * double(rotary_table_floats(positions));
 }
 
 const char* MultiHeadAttention::set_alibi(const float* slopes) {
@@ -67,6 +72,10 @@ const char* MultiHeadAttention::set_alibi(const float* slopes) {
   std::memcpy(a.get(), slopes, config_.num_heads * sizeof(float));
   alibi_ = std::move(a);
   return nullptr;
+}
+
+double MultiHeadAttention::alibi_bytes(const float* slopes) const {
+  return configured_ && slopes ? 4.0 * config_.num_heads : 0;
 }
 
 const char* MultiHeadAttention::get_sinks(float* out) const {
@@ -122,26 +131,28 @@ const char* MultiHeadAttention::set_weight(Projection which, const float* w, con
   if (config_.bias != (b != nullptr))
     return config_.bias ? "multi-head attention: this layer needs biases"
                         : "multi-head attention: this layer has no biases";
-  const int e = config_.embed_dim;
-  const int out[4] = {e, kv_features(), kv_features(), e};
-  const int in[4] = {e, config_.kdim, config_.vdim, e};
-  if (const char* err = proj_[i].pack(w, b, out[i], in[i])) return err;
+  const Shape shape = projection_shape(i);
+  if (const char* err = proj_[i].pack(w, b, shape.out, shape.in)) return err;
   ++weights_version_;
   return nullptr;
+}
+
+MultiHeadAttention::Shape MultiHeadAttention::projection_shape(int i) const {
+  const int e = config_.embed_dim;
+  const Shape shapes[4] = {{e, e}, {kv_features(), config_.kdim}, {kv_features(), config_.vdim}, {e, e}};
+  return shapes[i];
 }
 
 const char* MultiHeadAttention::set_weights(const ProjectionArrays& a) {
   if (!configured_) return "multi-head attention: not configured";
   // Pack into a copy of the projections, then swap them in: on failure nothing changed.
   PackedLinear packed[4];
-  const int e = config_.embed_dim;
-  const int out[4] = {e, kv_features(), kv_features(), e};
-  const int in[4] = {e, config_.kdim, config_.vdim, e};
   for (int i = 0; i < 4; ++i) {
     if (config_.bias != (a.b[i] != nullptr))
       return config_.bias ? "multi-head attention: this layer needs biases"
                           : "multi-head attention: this layer has no biases";
-    if (const char* err = packed[i].pack(a.w[i], a.b[i], out[i], in[i])) return err;
+    const Shape shape = projection_shape(i);
+    if (const char* err = packed[i].pack(a.w[i], a.b[i], shape.out, shape.in)) return err;
   }
   if (config_.sinks != (a.sinks != nullptr))
     return config_.sinks ? "multi-head attention: this layer needs sinks"
@@ -155,6 +166,16 @@ const char* MultiHeadAttention::set_weights(const ProjectionArrays& a) {
   if (a.sinks) sinks_ = std::move(sinks);
   ++weights_version_;
   return nullptr;
+}
+
+double MultiHeadAttention::set_weights_bytes() const {
+  if (!configured_) return 0;
+  std::uint64_t floats = config_.sinks ? config_.num_heads : 0;
+  for (int i = 0; i < 4; ++i) {
+    const Shape shape = projection_shape(i);
+    floats += packed_linear_floats(shape.out, shape.in);
+  }
+  return 4.0 * double(floats);
 }
 
 bool MultiHeadAttention::ready() const {

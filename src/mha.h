@@ -147,6 +147,23 @@ class MultiHeadAttention {
   // training tape (f.tape, kept after the call) and the rotary step's small per-thread tables.
   // 0 when forward(f) would fail before allocating.
   double forward_workspace_bytes(const MhaForward& f) const;
+  // What each call below allocates, in bytes, from the layer's sizes and state and the call's
+  // sizes alone (no array is read; the call's arrays assumed given as the layer needs them):
+  // 0 when the call allocates nothing or would fail before allocating. Summed in 64 bits.
+  // set_weights: the four projections packed anew and the sinks, held with the old until swapped in.
+  double set_weights_bytes() const;
+  // set_rotary_tables: the copies of cos and sin.
+  double rotary_tables_bytes(const float* cos, const float* sin, int positions) const;
+  // set_alibi: the copy of the slopes.
+  double alibi_bytes(const float* slopes) const;
+  // backward(tape, …): its work buffer (the unpacked weights, dA, dQ, dK, dV) and the kernel's
+  // backward workspace. Not counted: the rotary step's small per-thread tables.
+  double backward_workspace_bytes(const MhaTape& tape) const;
+  // adam_step: the moments it makes on the first step (then kept) and the largest group's update.
+  double adam_step_bytes() const;
+  // set_adam_state(m, …): both new moments of every parameter group, held with the old until
+  // swapped in (nothing when m.w[0] is null: a fresh optimizer). sgd_step allocates nothing.
+  double set_adam_state_bytes(const ProjectionArrays& m) const;
 
   // Gradients of L given dL/d(out) (`d_out`, [batch, seq_q, embed_dim]) for the forward that
   // filled `tape`. Returns nullptr or an error message: also when the tape is from another
@@ -196,6 +213,28 @@ class MultiHeadAttention {
                      const float* a) const;
 
   std::size_t weight_floats(int i) const;  // of projection i (i = 4: the sinks): weights then bias
+  int param_groups() const { return config_.sinks ? 5 : 4; }  // the projections, then the sinks
+  // Whether adam_step has group i's moments already (else it makes them, zero).
+  bool adam_moments_kept(int i) const;
+  // Projection i's packed shape [out × in] (q, k, v, o), as set_weight(s) packs it.
+  struct Shape {
+    int out = 0, in = 0;
+  };
+  Shape projection_shape(int i) const;
+  std::uint64_t rotary_table_floats(int positions) const {  // of each of cos and sin
+    return std::uint64_t(positions) * std::uint64_t(config_.rotary_dim / 2);
+  }
+  // Why backward(t, …) refuses the tape (nullptr: it does not).
+  const char* tape_refusal(const MhaTape& t) const;
+  // The attention call of backward(t, …) with the tape's tensors (out and the gradients not set).
+  void backward_params(const MhaTape& t, AttentionParams& p) const;
+  // A backward's work buffer, in floats: the four unpacked weights, dA and dQ (da each), dK and
+  // dV (dk each).
+  struct BackwardWork {
+    std::uint64_t w = 0, da = 0, dk = 0;
+    std::uint64_t floats() const { return w + 2 * da + 2 * dk; }
+  };
+  BackwardWork backward_work(const MhaTape& t) const;
   // Rotates rows [batch, seq, heads, head_dim] (bshd) in place by their positions (inverse: back).
   const char* rotate(float* x, int batch, int seq, int heads, const std::int32_t* positions,
                      std::ptrdiff_t positions_batch_stride, std::int64_t offset, bool inverse) const;

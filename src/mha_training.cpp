@@ -99,47 +99,21 @@ const char* MultiHeadAttention::record(MhaTape& t, const MhaForward& f, const fl
   return nullptr;
 }
 
-const char* MultiHeadAttention::backward(const MhaTape& t, const float* d_out, const MhaGrads& g) const {
+const char* MultiHeadAttention::tape_refusal(const MhaTape& t) const {
   if (!ready()) return "multi-head attention: weights are not set";
   if (!t.filled_) return "multi-head attention: backward needs a training forward first";
   if (t.layer_ != this) return "multi-head attention: the tape was filled by another layer";
   if (t.weights_version_ != weights_version_)
     return "multi-head attention: the weights changed since the training forward that filled the tape; "
            "run it again (gradients of the old tape would match neither the old nor the new weights)";
-  if (!d_out || !g.d_query || (t.key_given_ && !g.d_key) || (t.value_given_ && !g.d_value) ||
-      (config_.sinks && !g.d_sinks))
-    return "multi-head attention: missing gradient buffers";
-  for (int i = 0; i < 4; ++i)
-    if (!g.d_w[i] || (config_.bias && !g.d_b[i])) return "multi-head attention: missing gradient buffers";
-  const int e = config_.embed_dim, kv = kv_features(), hd = head_dim();
-  const int rows_q = t.batch_ * t.seq_q_, rows_k = t.batch_ * t.seq_k_;
-  const int in[4] = {e, config_.kdim, config_.vdim, e};
-  const int out[4] = {e, kv, kv, e};
-  std::size_t w_n = 0;
-  for (int i = 0; i < 4; ++i) w_n += static_cast<std::size_t>(out[i]) * in[i];
-  FloatBuffer work;  // unpacked weights, then dA, dQ, dK, dV
-  const std::size_t da_n = static_cast<std::size_t>(rows_q) * e, dk_n = static_cast<std::size_t>(rows_k) * kv;
-  if (!work.allocate(w_n + 2 * da_n + 2 * dk_n)) return "multi-head attention: out of memory";
-  float* w[4];
-  w[0] = work.get();
-  for (int i = 1; i < 4; ++i) w[i] = w[i - 1] + static_cast<std::size_t>(out[i - 1]) * in[i - 1];
-  for (int i = 0; i < 4; ++i) proj_[i].unpack(w[i], nullptr);
-  float* da = w[3] + static_cast<std::size_t>(e) * e;
-  float* dq = da + da_n;
-  float* dk = dq + da_n;
-  float* dv = dk + dk_n;
+  return nullptr;
+}
 
-  // y = a·Woᵀ + bo
-  weight_gradients(d_out, t.a_.get(), rows_q, e, e, g.d_w[3], config_.bias ? g.d_b[3] : nullptr);
-  std::fill(da, da + da_n, 0.0f);
-  add_input_gradients(d_out, w[3], rows_q, e, e, da);
-
-  // a = attention(q, k, v), laid out [batch, seq, heads, head_dim]
-  AttentionParams p;
+void MultiHeadAttention::backward_params(const MhaTape& t, AttentionParams& p) const {
+  const int hd = head_dim();
   p.query = t.q_.get();
   p.key = t.k_.get();
   p.value = t.v_.get();
-  p.out = da;  // only checked for presence
   p.batch = t.batch_;
   p.seq_q = t.seq_q_;
   p.seq_k = t.seq_k_;
@@ -152,6 +126,63 @@ const char* MultiHeadAttention::backward(const MhaTape& t, const float* d_out, c
   p.key_padding_batch_stride = t.seq_k_;
   attention_variants(p, t.causal_, t.align_);
   p.l = dense_bhsd(config_.num_heads, t.seq_q_, 1);
+}
+
+MultiHeadAttention::BackwardWork MultiHeadAttention::backward_work(const MhaTape& t) const {
+  BackwardWork w;
+  for (int i = 0; i < 4; ++i) {
+    const Shape shape = projection_shape(i);
+    w.w += std::uint64_t(shape.out) * std::uint64_t(shape.in);
+  }
+  w.da = std::uint64_t(t.batch_) * std::uint64_t(t.seq_q_) * std::uint64_t(config_.embed_dim);
+  w.dk = std::uint64_t(t.batch_) * std::uint64_t(t.seq_k_) * std::uint64_t(kv_features());
+  return w;
+}
+
+double MultiHeadAttention::backward_workspace_bytes(const MhaTape& t) const {
+  if (tape_refusal(t)) return 0;
+  AttentionParams p;
+  backward_params(t, p);
+  return 4.0 * double(backward_work(t).floats()) + attention_workspace_bytes(p, true);
+}
+
+const char* MultiHeadAttention::backward(const MhaTape& t, const float* d_out, const MhaGrads& g) const {
+  if (const char* err = tape_refusal(t)) return err;
+  if (!d_out || !g.d_query || (t.key_given_ && !g.d_key) || (t.value_given_ && !g.d_value) ||
+      (config_.sinks && !g.d_sinks))
+    return "multi-head attention: missing gradient buffers";
+  for (int i = 0; i < 4; ++i)
+    if (!g.d_w[i] || (config_.bias && !g.d_b[i])) return "multi-head attention: missing gradient buffers";
+  const int e = config_.embed_dim;
+  const int rows_q = t.batch_ * t.seq_q_, rows_k = t.batch_ * t.seq_k_;
+  int in[4], out[4];
+  for (int i = 0; i < 4; ++i) {
+    const Shape shape = projection_shape(i);
+    out[i] = shape.out;
+    in[i] = shape.in;
+  }
+  const BackwardWork bw = backward_work(t);
+  FloatBuffer work;  // unpacked weights, then dA, dQ, dK, dV
+  if (!work.allocate(bw.floats())) return "multi-head attention: out of memory";
+  const std::size_t da_n = static_cast<std::size_t>(bw.da), dk_n = static_cast<std::size_t>(bw.dk);
+  float* w[4];
+  w[0] = work.get();
+  for (int i = 1; i < 4; ++i) w[i] = w[i - 1] + static_cast<std::size_t>(out[i - 1]) * in[i - 1];
+  for (int i = 0; i < 4; ++i) proj_[i].unpack(w[i], nullptr);
+  float* da = work.get() + bw.w;
+  float* dq = da + da_n;
+  float* dk = dq + da_n;
+  float* dv = dk + dk_n;
+
+  // y = a·Woᵀ + bo
+  weight_gradients(d_out, t.a_.get(), rows_q, e, e, g.d_w[3], config_.bias ? g.d_b[3] : nullptr);
+  std::fill(da, da + da_n, 0.0f);
+  add_input_gradients(d_out, w[3], rows_q, e, e, da);
+
+  // a = attention(q, k, v), laid out [batch, seq, heads, head_dim]
+  AttentionParams p;
+  backward_params(t, p);
+  p.out = da;  // only checked for presence
   AttentionGrads ag;
   ag.lse = t.lse_.get();
   ag.out = t.a_.get();
@@ -205,19 +236,42 @@ std::size_t MultiHeadAttention::weight_floats(int i) const {
          (config_.bias ? proj_[i].out_features() : 0);
 }
 
+bool MultiHeadAttention::adam_moments_kept(int i) const {
+  const std::size_t n = weight_floats(i);
+  return adam_m_[i].size == n && adam_v_[i].size == n;
+}
+
+double MultiHeadAttention::adam_step_bytes() const {
+  if (!ready()) return 0;
+  std::uint64_t moments = 0, most = 0;
+  for (int i = 0; i < param_groups(); ++i) {
+    const std::uint64_t n = weight_floats(i);
+    most = std::max(most, n);
+    if (!adam_moments_kept(i)) moments += 2 * n;
+  }
+  return 4.0 * double(moments + most);
+}
+
+double MultiHeadAttention::set_adam_state_bytes(const ProjectionArrays& m) const {
+  if (!ready() || !m.w[0]) return 0;
+  std::uint64_t floats = 0;
+  for (int i = 0; i < param_groups(); ++i) floats += 2 * std::uint64_t(weight_floats(i));
+  return 4.0 * double(floats);
+}
+
 const char* MultiHeadAttention::adam_step(const MhaGrads& g, float lr, float beta1, float beta2, float eps, int step) {
   if (!ready()) return "multi-head attention: weights are not set";
   if (config_.sinks && !g.d_sinks) return "multi-head attention: missing gradient buffers";
   // Parameter groups: the four projections (weights then bias), then the sinks (i = 4, empty
   // without sinks). Everything this step needs is allocated before anything changes (the
   // failure it prevents: a moment allocated without its twin, or projections 0…i−1 stepped before i ran out of memory).
-  const int groups = config_.sinks ? 5 : 4;
+  const int groups = param_groups();
   FloatBuffer new_m[5], new_v[5], update;
   std::size_t most = 0;
   for (int i = 0; i < groups; ++i) {
     const std::size_t n = weight_floats(i);
     most = std::max(most, n);
-    if (adam_m_[i].size == n && adam_v_[i].size == n) continue;
+    if (adam_moments_kept(i)) continue;
     if (!new_m[i].allocate(n) || !new_v[i].allocate(n))
       return "multi-head attention: out of memory for the optimizer state";
     std::fill(new_m[i].get(), new_m[i].get() + n, 0.0f);
@@ -291,7 +345,7 @@ const char* MultiHeadAttention::set_adam_state(const ProjectionArrays& m, const 
     if (!m.w[i] || !v.w[i] || (config_.bias && (!m.b[i] || !v.b[i])))
       return "multi-head attention: missing optimizer state arrays";
   if (config_.sinks && (!m.sinks || !v.sinks)) return "multi-head attention: missing optimizer state arrays";
-  const int groups = config_.sinks ? 5 : 4;
+  const int groups = param_groups();
   FloatBuffer new_m[5], new_v[5];
   for (int i = 0; i < groups; ++i) {
     const std::size_t nb = i < 4 && config_.bias ? proj_[i].out_features() : 0, nw = weight_floats(i) - nb;

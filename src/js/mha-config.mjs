@@ -94,7 +94,8 @@ export function resolveConfig(config) {
 }
 
 // Configures a new C++ core from a resolved config and window sides (the tables and slopes are
-// staged through the arena). Throws the core's error.
+// staged through the arena; the C++ entries check their copies against the call's budget).
+// Throws the core's error.
 export function configureCore(M, arena, core, c, [windowLeft, windowRight]) {
   const error = core.configure({
     embedDim: c.embedDim, numHeads: c.numHeads, numKvHeads: c.numKvHeads, kdim: c.kdim, vdim: c.vdim, bias: c.bias,
@@ -103,15 +104,15 @@ export function configureCore(M, arena, core, c, [windowLeft, windowRight]) {
   });
   if (error) throw coreError(M, error);
   if (c.rotary?.cos) {
-    arena.call(FN, { cos: c.rotary.cos, sin: c.rotary.sin }, {}, 2 * c.rotary.cos.byteLength, (call) => {
-      const e = core.setRotaryTables(call.address('cos'), call.address('sin'), c.rotary.maxPosition);
-      if (e) throw coreError(M, e);
+    arena.call(FN, { cos: c.rotary.cos, sin: c.rotary.sin }, {}, 0, (call) => {
+      const e = core.setRotaryTables(call.address('cos'), call.address('sin'), c.rotary.maxPosition, call.budget);
+      if (e) throw call.error(e);
     });
   }
   if (c.alibi) {
-    arena.call(FN, { alibi: c.alibi }, {}, c.alibi.byteLength, (call) => {
-      const e = core.setAlibi(call.address('alibi'));
-      if (e) throw coreError(M, e);
+    arena.call(FN, { alibi: c.alibi }, {}, 0, (call) => {
+      const e = core.setAlibi(call.address('alibi'), call.budget);
+      if (e) throw call.error(e);
     });
   }
 }

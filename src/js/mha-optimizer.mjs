@@ -2,7 +2,7 @@
 // moments live in the C++ layer, the step count here), and saving and restoring Adam's state.
 import { coreError } from './heap.mjs';
 import { checkKnownKeys, describe } from './shapes.mjs';
-import { checkArrays, copyAllOut, gradAddresses, PROJECTIONS, totalCount, weightSizes } from './mha-weights.mjs';
+import { checkArrays, copyAllOut, gradAddresses, PROJECTIONS, weightSizes } from './mha-weights.mjs';
 
 const SGD_OPTIONS = ['lr'];
 const ADAM_OPTIONS = ['lr', 'beta1', 'beta2', 'eps'];
@@ -52,8 +52,8 @@ export class Optimizer {
     if (this.#adamSteps >= MAX_STEP) throw new RangeError(`${fn}: ${MAX_STEP} steps taken, the most Adam's step counter holds`);
     const step = this.#adamSteps + 1;
     this.#withGrads(fn, grads, (call) => {
-      const error = core.adamStep(gradAddresses(call), rate, beta1, beta2, eps, step);
-      if (error) throw coreError(this.#M, error);  // nothing changed, the step is not counted
+      const error = core.adamStep(gradAddresses(call), rate, beta1, beta2, eps, step, call.budget);
+      if (error) throw call.error(error);  // nothing changed, the step is not counted
     });
     this.#adamSteps = step;
   }
@@ -100,18 +100,20 @@ export class Optimizer {
       inputs[`m_${name}`] = m[name];
       inputs[`v_${name}`] = v[name];
     }
-    this.#arena.call(fn, inputs, {}, 2 * 4 * totalCount(sizes), (call) => {
-      const error = core.setAdamState(gradAddresses(call, {}, 'm_'), gradAddresses(call, {}, 'v_'));
-      if (error) throw coreError(this.#M, error);
+    this.#arena.call(fn, inputs, {}, 0, (call) => {
+      const error = core.setAdamState(gradAddresses(call, {}, 'm_'), gradAddresses(call, {}, 'v_'), call.budget);
+      if (error) throw call.error(error);
     });
     this.#adamSteps = step;
   }
 
   // Checks `grads` (the weights of a backward() result) and stages them as g_<name> for `work`.
+  // The steps allocate nothing beyond that but Adam's moments and update, which its C++ entry
+  // checks against the call's budget (SGD allocates nothing).
   #withGrads(fn, grads, work) {
     const sizes = weightSizes(this.#config);
     checkArrays(fn, 'grads', grads, sizes, ' (the weights of a backward() result)', 'gradients');
     const inputs = Object.fromEntries(Object.keys(sizes).map((name) => [`g_${name}`, grads[name]]));
-    return this.#arena.call(fn, inputs, {}, 4 * 3 * totalCount(sizes), work);
+    return this.#arena.call(fn, inputs, {}, 0, work);
   }
 }

@@ -1,9 +1,8 @@
 // A MultiHeadAttention's training tape: what forward(..., { train: true }) keeps for backward()
 // (the C++ MhaTapeCore, made on the first training forward, and the shapes of that forward), and
 // whether the weights changed since, which makes its gradients wrong.
-import { coreError } from './heap.mjs';
 import { checkFloat32, given } from './shapes.mjs';
-import { copyAllOut, gradAddresses, totalCount, weightSizes } from './mha-weights.mjs';
+import { copyAllOut, gradAddresses, weightSizes } from './mha-weights.mjs';
 
 const FN = 'MultiHeadAttention.backward';
 
@@ -53,9 +52,10 @@ export class TrainingTape {
     const gradSizes = weightSizes(config);
     const outputs = { ...sizes };
     for (const [name, n] of Object.entries(gradSizes)) outputs[`g_${name}`] = n;
-    return this.#arena.call(FN, { dOut }, outputs, 4 * 3 * totalCount(outputs), (call) => {
-      const error = core.backward(this.#tape, gradAddresses(call, { dOut: 'dOut', dQuery: 'dQuery', dKey: 'dKey', dValue: 'dValue' }));
-      if (error) throw coreError(this.#M, error);
+    // The C++ entry checks its work buffer and the kernel's workspace against the call's budget.
+    return this.#arena.call(FN, { dOut }, outputs, 0, (call) => {
+      const error = core.backward(this.#tape, gradAddresses(call, { dOut: 'dOut', dQuery: 'dQuery', dKey: 'dKey', dValue: 'dValue' }), call.budget);
+      if (error) throw call.error(error);
       return { ...copyAllOut(call, sizes), weights: copyAllOut(call, gradSizes, 'g_') };
     });
   }

@@ -16,8 +16,6 @@ export function weightSizes(config) {
   return sizes;
 }
 
-export const totalCount = (sizes) => Object.values(sizes).reduce((a, b) => a + b, 0);
-
 // The addresses of four staged projections' arrays and the sinks (names `${prefix}wq` …
 // `${prefix}bo`, `${prefix}sinks`, plus `extra`) for the C++ MhaGrads, which also carries
 // weights and Adam moments.
@@ -77,10 +75,10 @@ export function writeWeights(M, arena, core, config, weights) {
     throw new TypeError(`${fn}: weights.sinks was given, but the layer was created without sinks: true`);
   }
   const inputs = Object.fromEntries([...PROJECTIONS.flat(), 'sinks'].map((name) => [`w_${name}`, given(weights[name]) ? weights[name] : undefined]));
-  const bytes = Object.values(inputs).reduce((n, a) => n + (a ? a.byteLength : 0), 0);
-  arena.call(fn, inputs, {}, bytes + 4 * 16 * 4 * e, (call) => {
-    const error = core.setWeights(gradAddresses(call, {}, 'w_'));
-    if (error) throw coreError(M, error);
+  // The C++ entry checks what it packs against the call's budget.
+  arena.call(fn, inputs, {}, 0, (call) => {
+    const error = core.setWeights(gradAddresses(call, {}, 'w_'), call.budget);
+    if (error) throw call.error(error);
   });
 }
 

@@ -1,7 +1,8 @@
 // The sizes the JS side checks wasm memory with before a call, exported from C++
-// (attention_workspace_bytes, linear_workspace_bytes, MultiHeadAttention::forward_workspace_bytes),
-// against what the calls really allocate. Test builds count the bytes held (ATTN_FAULT_INJECTION,
-// src/buffer.h): with a budget of exactly the estimate every call succeeds (an estimate that
+// (attention_workspace_bytes, linear_workspace_bytes, and the layer's: forward_workspace_bytes,
+// backward_workspace_bytes, set_weights_bytes, rotary_tables_bytes, alibi_bytes, adam_step_bytes,
+// set_adam_state_bytes), against what the calls really allocate. Test builds count the bytes held
+// (ATTN_FAULT_INJECTION, src/buffer.h): with a budget of exactly the estimate every call succeeds (an estimate that
 // undercounts what is held at once fails), and on one thread the estimate is the peak itself (one
 // that overcounts fails too). On more threads the peak depends on the schedule; the estimate
 // must cover every schedule and stay within threads × the one-thread peak.
@@ -32,9 +33,10 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 #if ATTN_FAULT_INJECTION
 
 // Runs call() with a budget of `estimate` bytes beyond what is held already (a layer's weights,
-// a cache); returns the most bytes it held at once beyond those.
+// a cache); returns the most bytes it held at once beyond those. `kept`: what the call holds
+// after it returns beyond those (what it keeps less what it gives back).
 template <class Call>
-double peak_within(double estimate, Call&& call) {
+double peak_within(double estimate, Call&& call, double kept = 0) {
   const std::size_t held = attn::fault::live_bytes;
   attn::fault::peak_bytes = held;
   attn::fault::budget_bytes = held + static_cast<std::size_t>(estimate);
@@ -42,8 +44,16 @@ double peak_within(double estimate, Call&& call) {
   attn::fault::budget_bytes = 0;
   INFO("estimate " << estimate << " bytes; error: " << (err ? err : "none"));
   REQUIRE(err == nullptr);
-  REQUIRE(attn::fault::live_bytes == held);
+  REQUIRE(double(attn::fault::live_bytes.load()) - double(held) == kept);
   return double(attn::fault::peak_bytes.load() - held);
+}
+
+// A layer call that keeps what it allocates, or gives back what it replaces: on one thread its
+// estimate is its peak, and it holds `kept` more after it.
+template <class Call>
+void check_once(double estimate, Call&& call, double kept) {
+  attn::set_num_threads(1);
+  CHECK(peak_within(estimate, call, kept) == estimate);
 }
 
 // The estimate of `run` on 1, 2 and 3 threads: each within budget, exact on one thread.
@@ -207,6 +217,179 @@ TEST_CASE("the layer's exported forward workspace is what its forward allocates"
                     if (cached) REQUIRE(cache.truncate(seq_k) == nullptr);  // room for the next run
                     return err;
                   });
+  }
+}
+
+// A configured layer with its weights set (biases and sinks as `config` says); the arrays
+// stay in `w` and `sinks`.
+struct Layer {
+  attn::MultiHeadAttention layer;
+  std::vector<float> w[4], sinks;  // w[i]: projection i's weights, then its bias (from bias_at[i])
+  std::size_t bias_at[4] = {0, 0, 0, 0};
+  attn::ProjectionArrays arrays;
+  std::uint64_t params = 0;  // floats of every parameter (weights, biases, sinks)
+  std::uint64_t largest = 0;  // of the largest group (a projection's weights and bias, or the sinks)
+  std::uint64_t packed = 0;   // floats of the four projections packed (whole panels) and the sinks
+
+  explicit Layer(const attn::MhaConfig& config) {
+    REQUIRE(layer.configure(config) == nullptr);
+    const int e = config.embed_dim, kv = layer.kv_features();
+    const int outs[4] = {e, kv, kv, e}, ins[4] = {e, config.kdim, config.vdim, e};
+    for (int i = 0; i < 4; ++i) {
+      bias_at[i] = std::size_t(outs[i]) * ins[i];
+      const std::size_t n = bias_at[i] + (config.bias ? outs[i] : 0);
+      w[i].assign(n, 0.01f * float(i + 1));
+      arrays.w[i] = w[i].data();
+      arrays.b[i] = config.bias ? w[i].data() + bias_at[i] : nullptr;
+      params += n;
+      largest = std::max<std::uint64_t>(largest, n);
+      // Packed: out rounded up to whole panels, × in for the weights and × 1 for the bias.
+      packed += std::uint64_t(attn::blocks::round_up(outs[i], attn::blocks::kTileCols)) * (ins[i] + 1);
+    }
+    if (config.sinks) {
+      sinks.assign(config.num_heads, 0.5f);
+      arrays.sinks = sinks.data();
+      params += config.num_heads;
+      largest = std::max<std::uint64_t>(largest, config.num_heads);
+      packed += config.num_heads;
+    }
+  }
+
+  // Arrays shaped as the parameters (gradients), each filled with `value`, in `g`.
+  void gradients(std::vector<float> (&grads)[4], std::vector<float>& d_sinks, attn::MhaGrads& g, float value) const {
+    for (int i = 0; i < 4; ++i) {
+      grads[i].assign(w[i].size(), value);
+      g.d_w[i] = grads[i].data();
+      g.d_b[i] = arrays.b[i] ? grads[i].data() + bias_at[i] : nullptr;
+    }
+    d_sinks.assign(sinks.size(), value);
+    g.d_sinks = sinks.empty() ? nullptr : d_sinks.data();
+  }
+};
+
+attn::MhaConfig random_config(std::mt19937& rng, int trial) {
+  const int kv_heads = int(rng() % 2) + 1, heads = kv_heads * (int(rng() % 3) + 1), hd = int(rng() % 6) + 1;
+  const int e = heads * hd, kdim = trial % 2 ? e : int(rng() % 20) + 1, vdim = trial % 2 ? e : int(rng() % 20) + 1;
+  attn::MhaConfig config{e, heads, kv_heads, kdim, vdim, trial % 3 != 1};
+  if (trial % 3 == 0) config.window_left = 5;
+  config.sinks = trial % 4 == 1;
+  return config;
+}
+
+TEST_CASE("the layer's exported setWeights size is what it packs", "[workspace]") {
+  std::mt19937 rng(20261206);
+  for (int trial = 0; trial < 8; ++trial) {
+    const attn::MhaConfig config = random_config(rng, trial);
+    INFO("trial " << trial << " embed " << config.embed_dim << " heads " << config.num_heads << "/"
+                  << config.num_kv_heads << " kdim " << config.kdim << " vdim " << config.vdim
+                  << (config.bias ? " bias" : "") << (config.sinks ? " sinks" : ""));
+    Layer l(config);
+    const double bytes = l.layer.set_weights_bytes();
+    CHECK(bytes == 4.0 * double(l.packed));
+    // The first weights are kept; later ones replace them (the old held until the new are packed).
+    check_once(bytes, [&] { return l.layer.set_weights(l.arrays); }, bytes);
+    check_once(bytes, [&] { return l.layer.set_weights(l.arrays); }, 0);
+  }
+  attn::MultiHeadAttention unconfigured;
+  CHECK(unconfigured.set_weights_bytes() == 0);
+}
+
+TEST_CASE("the layer's exported sizes of its rotary tables and ALiBi slopes are their copies", "[workspace]") {
+  attn::MhaConfig config{24, 4, 2, 24, 24, true};
+  config.rotary_dim = 4;
+  attn::MultiHeadAttention layer;
+  REQUIRE(layer.configure(config) == nullptr);
+  const int positions = 37;
+  const std::vector<float> cos(positions * 2, 0.5f), sin(positions * 2, 0.25f), slopes(4, 0.125f);
+  const double tables = layer.rotary_tables_bytes(cos.data(), sin.data(), positions);
+  CHECK(tables == 2.0 * 4 * positions * 2);
+  check_once(tables, [&] { return layer.set_rotary_tables(cos.data(), sin.data(), positions); }, tables);
+  check_once(tables, [&] { return layer.set_rotary_tables(cos.data(), sin.data(), positions); }, 0);
+  CHECK(layer.rotary_tables_bytes(nullptr, nullptr, 0) == 0);  // back to rotary_base: frees them
+  check_once(0, [&] { return layer.set_rotary_tables(nullptr, nullptr, 0); }, -tables);
+  const double alibi = layer.alibi_bytes(slopes.data());
+  CHECK(alibi == 4.0 * 4);
+  check_once(alibi, [&] { return layer.set_alibi(slopes.data()); }, alibi);
+  check_once(alibi, [&] { return layer.set_alibi(slopes.data()); }, 0);
+  CHECK(layer.alibi_bytes(nullptr) == 0);
+  check_once(0, [&] { return layer.set_alibi(nullptr); }, -alibi);
+  attn::MultiHeadAttention unconfigured;
+  CHECK(unconfigured.rotary_tables_bytes(cos.data(), sin.data(), positions) == 0);
+  CHECK(unconfigured.alibi_bytes(slopes.data()) == 0);
+}
+
+TEST_CASE("the layer's exported optimizer sizes are what its steps and setAdamState allocate", "[workspace]") {
+  std::mt19937 rng(20261207);
+  for (int trial = 0; trial < 8; ++trial) {
+    const attn::MhaConfig config = random_config(rng, trial);
+    INFO("trial " << trial << " embed " << config.embed_dim << (config.bias ? " bias" : "")
+                  << (config.sinks ? " sinks" : ""));
+    Layer l(config);
+    CHECK(l.layer.adam_step_bytes() == 0);  // no weights: it refuses before allocating
+    REQUIRE(l.layer.set_weights(l.arrays) == nullptr);
+    std::vector<float> grads[4], d_sinks;
+    attn::MhaGrads g;
+    l.gradients(grads, d_sinks, g, 0.01f);
+    // SGD allocates nothing (so its entry takes no budget): no allocation is made, none held.
+    const long made = attn::fault::made;
+    const std::size_t held = attn::fault::live_bytes;
+    attn::fault::peak_bytes = held;
+    l.layer.sgd_step(g, 0.01f);
+    CHECK(attn::fault::made == made);
+    CHECK(attn::fault::peak_bytes == held);
+    // The first Adam step makes both moments (kept) and one group's update; later steps only the update.
+    const double first = l.layer.adam_step_bytes(), moments = 4.0 * 2 * double(l.params);
+    CHECK(first == moments + 4.0 * double(l.largest));
+    check_once(first, [&] { return l.layer.adam_step(g, 1e-3f, 0.9f, 0.999f, 1e-8f, 1); }, moments);
+    const double later = l.layer.adam_step_bytes();
+    CHECK(later == 4.0 * double(l.largest));
+    check_once(later, [&] { return l.layer.adam_step(g, 1e-3f, 0.9f, 0.999f, 1e-8f, 2); }, 0);
+    // setAdamState: both new moments of every group, then the old are given back.
+    attn::ProjectionArrays none;
+    CHECK(l.layer.set_adam_state_bytes(none) == 0);
+    check_once(0, [&] { return l.layer.set_adam_state(none, none); }, -moments);  // a fresh optimizer
+    CHECK(l.layer.set_adam_state_bytes(l.arrays) == moments);
+    check_once(moments, [&] { return l.layer.set_adam_state(l.arrays, l.arrays); }, moments);
+    check_once(moments, [&] { return l.layer.set_adam_state(l.arrays, l.arrays); }, 0);
+  }
+}
+
+TEST_CASE("the layer's exported backward workspace is what its backward allocates", "[workspace]") {
+  std::mt19937 rng(20261208);
+  for (int trial = 0; trial < 10; ++trial) {
+    const attn::MhaConfig config = random_config(rng, trial);
+    Layer l(config);
+    REQUIRE(l.layer.set_weights(l.arrays) == nullptr);
+    const int e = config.embed_dim;
+    const int batch = int(rng() % 2) + 1, seq_q = int(rng() % 30) + 1;
+    const bool self = trial % 2 == 1;  // self-attention (kdim == vdim == embed_dim): key and value default to the query
+    const int seq_k = self ? seq_q : int(rng() % 300) + 1;
+    INFO("trial " << trial << " batch " << batch << " seq " << seq_q << "x" << seq_k << (self ? " self" : "")
+                  << (config.sinks ? " sinks" : ""));
+    const std::vector<float> xq(std::size_t(batch) * seq_q * e, 0.1f),
+        xk(std::size_t(batch) * seq_k * config.kdim, 0.2f), xv(std::size_t(batch) * seq_k * config.vdim, 0.3f),
+        d_out(std::size_t(batch) * seq_q * e, 0.05f);
+    std::vector<float> out(xq.size()), dq(xq.size()), dk(xk.size()), dv(xv.size()), grads[4], d_sinks;
+    attn::MhaTape tape;
+    attn::MhaForward f;
+    f.query = xq.data();
+    f.key = self ? nullptr : xk.data();
+    f.value = self ? nullptr : xv.data();
+    f.out = out.data();
+    f.batch = batch;
+    f.seq_q = seq_q;
+    f.seq_k = seq_k;
+    f.causal = trial % 3 != 2;
+    f.tape = &tape;
+    CHECK(l.layer.backward_workspace_bytes(tape) == 0);  // not filled: it refuses before allocating
+    REQUIRE(l.layer.forward(f) == nullptr);
+    attn::MhaGrads g;
+    l.gradients(grads, d_sinks, g, 0.0f);
+    g.d_query = dq.data();
+    g.d_key = self ? nullptr : dk.data();
+    g.d_value = self ? nullptr : dv.data();
+    check_threads([&] { return l.layer.backward_workspace_bytes(tape); },
+                  [&] { return l.layer.backward(tape, d_out.data(), g); });
   }
 }
 

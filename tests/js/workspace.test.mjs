@@ -1,7 +1,9 @@
 // The memory check of a call happens in the call's own crossing into the module: JS stages the
 // arguments and passes the bytes wasm32 has left (the call's budget); the C++ entry sizes what it
 // will allocate (the code that allocates it does: attention_workspace_bytes,
-// linear_workspace_bytes, the layer's forward_workspace_bytes) and, past the budget, returns the
+// linear_workspace_bytes, the layer's forward_workspace_bytes, backward_workspace_bytes,
+// set_weights_bytes, rotary_tables_bytes, alibi_bytes, adam_step_bytes, set_adam_state_bytes)
+// and, past the budget, returns the
 // bytes it needs before allocating anything, which JS turns into a RangeError naming the
 // function and the MiB. Here each entry is run on a module of our own with the budget JS passes
 // checked and then cut (a wrapper around the entry), and two calls whose workspaces cannot fit
@@ -32,34 +34,26 @@ after(() => lib.dispose());
 const IN_CALL = { get: (args) => args[0].budget, set: (args, budget) => [{ ...args[0], budget }, ...args.slice(1)] };
 const LAST = { get: (args) => args.at(-1), set: (args, budget) => [...args.slice(0, -1), budget] };
 
-// Runs `call` (a public call of `fn` that stages `staged` bytes and reaches the entry
-// target[name]) twice. As is: the entry gets the bytes wasm32 has left after the staging, and
-// runs. Then with the budget cut to 0 inside the wrapper: the entry refuses, saying how many
-// bytes it needs, allocating nothing; with one byte less than that it refuses again, with that
-// many it runs; and the public call throws the RangeError for staged + needed bytes, leaving
-// memory as it was. Returns the bytes needed.
-function checkBudget({ fn, target, name, where, staged, call }) {
+// Runs `warm` (default: `call`) as is, so the arena holds a block for the staging, then `call`
+// (a public call of `fn` that stages `staged` bytes and reaches the entry target[name] once),
+// with the entry wrapped: it gets the bytes wasm32 has left after the staging; cut to 0 it
+// refuses, saying how many bytes it needs, allocating nothing; with one byte less than that it
+// refuses again, with that many it runs; and the public call throws the RangeError for staged +
+// needed bytes, leaving memory as it was (or, when the entry keeps `keeps` bytes of what it
+// allocated, as it was and those). Returns the bytes needed.
+function checkBudget({ fn, target, name, where, staged, call, warm = call, keeps = 0 }) {
+  warm();
+  const usage = lib.memoryUsage();
   const real = target[name];
   const passed = [];
-  target[name] = function (...args) {
-    passed.push(where.get(args));
-    return real.apply(this, args);
-  };
-  try {
-    call();
-  } finally {
-    target[name] = real;
-  }
-  assert.deepEqual(passed, [lib.memoryUsage().wasmMemoryLimit - RESERVED - staged], 'the budget: what is left after staging');
-
-  const usage = lib.memoryUsage();
   let refused, needed, below, at;
   target[name] = function (...args) {
+    passed.push(where.get(args));
     const held = M.heapInUse();
     refused = real.apply(this, where.set(args, 0));
-    assert.equal(M.heapInUse(), held, 'the entry allocated nothing before refusing');
     needed = Number(refused.slice(1));
     below = real.apply(this, where.set(args, needed - 1));
+    assert.equal(M.heapInUse(), held, 'the entry allocated nothing before refusing');
     at = real.apply(this, where.set(args, needed));
     return refused;
   };
@@ -68,11 +62,18 @@ function checkBudget({ fn, target, name, where, staged, call }) {
   } finally {
     target[name] = real;
   }
+  assert.deepEqual(passed, [usage.wasmMemoryLimit - RESERVED - staged], 'the budget: what is left after staging');
   assert.ok(refused.startsWith(OVER_BUDGET) && Number.isInteger(needed) && needed > 0, JSON.stringify(refused));
   assert.deepEqual([below, at], [refused, ''], 'refused past the budget, run within it');
-  assert.deepEqual(lib.memoryUsage(), usage, 'memory as before the call');
+  const { heapInUse, ...rest } = lib.memoryUsage();
+  const { heapInUse: before, ...restBefore } = usage;
+  assert.deepEqual(rest, restBefore, 'memory as before the call');
+  // What the entry kept, and malloc's few bytes a block on top.
+  assert.ok(heapInUse - before >= keeps && heapInUse - before <= (keeps ? keeps + 256 : 0), `${heapInUse - before} bytes more in use`);
   return needed;
 }
+
+const sizeOf = (arrays) => Object.values(arrays).reduce((sum, a) => sum + alignUp(a.byteLength), 0);
 
 test('linear: the entry checks its workspace against the budget JS passes', () => {
   const [rows, inFeatures, outFeatures] = [5, 7, 3];
@@ -144,6 +145,77 @@ test("the layer's forward (plain, training, over a cache): the entry checks what
     cache.dispose();
     layer.dispose();
   }
+});
+
+test("the layer's setWeights, backward and optimizer: the entries check what they allocate against the budget", () => {
+  const [e, heads, batch, seq] = [8, 2, 2, 3];
+  const layer = new lib.MultiHeadAttention({ embedDim: e, numHeads: heads, sinks: true });
+  try {
+    const random = rng(5);
+    const w = () => randomTensor(e * e, random);
+    const b = () => randomTensor(e, random);
+    const weights = { wq: w(), wk: w(), wv: w(), wo: w(), bq: b(), bk: b(), bv: b(), bo: b(), sinks: new Float32Array([0.5, -0.5]) };
+    const core = M.MultiHeadAttentionCore.prototype;
+    // The first weights stay; warm replaces them, and so does the run within the budget.
+    const packed = checkBudget({ fn: 'MultiHeadAttention.setWeights', target: core, name: 'setWeights', where: LAST,
+      staged: sizeOf(weights), call: () => layer.setWeights(weights) });
+    // Four projections of 8 outputs, each packed in a 16-column panel (× 8 inputs, and the bias), and the sinks.
+    assert.equal(packed, 4 * (4 * 16 * (8 + 1) + 2));
+
+    const x = randomTensor(batch * seq * e, random), dOut = randomTensor(x.length, random);
+    layer.forward(x, null, null, { batch, train: true });
+    const outputs = alignUp(4 * x.length) + sizeOf(weights);  // dQuery and the weights' gradients
+    const backward = checkBudget({ fn: 'MultiHeadAttention.backward', target: core, name: 'backward', where: LAST,
+      staged: alignUp(dOut.byteLength) + outputs, call: () => layer.backward(dOut) });
+    // At least the unpacked weights, dA, dQ, dK and dV.
+    assert.ok(backward >= 4 * (4 * e * e + 4 * batch * seq * e), `${backward} bytes`);
+    const grads = layer.backward(dOut).weights;
+
+    // SGD allocates nothing: its entry takes no budget.
+    const sgd = core.sgdStep;
+    const calls = [];
+    core.sgdStep = function (...args) {
+      const held = M.heapInUse();
+      const result = sgd.apply(this, args);
+      calls.push([args.length, M.heapInUse() - held]);
+      return result;
+    };
+    try {
+      layer.sgdStep(grads, { lr: 1e-3 });
+    } finally {
+      core.sgdStep = sgd;
+    }
+    assert.deepEqual(calls, [[2, 0]], 'sgdStep(grads, lr): no budget, nothing allocated');
+
+    // Adam's first step makes both moments (they stay) and an update of the largest group
+    // (wq and bq: 72 floats); later steps only the update. Params: 290 floats.
+    const params = 4 * (e * e + e) + heads;
+    const first = checkBudget({ fn: 'MultiHeadAttention.adamStep', target: core, name: 'adamStep', where: LAST,
+      staged: sizeOf(grads), warm: () => layer.sgdStep(grads, { lr: 1e-3 }), keeps: 4 * 2 * params, call: () => layer.adamStep(grads) });
+    assert.equal(first, 4 * (2 * params + e * e + e));
+    const later = checkBudget({ fn: 'MultiHeadAttention.adamStep', target: core, name: 'adamStep', where: LAST,
+      staged: sizeOf(grads), call: () => layer.adamStep(grads) });
+    assert.equal(later, 4 * (e * e + e));
+
+    const state = layer.getOptimizerState();
+    const restored = checkBudget({ fn: 'MultiHeadAttention.setOptimizerState', target: core, name: 'setAdamState', where: LAST,
+      staged: sizeOf(state.m) + sizeOf(state.v), call: () => layer.setOptimizerState(state) });
+    assert.equal(restored, 4 * 2 * params, 'both new moments, held with the old until swapped in');
+  } finally {
+    layer.dispose();
+  }
+});
+
+test("the layer's rotary tables and ALiBi slopes: the entries check their copies against the budget", () => {
+  const core = M.MultiHeadAttentionCore.prototype;
+  const random = rng(6);
+  const cos = randomTensor(10 * 2, random), sin = randomTensor(10 * 2, random);
+  const tables = checkBudget({ fn: 'MultiHeadAttention', target: core, name: 'setRotaryTables', where: LAST,
+    staged: sizeOf({ cos, sin }), call: () => new lib.MultiHeadAttention({ embedDim: 8, numHeads: 2, rotary: { rotaryDim: 4, cos, sin } }).dispose() });
+  assert.equal(tables, cos.byteLength + sin.byteLength);
+  const slopes = checkBudget({ fn: 'MultiHeadAttention', target: core, name: 'setAlibi', where: LAST,
+    staged: alignUp(2 * 4), call: () => new lib.MultiHeadAttention({ embedDim: 8, numHeads: 2, alibi: true }).dispose() });
+  assert.equal(slopes, 2 * 4);
 });
 
 // Calls that really cannot fit, on 8 threads: every work item that may run at once holds its

@@ -432,6 +432,7 @@ struct JsRotaryCall {
   int positionsBatchStride = 0;  // 0: one [seq] array for every batch entry
   bool bshd = false, interleaved = false;
   double positionOffset = 0, base = 10000;
+  double budget = 0;  // bytes the kernel may allocate (its tables), as in AttentionCall
 };
 
 std::string run_rotary(const JsRotaryCall& c) {
@@ -451,7 +452,7 @@ std::string run_rotary(const JsRotaryCall& c) {
   p.cos = ptr<const float>(c.cos);
   p.sin = ptr<const float>(c.sin);
   p.table_positions = c.tablePositions;
-  return message(attn::rotary(p));
+  return within_budget(attn::rotary_workspace_bytes(p), c.budget, [&] { return attn::rotary(p); });
 }
 
 std::string version() { return ATTN_VERSION; }
@@ -568,7 +569,8 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .field("interleaved", &JsRotaryCall::interleaved)
       .field("positionsBatchStride", &JsRotaryCall::positionsBatchStride)
       .field("positionOffset", &JsRotaryCall::positionOffset)
-      .field("base", &JsRotaryCall::base);
+      .field("base", &JsRotaryCall::base)
+      .field("budget", &JsRotaryCall::budget);
   function("rotary", &run_rotary);
 
   value_object<JsMhaConfig>("MhaConfig")

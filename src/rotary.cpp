@@ -192,16 +192,30 @@ const char* validate(const RotaryParams& p) {
   return nullptr;
 }
 
+namespace {
+// Batch entries share one table unless each has its own positions.
+bool per_batch_tables(const RotaryParams& p) { return p.positions && p.positions_batch_stride != 0; }
+int row_blocks(const RotaryParams& p) { return (p.seq + kRowsPerBlock - 1) / kRowsPerBlock; }
+}  // namespace
+
+double rotary_workspace_bytes(const RotaryParams& p) {
+  if (validate(p)) return 0;
+  const double h = p.rotary_dim / 2;
+  const double frequencies = p.cos ? 0 : 3 * h * sizeof(double);
+  const double block = double(kRowsPerBlock) * table_row_floats(p) * sizeof(float) + 2 * h * sizeof(double);
+  const std::int64_t items = std::int64_t(per_batch_tables(p) ? p.batch : 1) * row_blocks(p);
+  return frequencies + double(std::min<std::int64_t>(items, num_threads())) * block;
+}
+
 const char* rotary(const RotaryParams& p) {
   if (const char* err = validate(p)) return err;
   Frequencies f;
   if (!f.allocate_for(p)) return "rotary: out of memory";
   const int h = p.rotary_dim / 2;
   const std::size_t row_floats = table_row_floats(p);
-  // Batch entries share one table unless each has its own positions.
-  const bool per_batch = p.positions && p.positions_batch_stride != 0;
+  const bool per_batch = per_batch_tables(p);
   const int groups = per_batch ? p.batch : 1;
-  const int blocks = (p.seq + kRowsPerBlock - 1) / kRowsPerBlock;
+  const int blocks = row_blocks(p);
   const std::size_t pass_bytes = static_cast<std::size_t>(p.head_dim - p.rotary_dim) * sizeof(float);
   std::atomic<const char*> error{nullptr};
   // Items never share output rows, and each computes its rows exactly as a serial run would.

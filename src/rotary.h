@@ -58,4 +58,9 @@ const char* validate(const RotaryParams& p);
 // out of memory); on failure out is unspecified.
 const char* rotary(const RotaryParams& p);
 
+// What rotary(p) allocates at most, in bytes, on num_threads() threads: the angles' step tables
+// (none when cos/sin tables are given) and, for every block of rows that may run at once, its
+// cos/sin table and angle state. 0 for params rotary() refuses.
+double rotary_workspace_bytes(const RotaryParams& p);
+
 }  // namespace attn

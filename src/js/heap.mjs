@@ -113,22 +113,21 @@ export class HeapArena {
   }
 
   // stage(...) then work(call), then endCall(): for one public call.
-  call(fn, inputs, outputs, extraBytes, work) {
+  call(fn, inputs, outputs, work) {
     try {
-      return work(this.stage(fn, inputs, outputs, extraBytes));
+      return work(this.stage(fn, inputs, outputs));
     } finally {
       this.endCall();
     }
   }
 
   // Places `inputs` (name → Float32Array/Int32Array/Uint8Array, or undefined) and `outputs` (name → float
-  // count) in the arena, after checking that they plus `extraBytes` (what the C++ side will
-  // allocate, where the JS side knows it) fit in wasm memory; copies the inputs in.
+  // count) in the arena, after checking that they fit in wasm memory; copies the inputs in.
   // Returns address(name) (0 when absent), copyOut(name, target), `budget` (the bytes left for
   // what the C++ side allocates; the call passes it, and the C++ entry checks its workspace
   // against it before allocating: src/bindings.cpp, over_budget) and error(message): the Error
   // for the call's error string.
-  stage(fn, inputs, outputs = {}, extraBytes = 0) {
+  stage(fn, inputs, outputs = {}) {
     const offsets = {};
     let bytes = 0;
     const place = (name, byteLength) => {
@@ -138,7 +137,7 @@ export class HeapArena {
     for (const [name, array] of Object.entries(inputs)) if (array) place(name, array.byteLength);
     for (const [name, count] of Object.entries(outputs)) place(name, count * 4);
     const M = this.module;
-    checkMemory(M, fn, bytes + extraBytes, { block: bytes });
+    checkMemory(M, fn, bytes, { block: bytes });
 
     const base = this.reserve(bytes);
     for (const [name, array] of Object.entries(inputs)) {
@@ -149,10 +148,9 @@ export class HeapArena {
       else if (kind === 'Int32Array') M.HEAP32.set(array, at >>> 2);
       else M.HEAPF32.set(array, at >>> 2);
     }
-    const held = bytes + extraBytes;
     return {
-      budget: usableBytes(M) - held,
-      error: (message) => (message.charCodeAt(0) === OVER_BUDGET ? tooLarge(M, fn, held + Number(message.slice(1)))
+      budget: usableBytes(M) - bytes,
+      error: (message) => (message.charCodeAt(0) === OVER_BUDGET ? tooLarge(M, fn, bytes + Number(message.slice(1)))
         : coreError(M, message)),
       address: (name) => (name in offsets ? base + offsets[name] : 0),
       copyOut: (name, target) => {

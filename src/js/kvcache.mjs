@@ -117,7 +117,7 @@ export function makeKVCacheClass(M, arena, registry) {
       checkFloat32('value', value, batch * kvHeads * seq * valueDim, `${order} × valueDim ${valueDim}`, fn);
       const length = core.length();
       checkRoom(fn, this, core, seq);
-      arena.call(fn, { key, value }, {}, 0, (call) => {
+      arena.call(fn, { key, value }, {}, (call) => {
         const error = core.append(call.address('key'), call.address('value'), seq, layout === 'bshd');
         if (error && /beyond float16's range/.test(error)) throw float16OverflowError(fn, core, length);
         if (error) throw coreError(M, error);

@@ -104,13 +104,13 @@ export function configureCore(M, arena, core, c, [windowLeft, windowRight]) {
   });
   if (error) throw coreError(M, error);
   if (c.rotary?.cos) {
-    arena.call(FN, { cos: c.rotary.cos, sin: c.rotary.sin }, {}, 0, (call) => {
+    arena.call(FN, { cos: c.rotary.cos, sin: c.rotary.sin }, {}, (call) => {
       const e = core.setRotaryTables(call.address('cos'), call.address('sin'), c.rotary.maxPosition, call.budget);
       if (e) throw call.error(e);
     });
   }
   if (c.alibi) {
-    arena.call(FN, { alibi: c.alibi }, {}, 0, (call) => {
+    arena.call(FN, { alibi: c.alibi }, {}, (call) => {
       const e = core.setAlibi(call.address('alibi'), call.budget);
       if (e) throw call.error(e);
     });

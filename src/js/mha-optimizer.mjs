@@ -64,7 +64,7 @@ export class Optimizer {
     if (!core.hasAdamState()) return { step: this.#adamSteps, m: zeros(sizes), v: zeros(sizes) };
     const outputs = {};
     for (const [name, n] of Object.entries(sizes)) outputs[`m_${name}`] = outputs[`v_${name}`] = n;
-    return this.#arena.call('MultiHeadAttention.getOptimizerState', {}, outputs, 0, (call) => {
+    return this.#arena.call('MultiHeadAttention.getOptimizerState', {}, outputs, (call) => {
       for (const [w, b] of PROJECTIONS) {
         const error = core.getAdamState(this.#M.Projection[w], call.address(`m_${w}`), call.address(`m_${b}`), call.address(`v_${w}`), call.address(`v_${b}`));
         if (error) throw coreError(this.#M, error);
@@ -100,7 +100,7 @@ export class Optimizer {
       inputs[`m_${name}`] = m[name];
       inputs[`v_${name}`] = v[name];
     }
-    this.#arena.call(fn, inputs, {}, 0, (call) => {
+    this.#arena.call(fn, inputs, {}, (call) => {
       const error = core.setAdamState(gradAddresses(call, {}, 'm_'), gradAddresses(call, {}, 'v_'), call.budget);
       if (error) throw call.error(error);
     });
@@ -114,6 +114,6 @@ export class Optimizer {
     const sizes = weightSizes(this.#config);
     checkArrays(fn, 'grads', grads, sizes, ' (the weights of a backward() result)', 'gradients');
     const inputs = Object.fromEntries(Object.keys(sizes).map((name) => [`g_${name}`, grads[name]]));
-    return this.#arena.call(fn, inputs, {}, 0, work);
+    return this.#arena.call(fn, inputs, {}, work);
   }
 }

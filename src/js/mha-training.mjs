@@ -53,7 +53,7 @@ export class TrainingTape {
     const outputs = { ...sizes };
     for (const [name, n] of Object.entries(gradSizes)) outputs[`g_${name}`] = n;
     // The C++ entry checks its work buffer and the kernel's workspace against the call's budget.
-    return this.#arena.call(FN, { dOut }, outputs, 0, (call) => {
+    return this.#arena.call(FN, { dOut }, outputs, (call) => {
       const error = core.backward(this.#tape, gradAddresses(call, { dOut: 'dOut', dQuery: 'dQuery', dKey: 'dKey', dValue: 'dValue' }), call.budget);
       if (error) throw call.error(error);
       return { ...copyAllOut(call, sizes), weights: copyAllOut(call, gradSizes, 'g_') };

@@ -76,7 +76,7 @@ export function writeWeights(M, arena, core, config, weights) {
   }
   const inputs = Object.fromEntries([...PROJECTIONS.flat(), 'sinks'].map((name) => [`w_${name}`, given(weights[name]) ? weights[name] : undefined]));
   // The C++ entry checks what it packs against the call's budget.
-  arena.call(fn, inputs, {}, 0, (call) => {
+  arena.call(fn, inputs, {}, (call) => {
     const error = core.setWeights(gradAddresses(call, {}, 'w_'), call.budget);
     if (error) throw call.error(error);
   });
@@ -85,7 +85,7 @@ export function writeWeights(M, arena, core, config, weights) {
 // getWeights(): fresh arrays the caller owns.
 export function readWeights(M, arena, core, config) {
   const sizes = weightSizes(config);
-  return arena.call('MultiHeadAttention.getWeights', {}, sizes, 0, (call) => {
+  return arena.call('MultiHeadAttention.getWeights', {}, sizes, (call) => {
     for (const [w, b] of PROJECTIONS) {
       const error = core.getWeight(M.Projection[w], call.address(w), call.address(b));
       if (error) throw coreError(M, error);

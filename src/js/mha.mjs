@@ -82,7 +82,7 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
       const plan = planForward(this.config, (cache) => KVCache.coreFor(cache, fn, { owner: this, name: 'options.cache' }),
         query, key, value, options);
       const { cacheCore, train, weightsOut, out, outCount } = plan;
-      return arena.call(fn, plan.inputs, plan.outputs, 0, (call) => {
+      return arena.call(fn, plan.inputs, plan.outputs, (call) => {
         const args = forwardArgs(M, call, plan);
         let error;
         if (train) error = this.#tape.forward(core, args, plan);

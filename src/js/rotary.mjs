@@ -1,7 +1,6 @@
 // lib.rotary(): rotary position embeddings (RoPE) on a [batch, heads, seq, headDim] or
 // [batch, seq, heads, headDim] tensor, by the C++ kernel in src/rotary.cpp. Every argument is
 // checked here before the heap is touched.
-import { coreError } from './heap.mjs';
 import { bool, checkFloat32, checkKnownKeys, describe, dim, elementCount, formula, given, kindOf } from './shapes.mjs';
 
 const FN = 'rotary';
@@ -139,8 +138,7 @@ export function makeRotary(M, arena) {
     const out = r.out ?? new Float32Array(r.count);
     // Int32 positions go in as their bytes (the arena copies Uint8Arrays byte for byte).
     const positions = r.positions && new Uint8Array(r.positions.buffer, r.positions.byteOffset, r.positions.byteLength);
-    const call = arena.stage(FN, { positions, cos: r.tables?.cos, sin: r.tables?.sin }, { chunk: rows * rowFloats },
-      1024 * r.rotaryDim + 65536);  // the kernel's own tables
+    const call = arena.stage(FN, { positions, cos: r.tables?.cos, sin: r.tables?.sin }, { chunk: rows * rowFloats });
     const chunk = call.address('chunk');
     for (let t0 = 0; t0 < r.seq; t0 += rows) {
       const n = Math.min(rows, r.seq - t0), piece = n * pieceRow;
@@ -154,9 +152,9 @@ export function makeRotary(M, arena) {
         positionsBatchStride: r.perBatch ? r.seq : 0, positionOffset: r.offset + t0,
         cos: call.address('cos'), sin: call.address('sin'), tablePositions: r.tables ? r.tables.maxPosition : 0,
         batch: r.batch, heads: r.heads, seq: n, headDim: r.headDim, rotaryDim: r.rotaryDim, bshd: r.layout === 'bshd',
-        interleaved: r.interleaved, base: r.base,
+        interleaved: r.interleaved, base: r.base, budget: call.budget,
       });
-      if (error) throw coreError(M, error);
+      if (error) throw call.error(error);
       heap = M.HEAPF32;  // fresh: the kernel's allocations may have grown memory
       for (let i = 0; i < pieces; i++) {
         const from = (i * r.seq + t0) * pieceRow;

@@ -1,5 +1,5 @@
 // The sizes the JS side checks wasm memory with before a call, exported from C++
-// (attention_workspace_bytes, linear_workspace_bytes, and the layer's: forward_workspace_bytes,
+// (attention_workspace_bytes, linear_workspace_bytes, rotary_workspace_bytes, and the layer's: forward_workspace_bytes,
 // backward_workspace_bytes, set_weights_bytes, rotary_tables_bytes, alibi_bytes, adam_step_bytes,
 // set_adam_state_bytes), against what the calls really allocate. Test builds count the bytes held
 // (ATTN_FAULT_INJECTION, src/buffer.h): with a budget of exactly the estimate every call succeeds (an estimate that
@@ -25,6 +25,7 @@
 #include "linear.h"
 #include "mha.h"
 #include "parallel.h"
+#include "rotary.h"
 
 namespace {
 
@@ -166,6 +167,43 @@ TEST_CASE("linear's exported workspace is what it allocates", "[workspace]") {
   }
 }
 
+TEST_CASE("rotary's exported workspace is what it allocates", "[workspace]") {
+  std::mt19937 rng(20261206);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  for (int trial = 0; trial < 30; ++trial) {
+    attn::RotaryParams p;
+    p.batch = pick(1, 3);
+    p.heads = pick(1, 3);
+    p.seq = pick(1, 100);  // up to four blocks of 32 rows
+    p.head_dim = 2 * pick(1, 20);
+    p.rotary_dim = 2 * pick(1, p.head_dim / 2);
+    p.interleaved = pick(0, 1) == 1;
+    const int positions = pick(0, 2);  // 0: an offset, 1: one array for the batch, 2: one per batch entry
+    const bool tables = pick(0, 1) == 1;
+    INFO("batch " << p.batch << " heads " << p.heads << " seq " << p.seq << " head_dim " << p.head_dim << " rotary_dim "
+                  << p.rotary_dim << " interleaved " << p.interleaved << " positions " << positions << " tables "
+                  << tables);
+    p.x = p.o = attn::dense_bhsd(p.heads, p.seq, p.head_dim);
+    std::vector<float> x(std::size_t(p.batch) * p.heads * p.seq * p.head_dim, 0.5f);
+    p.in = p.out = x.data();
+    std::vector<std::int32_t> pos(std::size_t(positions == 2 ? p.batch : 1) * p.seq);
+    for (std::size_t i = 0; i < pos.size(); ++i) pos[i] = int(i % 50);
+    if (positions) {
+      p.positions = pos.data();
+      p.positions_batch_stride = positions == 2 ? p.seq : 0;
+    } else {
+      p.position_offset = 3;
+    }
+    const std::vector<float> cos(std::size_t(200) * (p.rotary_dim / 2), 0.5f), sin(cos.size(), 0.25f);
+    if (tables) {
+      p.cos = cos.data();
+      p.sin = sin.data();
+      p.table_positions = 200;
+    }
+    check_threads([&] { return attn::rotary_workspace_bytes(p); }, [&] { return attn::rotary(p); });
+  }
+}
+
 TEST_CASE("the layer's exported forward workspace is what its forward allocates", "[workspace]") {
   std::mt19937 rng(20261205);
   for (int trial = 0; trial < 12; ++trial) {
@@ -229,7 +267,7 @@ struct Layer {
   attn::ProjectionArrays arrays;
   std::uint64_t params = 0;  // floats of every parameter (weights, biases, sinks)
   std::uint64_t largest = 0;  // of the largest group (a projection's weights and bias, or the sinks)
-  std::uint64_t packed = 0;   // floats of the four projections packed (whole panels) and the sinks
+  std::uint64_t packed = 0;  // floats of the four projections packed (whole panels) and the sinks
 
   explicit Layer(const attn::MhaConfig& config) {
     REQUIRE(layer.configure(config) == nullptr);
@@ -424,6 +462,17 @@ TEST_CASE("the exported workspace of a call the kernel refuses is 0", "[workspac
   CHECK(attn::attention_workspace_bytes(p) == 0);
   p.kv_heads = 0;
   CHECK(attn::attention_workspace_bytes(p, true) == 0);
+  std::vector<float> x(4 * 3 * 8, 1.0f);
+  attn::RotaryParams r;
+  r.heads = 3;
+  r.seq = 4;
+  r.head_dim = 8;
+  r.rotary_dim = 8;
+  r.x = r.o = attn::dense_bhsd(3, 4, 8);
+  r.in = r.out = x.data();
+  CHECK(attn::rotary_workspace_bytes(r) > 0);
+  r.rotary_dim = 5;  // odd
+  CHECK(attn::rotary_workspace_bytes(r) == 0);
 }
 
 }  // namespace

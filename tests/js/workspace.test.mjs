@@ -1,10 +1,9 @@
 // The memory check of a call happens in the call's own crossing into the module: JS stages the
 // arguments and passes the bytes wasm32 has left (the call's budget); the C++ entry sizes what it
 // will allocate (the code that allocates it does: attention_workspace_bytes,
-// linear_workspace_bytes, the layer's forward_workspace_bytes, backward_workspace_bytes,
-// set_weights_bytes, rotary_tables_bytes, alibi_bytes, adam_step_bytes, set_adam_state_bytes)
-// and, past the budget, returns the
-// bytes it needs before allocating anything, which JS turns into a RangeError naming the
+// linear_workspace_bytes, rotary_workspace_bytes, the layer's forward_workspace_bytes,
+// backward_workspace_bytes, set_weights_bytes, rotary_tables_bytes, alibi_bytes,
+// adam_step_bytes, set_adam_state_bytes) and, past the budget, returns the bytes it needs before allocating anything, which JS turns into a RangeError naming the
 // function and the MiB. Here each entry is run on a module of our own with the budget JS passes
 // checked and then cut (a wrapper around the entry), and two calls whose workspaces cannot fit
 // run as they are.
@@ -216,6 +215,18 @@ test("the layer's rotary tables and ALiBi slopes: the entries check their copies
   const slopes = checkBudget({ fn: 'MultiHeadAttention', target: core, name: 'setAlibi', where: LAST,
     staged: alignUp(2 * 4), call: () => new lib.MultiHeadAttention({ embedDim: 8, numHeads: 2, alibi: true }).dispose() });
   assert.equal(slopes, 2 * 4);
+});
+
+test('rotary: the entry checks its tables against the budget', () => {
+  const x = randomTensor(2 * 5 * 16, rng(7));
+  const options = { heads: 2, seq: 5, headDim: 16 };
+  const expected = lib.rotary(x, options);
+  const needed = checkBudget({ fn: 'rotary', target: M, name: 'rotary', where: IN_CALL, staged: alignUp(x.byteLength),
+    call: () => lib.rotary(x, options) });
+  // The angles' steps (θ, cos θ, sin θ: 8 pairs of doubles) and one block of 32 rows' cos/sin
+  // table (16 floats a row) with its angle state (8 cos and 8 sin, doubles): one thread.
+  assert.equal(needed, 3 * 8 * 8 + 32 * 16 * 4 + 2 * 8 * 8);
+  assert.deepEqual(lib.rotary(x, options), expected, 'later calls as before');
 });
 
 // Calls that really cannot fit, on 8 threads: every work item that may run at once holds its

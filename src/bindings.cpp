@@ -216,7 +216,7 @@ std::string mha_get_adam_sinks(const attn::MultiHeadAttention& m, std::uintptr_t
 }
 
 // The layer's forward f (with a cache or a tape, if set), unless what it allocates for itself
-// (its work buffer and the kernel's workspace) exceeds `budget`.
+// (its work buffer, the kernel's workspace and a tape's buffers) exceeds `budget`.
 std::string forward_within(const attn::MultiHeadAttention& m, const attn::MhaForward& f, double budget) {
   return within_budget(m.forward_workspace_bytes(f), budget, [&] { return m.forward(f); });
 }

@@ -224,11 +224,18 @@ MultiHeadAttention::ForwardWork MultiHeadAttention::forward_work(std::int64_t ro
 
 double MultiHeadAttention::forward_workspace_bytes(const MhaForward& f) const {
   AttentionParams p;
-  if (!ready() || f.batch < 1 || f.seq_q < 1 || (!f.cache && f.seq_k < 1) || forward_params(f, p)) return 0;
+  if (!ready() || f.batch < 1 || f.seq_q < 1 || (!f.cache && f.seq_k < 1) || (f.cache && f.tape) ||
+      forward_params(f, p))
+    return 0;
   if (!f.cache) p.key = p.value = this;  // given: the estimate reads no tensor (a cache's are set)
   const std::int64_t rows_q = std::int64_t(f.batch) * f.seq_q;
   const std::int64_t rows_k = std::int64_t(f.batch) * (f.cache ? f.seq_q : f.seq_k);
-  return 4.0 * double(forward_work(rows_q, rows_k).floats()) + attention_workspace_bytes(p);
+  const double work = 4.0 * double(forward_work(rows_q, rows_k).floats()), kernel = attention_workspace_bytes(p);
+  if (!f.tape) return work + kernel;
+  // The tape's log-sum-exps are held with the kernel's workspace; its copies are made after that
+  // is given back, into a new tape (the old one, if any, is given back only at the end).
+  const TapeWork t = tape_work(f);
+  return work + 4.0 * double(t.lse) + std::max(kernel, double(t.copies_bytes()));
 }
 
 const char* MultiHeadAttention::forward(const MhaForward& f) const {
@@ -298,15 +305,15 @@ const char* MultiHeadAttention::forward(const MhaForward& f) const {
   p.w = dense_bhsd(config_.num_heads, f.seq_q, keys);
   p.m = mask_strides(f.mask_shape, config_.num_heads, f.seq_q, keys);
   MhaTape tape;  // filled here, moved into *f.tape only when complete
+  const TapeWork tw = f.tape ? tape_work(f) : TapeWork{};
   if (f.tape) {  // keep each row's log-sum-exp: the backward pass then skips a forward
-    if (!tape.lse_.allocate(static_cast<std::size_t>(f.batch) * config_.num_heads * f.seq_q))
-      return "multi-head attention: out of memory for the training tape";
+    if (!tape.lse_.allocate(tw.lse)) return "multi-head attention: out of memory for the training tape";
     p.lse = tape.lse_.get();
     p.l = dense_bhsd(config_.num_heads, f.seq_q, 1);
   }
   if (const char* err = attention(p)) return err;
   if (f.tape) {
-    if (const char* err = record(tape, f, q_buf, k_buf, v_buf, a_buf)) return err;
+    if (const char* err = record(tape, f, tw, q_buf, k_buf, v_buf, a_buf)) return err;
   }
 
   proj_[3].apply(a_buf, e, rows_q, f.out, e, scratch);

@@ -143,8 +143,10 @@ class MultiHeadAttention {
   const char* forward(const MhaForward& f) const;
   // What forward(f) allocates for the call at most, in bytes, from f's sizes, causal and align
   // alone (f.cache: resolved against it; no tensor is read): its work buffer (Q, the attention
-  // output, K and V, the projections' scratch) and the kernel's workspace. Not counted: a
-  // training tape (f.tape, kept after the call) and the rotary step's small per-thread tables.
+  // output, K and V, the projections' scratch) and the kernel's workspace; with f.tape, also the
+  // tape it fills (kept after the call: the rows' log-sum-exps, held with the kernel's
+  // workspace, and the copies, made once that is given back; a refill makes a whole new tape
+  // before the old one is given back). Not counted: the rotary step's small per-thread tables.
   // 0 when forward(f) would fail before allocating.
   double forward_workspace_bytes(const MhaForward& f) const;
   // What each call below allocates, in bytes, from the layer's sizes and state and the call's
@@ -208,8 +210,21 @@ class MultiHeadAttention {
  private:
   MhaConfig config_;
   bool configured_ = false;
-  // Copies what backward() needs into the tape (training forward).
-  const char* record(MhaTape& t, const MhaForward& f, const float* q, const float* k, const float* v,
+  // A training forward's tape of f, as forward() and record() allocate it: the rows'
+  // log-sum-exps (forward(), before the attention call) and the copies record() makes after it.
+  struct TapeWork {
+    std::uint64_t lse = 0;         // floats: [batch, heads, seq_q]
+    std::uint64_t q = 0, kv = 0;   // floats: the query input, Q and the attention output (q each); K and V (kv each)
+    std::uint64_t key = 0, value = 0;  // floats: the key and value inputs (0: not given)
+    std::uint64_t mask = 0, key_padding = 0;  // bytes (0: not given)
+    std::uint64_t positions = 0;   // int32s (0: not given)
+    std::uint64_t copies_bytes() const {
+      return 4 * (3 * q + 2 * kv + key + value) + mask + key_padding + 4 * positions;
+    }
+  };
+  TapeWork tape_work(const MhaForward& f) const;
+  // Copies what backward() needs into the tape (training forward), w = tape_work(f).
+  const char* record(MhaTape& t, const MhaForward& f, const TapeWork& w, const float* q, const float* k, const float* v,
                      const float* a) const;
 
   std::size_t weight_floats(int i) const;  // of projection i (i = 4: the sinks): weights then bias

@@ -12,15 +12,15 @@ namespace attn {
 
 namespace {
 
-bool copy_into(FloatBuffer& dst, const float* src, std::size_t n) {
+bool copy_into(FloatBuffer& dst, const float* src, std::uint64_t n) {
   if (!dst.allocate(n)) return false;
-  std::memcpy(dst.get(), src, n * sizeof(float));
+  std::memcpy(dst.get(), src, dst.size * sizeof(float));
   return true;
 }
 
-bool copy_bytes(ByteBuffer& dst, const void* src, std::size_t n) {
+bool copy_bytes(ByteBuffer& dst, const void* src, std::uint64_t n) {
   if (!dst.allocate(n)) return false;
-  std::memcpy(dst.get(), src, n);
+  std::memcpy(dst.get(), src, dst.size);
   return true;
 }
 
@@ -54,11 +54,29 @@ void add_input_gradients(const float* dy, const float* w, int rows, int out, int
 
 }  // namespace
 
-const char* MultiHeadAttention::record(MhaTape& t, const MhaForward& f, const float* q, const float* k, const float* v,
-                                       const float* a) const {
-  const std::size_t e = config_.embed_dim, kv = kv_features();
-  const std::size_t rows_q = static_cast<std::size_t>(f.batch) * f.seq_q;
-  const std::size_t rows_k = static_cast<std::size_t>(f.batch) * f.seq_k;
+MultiHeadAttention::TapeWork MultiHeadAttention::tape_work(const MhaForward& f) const {
+  TapeWork w;
+  const std::uint64_t rows_q = std::uint64_t(f.batch) * std::uint64_t(f.seq_q);
+  const std::uint64_t rows_k = std::uint64_t(f.batch) * std::uint64_t(f.seq_k);
+  w.lse = rows_q * std::uint64_t(config_.num_heads);
+  w.q = rows_q * std::uint64_t(config_.embed_dim);
+  w.kv = rows_k * std::uint64_t(kv_features());
+  if (f.key) w.key = rows_k * std::uint64_t(config_.kdim);
+  if (f.value) w.value = rows_k * std::uint64_t(config_.vdim);
+  if (f.mask) {
+    const std::uint64_t slices = f.mask_shape == MaskShape::plane       ? 1
+                                 : f.mask_shape == MaskShape::per_batch ? std::uint64_t(f.batch)
+                                                                        : std::uint64_t(f.batch) * config_.num_heads;
+    w.mask = slices * std::uint64_t(f.seq_q) * std::uint64_t(f.seq_k) *
+             (f.mask_type == MaskType::additive ? sizeof(float) : 1);
+  }
+  if (f.key_padding) w.key_padding = rows_k;
+  if (f.positions) w.positions = f.positions_batch_stride ? rows_q : std::uint64_t(f.seq_q);
+  return w;
+}
+
+const char* MultiHeadAttention::record(MhaTape& t, const MhaForward& f, const TapeWork& w, const float* q,
+                                       const float* k, const float* v, const float* a) const {
   t.filled_ = false;
   t.layer_ = this;
   t.weights_version_ = weights_version_;
@@ -71,26 +89,18 @@ const char* MultiHeadAttention::record(MhaTape& t, const MhaForward& f, const fl
   t.seq_k_ = f.seq_k;
   t.mask_type_ = f.mask_type;
   t.mask_shape_ = f.mask_shape;
-  bool ok = copy_into(t.xq_, f.query, rows_q * e) && copy_into(t.q_, q, rows_q * e) &&
-            copy_into(t.k_, k, rows_k * kv) && copy_into(t.v_, v, rows_k * kv) && copy_into(t.a_, a, rows_q * e);
-  if (ok && t.key_given_) ok = copy_into(t.xk_, f.key, rows_k * config_.kdim);
-  if (ok && t.value_given_) ok = copy_into(t.xv_, f.value, rows_k * config_.vdim);
-  if (ok && f.mask) {
-    const std::size_t slices = f.mask_shape == MaskShape::plane       ? 1
-                               : f.mask_shape == MaskShape::per_batch ? f.batch
-                                                                      : std::size_t(f.batch) * config_.num_heads;
-    const std::size_t bytes = slices * f.seq_q * f.seq_k * (f.mask_type == MaskType::additive ? sizeof(float) : 1);
-    ok = copy_bytes(t.mask_, f.mask, bytes);
-  } else {
-    t.mask_.data.reset();
-  }
-  if (ok && f.key_padding) ok = copy_bytes(t.key_padding_, f.key_padding, rows_k);
+  bool ok = copy_into(t.xq_, f.query, w.q) && copy_into(t.q_, q, w.q) && copy_into(t.k_, k, w.kv) &&
+            copy_into(t.v_, v, w.kv) && copy_into(t.a_, a, w.q);
+  if (ok && t.key_given_) ok = copy_into(t.xk_, f.key, w.key);
+  if (ok && t.value_given_) ok = copy_into(t.xv_, f.value, w.value);
+  if (ok && f.mask) ok = copy_bytes(t.mask_, f.mask, w.mask);
+  else if (!f.mask) t.mask_.data.reset();
+  if (ok && f.key_padding) ok = copy_bytes(t.key_padding_, f.key_padding, w.key_padding);
   else if (!f.key_padding) t.key_padding_.data.reset();
   t.positions_batch_stride_ = f.positions_batch_stride;
   if (ok && f.positions) {
-    const std::size_t n = f.positions_batch_stride ? static_cast<std::size_t>(f.batch) * f.seq_q : f.seq_q;
-    ok = t.positions_.allocate(n);
-    if (ok) std::memcpy(t.positions_.get(), f.positions, n * sizeof(std::int32_t));
+    ok = t.positions_.allocate(w.positions);
+    if (ok) std::memcpy(t.positions_.get(), f.positions, t.positions_.size * sizeof(std::int32_t));
   } else if (!f.positions) {
     t.positions_.data.reset();
   }

@@ -1,7 +1,7 @@
 // The sizes the JS side checks wasm memory with before a call, exported from C++
 // (attention_workspace_bytes, linear_workspace_bytes, rotary_workspace_bytes, and the layer's: forward_workspace_bytes,
-// backward_workspace_bytes, set_weights_bytes, rotary_tables_bytes, alibi_bytes, adam_step_bytes,
-// set_adam_state_bytes), against what the calls really allocate. Test builds count the bytes held
+// with a training forward's tape too, backward_workspace_bytes, set_weights_bytes, rotary_tables_bytes, alibi_bytes,
+// adam_step_bytes, set_adam_state_bytes), against what the calls really allocate. Test builds count the bytes held
 // (ATTN_FAULT_INJECTION, src/buffer.h): with a budget of exactly the estimate every call succeeds (an estimate that
 // undercounts what is held at once fails), and on one thread the estimate is the peak itself (one
 // that overcounts fails too). On more threads the peak depends on the schedule; the estimate
@@ -429,6 +429,105 @@ TEST_CASE("the layer's exported backward workspace is what its backward allocate
     check_threads([&] { return l.layer.backward_workspace_bytes(tape); },
                   [&] { return l.layer.backward(tape, d_out.data(), g); });
   }
+}
+
+TEST_CASE("the layer's exported training forward size counts the tape it fills", "[workspace]") {
+  std::mt19937 rng(20261209);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  int copies_larger = 0, kernel_larger = 0;  // which of the two the tape's copies are held with wins
+  for (int trial = 0; trial < 16; ++trial) {
+    const attn::MhaConfig config = random_config(rng, trial);  // odd trials: kdim == vdim == embed_dim
+    Layer l(config);
+    REQUIRE(l.layer.set_weights(l.arrays) == nullptr);
+    const int e = config.embed_dim, heads = config.num_heads, kv = l.layer.kv_features();
+    // 0: key and value given; 1: the value defaults to the key; 2: both default to the query.
+    const int inputs = trial % 2 ? pick(0, 2) : 0;
+    const int batch = pick(1, 2), seq_q = pick(2, 30), seq_k = inputs == 2 || pick(0, 1) ? seq_q : pick(1, 300);
+    const int mask_kind = pick(0, 2);  // none, boolean, additive
+    const attn::MaskShape shape = attn::MaskShape(pick(0, 2));
+    const bool padding = pick(0, 1), positions = pick(0, 1) && seq_k == seq_q, per_batch = pick(0, 1);
+    INFO("trial " << trial << " batch " << batch << " seq " << seq_q << "x" << seq_k << " heads " << heads << "/"
+                  << config.num_kv_heads << " embed " << e << " inputs " << inputs << " mask " << mask_kind << " shape "
+                  << int(shape) << (padding ? " padding" : "") << (positions ? " positions" : ""));
+    const std::size_t most_q = std::size_t(batch) * seq_q, most_k = std::size_t(batch) * seq_k;
+    const std::vector<float> xq(most_q * e, 0.1f), xk(most_k * config.kdim, 0.2f), xv(most_k * config.vdim, 0.3f);
+    const std::size_t most_mask = std::size_t(batch) * heads * seq_q * seq_k;
+    const std::vector<std::uint8_t> bool_mask(most_mask, 1), key_padding(most_k, 0);
+    const std::vector<float> add_mask(most_mask, 0.0f);
+    std::vector<std::int32_t> pos(most_q);
+    for (std::size_t i = 0; i < pos.size(); ++i) pos[i] = int(i % seq_q);
+    std::vector<float> out(most_q * e);
+    attn::MhaForward f;
+    f.query = xq.data();
+    f.key = inputs < 2 ? xk.data() : nullptr;
+    f.value = inputs == 0 ? xv.data() : nullptr;
+    f.out = out.data();
+    f.batch = batch;
+    f.causal = trial % 3 != 2;
+    if (mask_kind) {
+      f.mask = mask_kind == 1 ? static_cast<const void*>(bool_mask.data()) : add_mask.data();
+      f.mask_type = mask_kind == 1 ? attn::MaskType::boolean : attn::MaskType::additive;
+      f.mask_shape = shape;
+    }
+    if (padding) f.key_padding = key_padding.data();
+    if (positions) f.positions = pos.data();
+    // seq_q × seq_k (the arrays' first rows), and the tape of that, counted here: lse [batch,
+    // heads, seq_q]; the query input, Q and the attention output; K and V; the key and value
+    // inputs given; the mask, key padding and positions given.
+    auto shaped = [&](int sq, int sk) {
+      f.seq_q = sq;
+      f.seq_k = sk;
+      f.positions_batch_stride = per_batch ? sq : 0;
+      const double rows_q = double(batch) * sq, rows_k = double(batch) * sk;
+      const double slices = shape == attn::MaskShape::plane       ? 1
+                            : shape == attn::MaskShape::per_batch ? batch
+                                                                  : batch * heads;
+      return 4.0 * (rows_q * heads + 3 * rows_q * e + 2 * rows_k * kv) + (f.key ? 4.0 * rows_k * config.kdim : 0) +
+             (f.value ? 4.0 * rows_k * config.vdim : 0) + (f.mask ? slices * sq * sk * (mask_kind == 2 ? 4 : 1) : 0) +
+             (padding ? rows_k : 0) + (positions ? 4.0 * (per_batch ? rows_q : sq) : 0);
+    };
+    const double tape = shaped(seq_q, seq_k);
+    attn::set_num_threads(1);
+    const double plain = l.layer.forward_workspace_bytes(f);
+    attn::MhaTape t;
+    f.tape = &t;
+    const double train = l.layer.forward_workspace_bytes(f);
+    // The tape adds its lse and, past the kernel's workspace it is held with, its copies.
+    const double lse = 4.0 * batch * heads * seq_q, past_kernel = train - plain - lse;
+    CHECK(past_kernel >= 0);
+    CHECK(past_kernel <= tape - lse);
+    ++(past_kernel > 0 ? copies_larger : kernel_larger);
+    // The first fill keeps the tape; a refill makes a whole new one before it gives the old one
+    // back: of the same shapes it keeps nothing more, of one query fewer that tape's bytes fewer.
+    check_once(train, [&] { return l.layer.forward(f); }, tape);
+    REQUIRE(t.filled());
+    check_threads([&] { return l.layer.forward_workspace_bytes(f); }, [&] { return l.layer.forward(f); });
+    const double fewer = shaped(seq_q - 1, inputs == 2 || positions ? seq_q - 1 : seq_k);
+    const double refill = l.layer.forward_workspace_bytes(f);
+    attn::MhaTape fresh;
+    f.tape = &fresh;
+    CHECK(l.layer.forward_workspace_bytes(f) == refill);  // the same for a first fill
+    f.tape = &t;
+    check_once(refill, [&] { return l.layer.forward(f); }, fewer - tape);
+  }
+  CHECK(copies_larger > 0);
+  CHECK(kernel_larger > 0);
+  // With a cache a forward refuses a tape before allocating.
+  Layer l(attn::MhaConfig{8, 2, 2, 8, 8, true});
+  REQUIRE(l.layer.set_weights(l.arrays) == nullptr);
+  attn::KvCache cache;
+  REQUIRE(cache.allocate(l.layer.cache_config(1, 4)) == nullptr);
+  const std::vector<float> x(8, 0.5f);
+  std::vector<float> out(8);
+  attn::MhaTape t;
+  attn::MhaForward f;
+  f.query = x.data();
+  f.out = out.data();
+  f.cache = &cache;
+  CHECK(l.layer.forward_workspace_bytes(f) > 0);
+  f.tape = &t;
+  CHECK(l.layer.forward_workspace_bytes(f) == 0);
+  CHECK(l.layer.forward(f) != nullptr);
 }
 
 #endif  // ATTN_FAULT_INJECTION

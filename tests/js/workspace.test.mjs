@@ -1,7 +1,7 @@
 // The memory check of a call happens in the call's own crossing into the module: JS stages the
 // arguments and passes the bytes wasm32 has left (the call's budget); the C++ entry sizes what it
 // will allocate (the code that allocates it does: attention_workspace_bytes,
-// linear_workspace_bytes, rotary_workspace_bytes, the layer's forward_workspace_bytes,
+// linear_workspace_bytes, rotary_workspace_bytes, the layer's forward_workspace_bytes (a training forward's tape too),
 // backward_workspace_bytes, set_weights_bytes, rotary_tables_bytes, alibi_bytes,
 // adam_step_bytes, set_adam_state_bytes) and, past the budget, returns the bytes it needs before allocating anything, which JS turns into a RangeError naming the
 // function and the MiB. Here each entry is run on a module of our own with the budget JS passes
@@ -133,8 +133,18 @@ test("the layer's forward (plain, training, over a cache): the entry checks what
       call: () => layer.forward(x, null, null, { batch, causal: true }) });
     // At least Q, the attention output, K and V: 4 × batch · seq · embedDim floats.
     assert.ok(needed >= 4 * 4 * batch * seq * e, `${needed} bytes`);
-    checkBudget({ fn, target: core, name: 'forwardTrain', where: IN_CALL, staged,
-      call: () => layer.forward(x, null, null, { batch, causal: true, train: true }) });
+    // A training forward also fills its tape, kept after the call: the rows' log-sum-exps
+    // (batch · heads · seq floats), held with the kernel's workspace, and once that is given back
+    // copies of the query, Q and the attention output, K and V (5 × batch · seq · embedDim floats).
+    // The first fill keeps it; a refill (warm: the same call) makes a new one, then gives the old back.
+    const train = () => layer.forward(x, null, null, { batch, causal: true, train: true });
+    const lse = 4 * batch * heads * seq, tape = lse + 4 * 5 * batch * seq * e;
+    const first = checkBudget({ fn, target: core, name: 'forwardTrain', where: IN_CALL, staged, call: train,
+      warm: () => layer.forward(x, null, null, { batch, causal: true }), keeps: tape });
+    const refill = checkBudget({ fn, target: core, name: 'forwardTrain', where: IN_CALL, staged, call: train });
+    assert.equal(refill, first, 'a refill needs what a first fill does');
+    assert.ok(first >= needed + lse, `${first} bytes: the forward's ${needed} and at least the log-sum-exps`);
+    assert.ok(first >= 4 * 4 * batch * seq * e + tape, `${first} bytes: at least Q, the attention output, K, V and the tape`);
     const cached = () => {
       layer.forward(x, null, null, { cache });
       cache.reset();

@@ -11,13 +11,13 @@
 #include <limits>
 #include <string>
 
-#include "attention.h"
-#include "cache_rule.h"
-#include "kv_cache.h"
-#include "linear.h"
-#include "mha.h"
-#include "parallel.h"
-#include "rotary.h"
+#include "cache/cache_rule.h"
+#include "cache/kv_cache.h"
+#include "kernel/attention.h"
+#include "layer/linear.h"
+#include "layer/mha.h"
+#include "layer/rotary.h"
+#include "runtime/parallel.h"
 
 namespace {
 

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "attention.h"
-#include "kv_cache.h"
+#include "cache/kv_cache.h"
+#include "kernel/attention.h"
 
 int main(int argc, char** argv) {
   using clock = std::chrono::steady_clock;

@@ -1,5 +1,5 @@
-// The phases of one attention call, recognised from the kernel's function names (src/attention_*,
-// src/microkernel.h, src/score_rule.h) in profiles of the builds of scripts/profile.sh; what the
+// The phases of one attention call, recognised from the kernel's function names (src/kernel/attention_*,
+// src/kernel/microkernel.h, src/kernel/score_rule.h) in profiles of the builds of scripts/profile.sh; what the
 // compiler still inlined counts in its caller. First match wins; update the patterns when the kernel's
 // functions are renamed (an unknown kernel function shows up as 'other kernel code').
 const gemm = (init) => new RegExp(`(gemm_rows|micro_tile|tile_rows)<[^>]*\\(attn::kernel::Init\\)${init}`);

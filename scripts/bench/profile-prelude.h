@@ -5,14 +5,14 @@
 // kernel's headers are renamed, update the lists.
 #pragma once
 #if defined(__clang__)
-#include "attention.h"
-#include "buffer.h"
-#include "kv_storage.h"
-#include "simd.h"
+#include "kernel/attention.h"
+#include "kernel/kv_storage.h"
+#include "runtime/buffer.h"
+#include "runtime/simd.h"
 #pragma clang attribute push(__attribute__((noinline)), apply_to = function)
-#include "attention_blocks.h"
-#include "few_rows.h"
-#include "microkernel.h"
-#include "score_rule.h"
+#include "kernel/attention_blocks.h"
+#include "kernel/few_rows.h"
+#include "kernel/microkernel.h"
+#include "kernel/score_rule.h"
 #pragma clang attribute pop
 #endif

@@ -99,7 +99,7 @@ export function createLibrary(M, { threads = M.numThreads(), threadsReason = 're
   // attention(query, cache, null, options): keys and values (and kvHeads, headDim, valueDim, seqK)
   // come from the cache; the queries are its last seqQ positions. Causal and the window are the
   // call's own, exactly as over arrays: the cache only refuses a call it cannot answer exactly
-  // (src/cache_rule.h decides, here and in C++).
+  // (src/cache/cache_rule.h decides, here and in C++).
   function attentionOverCache(query, cache, value, options) {
     const fn = 'attention';
     const core = KVCache.coreFor(cache, fn);

@@ -1,4 +1,4 @@
-// KVCache: a JS handle over a C++ attn::KvCache (src/kv_cache.h) holding keys and values in wasm
+// KVCache: a JS handle over a C++ attn::KvCache (src/cache/kv_cache.h) holding keys and values in wasm
 // memory as float32, float16, bfloat16 or int8, linear or a sliding-window ring. lib.createKVCache() makes
 // a standalone one (append your own projected, rotated K and V; attend with
 // lib.attention(query, cache, null, options)); MultiHeadAttention.createCache() makes the same

@@ -168,7 +168,7 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
   return { MultiHeadAttention };
 }
 
-// Why a ring cannot serve a layer (the cache rule of src/cache_rule.h): the ring keeps the
+// Why a ring cannot serve a layer (the cache rule of src/cache/cache_rule.h): the ring keeps the
 // window − 1 positions before each query, and the layer's config.window may look back no further.
 // `conflict` is named as the module's CacheConflict names it.
 function layerCacheError(fn, conflict, { call }, config, window) {

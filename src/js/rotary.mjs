@@ -1,5 +1,5 @@
 // lib.rotary(): rotary position embeddings (RoPE) on a [batch, heads, seq, headDim] or
-// [batch, seq, heads, headDim] tensor, by the C++ kernel in src/rotary.cpp. Every argument is
+// [batch, seq, heads, headDim] tensor, by the C++ kernel in src/layer/rotary.cpp. Every argument is
 // checked here before the heap is touched.
 import { bool, checkFloat32, checkKnownKeys, describe, dim, elementCount, formula, given, kindOf } from './shapes.mjs';
 
@@ -111,7 +111,7 @@ function resolveRotary(x, options) {
 // and out of a SharedArrayBuffer 2.5-3x slower in pieces below a few MiB than in one piece
 // (measured on this project's machine), so there the tensor goes in and out whole.
 const CHUNK_BYTES = 2 ** 19;
-const BLOCK_ROWS = 32;  // kRowsPerBlock in src/rotary.cpp
+const BLOCK_ROWS = 32;  // kRowsPerBlock in src/layer/rotary.cpp
 
 // Rows per chunk, and how a chunk lies in x: `pieces` contiguous runs of `pieceRow` floats per
 // row (per (batch, head) in bhsd, per batch entry in bshd; one run when a chunk is all of x).

@@ -1,6 +1,6 @@
 // The score variants of attention(), attentionWeights() and attentionBackward() — causal
 // alignment, sliding windows, softcap, ALiBi slopes and sinks — checked in one place and turned
-// into the kernel's fields (src/attention.h). Conventions: PyTorch's CausalVariant names,
+// into the kernel's fields (src/kernel/attention.h). Conventions: PyTorch's CausalVariant names,
 // flash-attention's window_size / softcap / alibi_slopes, gpt-oss's sinks.
 import { describe, given, kindOf } from './shapes.mjs';
 

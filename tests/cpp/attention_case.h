@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "attention.h"
-#include "half.h"
+#include "kernel/attention.h"
+#include "kernel/half.h"
 #include "reference.h"
 
 namespace tcase {

@@ -8,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-#include "attention.h"
+#include "kernel/attention.h"
 
 namespace ref {
 

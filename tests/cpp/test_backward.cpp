@@ -9,7 +9,7 @@
 #include <sstream>
 #include <vector>
 
-#include "attention.h"
+#include "kernel/attention.h"
 #include "reference.h"
 
 namespace {

@@ -8,9 +8,9 @@
 #include <random>
 #include <vector>
 
-#include "attention.h"
-#include "cache_rule.h"
-#include "kv_cache.h"
+#include "cache/cache_rule.h"
+#include "cache/kv_cache.h"
+#include "kernel/attention.h"
 #include "reference.h"
 
 namespace {

@@ -1,11 +1,11 @@
 // Allocation-failure injection, the way SQLite tests itself: every public entry point of the C++
-// core runs with its 1st, 2nd, 3rd … allocation failing (ATTN_FAULT_INJECTION in src/buffer.h)
+// core runs with its 1st, 2nd, 3rd … allocation failing (ATTN_FAULT_INJECTION in src/runtime/buffer.h)
 // until it succeeds. Each failure must
 //   - come back as an "out of memory" error message (no crash),
 //   - leave every object exactly as it was (state() is the same before and after),
 //   - keep nothing allocated (and LSan checks the whole run for leaks at exit),
 // and the next call must work and give exactly what a call that never failed gives. Under ASan
-// it also checks that the core allocates nothing except through src/buffer.h (so no allocation
+// it also checks that the core allocates nothing except through src/runtime/buffer.h (so no allocation
 // escapes the injection, and none can abort on failure).
 //
 // Adding an entry point (the standalone KV cache, say) is one more row in
@@ -24,13 +24,13 @@
 #include <string>
 #include <vector>
 
-#include "attention.h"
-#include "buffer.h"
-#include "half.h"
-#include "linear.h"
-#include "mha.h"
-#include "parallel.h"
-#include "rotary.h"
+#include "kernel/attention.h"
+#include "kernel/half.h"
+#include "layer/linear.h"
+#include "layer/mha.h"
+#include "layer/rotary.h"
+#include "runtime/buffer.h"
+#include "runtime/parallel.h"
 
 #if ATTN_FAULT_INJECTION
 

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "attention.h"
-#include "cache_rule.h"
-#include "half.h"
-#include "kv_cache.h"
+#include "cache/cache_rule.h"
+#include "cache/kv_cache.h"
+#include "kernel/attention.h"
+#include "kernel/half.h"
 #include "reference.h"
 
 namespace {

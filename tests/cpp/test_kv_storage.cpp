@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "attention_case.h"
-#include "half.h"
-#include "kv_storage.h"
+#include "kernel/half.h"
+#include "kernel/kv_storage.h"
 
 using tcase::Case;
 using tcase::check_case;

@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "linear.h"
+#include "layer/linear.h"
 #include "reference.h"
 
 TEST_CASE("PackedLinear matches x·Wᵀ + b", "[linear]") {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "mha.h"
+#include "layer/mha.h"
 #include "reference.h"
 
 namespace {

@@ -14,11 +14,11 @@
 #include <thread>
 #include <vector>
 
-#include "attention.h"
 #include "attention_case.h"
-#include "linear.h"
-#include "mha.h"
-#include "parallel.h"
+#include "kernel/attention.h"
+#include "layer/linear.h"
+#include "layer/mha.h"
+#include "runtime/parallel.h"
 
 namespace {
 

@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "parallel.h"
-#include "rotary.h"
-#include "sincos.h"
+#include "layer/rotary.h"
+#include "layer/sincos.h"
+#include "runtime/parallel.h"
 
 namespace {
 
@@ -412,7 +412,7 @@ TEST_CASE("rotary: invalid params are reported, never computed", "[rotary]") {
 }
 
 TEST_CASE("rotary: the small sincos is within 3 ulp of long-double sin/cos for |x| < 2^31", "[rotary]") {
-  // The kernel's own sin/cos (src/sincos.h) replaces libc's to keep the wasm small; check it
+  // The kernel's own sin/cos (src/layer/sincos.h) replaces libc's to keep the wasm small; check it
   // directly on random angles over every binade up to 2^31 and near multiples of π/2, where the
   // reduction loses the most.
   std::mt19937_64 rng(42);

@@ -6,7 +6,7 @@
 #include <limits>
 #include <vector>
 
-#include "simd.h"
+#include "runtime/simd.h"
 
 namespace {
 

@@ -2,10 +2,10 @@
 // (attention_workspace_bytes, linear_workspace_bytes, rotary_workspace_bytes, and the layer's: forward_workspace_bytes,
 // with a training forward's tape too, backward_workspace_bytes, set_weights_bytes, rotary_tables_bytes, alibi_bytes,
 // adam_step_bytes, set_adam_state_bytes), against what the calls really allocate. Test builds count the bytes held
-// (ATTN_FAULT_INJECTION, src/buffer.h): with a budget of exactly the estimate every call succeeds (an estimate that
-// undercounts what is held at once fails), and on one thread the estimate is the peak itself (one
-// that overcounts fails too). On more threads the peak depends on the schedule; the estimate
-// must cover every schedule and stay within threads × the one-thread peak.
+// (ATTN_FAULT_INJECTION, src/runtime/buffer.h): with a budget of exactly the estimate every call succeeds (an estimate
+// that undercounts what is held at once fails), and on one thread the estimate is the peak itself (one that overcounts
+// fails too). On more threads the peak depends on the schedule; the estimate must cover every schedule and stay within
+// threads × the one-thread peak.
 //
 // In every build (wasm32 too): sizes past 4 GiB come out whole, never wrapped in a 32-bit size_t.
 #include <catch2/catch.hpp>
@@ -17,15 +17,15 @@
 #include <random>
 #include <vector>
 
-#include "attention.h"
-#include "attention_blocks.h"
 #include "attention_case.h"
-#include "buffer.h"
-#include "kv_cache.h"
-#include "linear.h"
-#include "mha.h"
-#include "parallel.h"
-#include "rotary.h"
+#include "cache/kv_cache.h"
+#include "kernel/attention.h"
+#include "kernel/attention_blocks.h"
+#include "layer/linear.h"
+#include "layer/mha.h"
+#include "layer/rotary.h"
+#include "runtime/buffer.h"
+#include "runtime/parallel.h"
 
 namespace {
 

@@ -12,9 +12,9 @@
 #include <limits>
 #include <vector>
 
-#include "attention.h"
-#include "half.h"
-#include "linear.h"
+#include "kernel/attention.h"
+#include "kernel/half.h"
+#include "layer/linear.h"
 
 namespace {
 

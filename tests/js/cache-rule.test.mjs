@@ -3,7 +3,7 @@
 // options)), the call's sizes against the cache's, and a layer's config against its cache. Each
 // gives the exact answer (the JS reference over the same keys passed as arrays, with the call's
 // options as given) or a clear RangeError naming both values; never a different answer.
-// The rule (src/cache_rule.h): a cache never changes what a call computes; a ring of window W
+// The rule (src/cache/cache_rule.h): a cache never changes what a call computes; a ring of window W
 // keeps the W − 1 positions before each query, so a call over it must look back no further.
 import assert from 'node:assert/strict';
 import { before, test } from 'node:test';

@@ -2,8 +2,8 @@
 // block first fills a small table with the cos and sin of its rows' angles, then rotates that
 // row range of every head (and of every batch entry that shares the positions) with it, so the
 // trigonometry is paid once per position, not once per head.
-#include "rotary.h"
-#include "sincos.h"
+#include "layer/rotary.h"
+#include "layer/sincos.h"
 
 #include <algorithm>
 #include <atomic>
@@ -11,9 +11,9 @@
 #include <cstring>
 #include <utility>
 
-#include "buffer.h"
-#include "parallel.h"
-#include "simd.h"
+#include "runtime/buffer.h"
+#include "runtime/parallel.h"
+#include "runtime/simd.h"
 
 namespace attn {
 namespace {

@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <cstddef>
 
-#include "simd.h"
+#include "runtime/simd.h"
 
 // The tile loops have compile-time trip counts, unrolled completely by ATTN_UNROLL (simd.h): each
 // accumulator a register.

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "buffer.h"
+#include "runtime/buffer.h"
 
 namespace attn {
 

@@ -28,8 +28,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kv_storage.h"
-#include "simd.h"
+#include "kernel/kv_storage.h"
+#include "runtime/simd.h"
 
 namespace attn::few_rows {
 

@@ -19,8 +19,8 @@
 
 #include <cstdint>
 
-#include "attention.h"
-#include "kv_cache.h"
+#include "cache/kv_cache.h"
+#include "kernel/attention.h"
 
 namespace attn {
 

@@ -9,10 +9,10 @@
 #include <cstdint>
 #include <memory>
 
-#include "attention.h"
-#include "cache_rule.h"
-#include "kv_cache.h"
-#include "linear.h"
+#include "cache/cache_rule.h"
+#include "cache/kv_cache.h"
+#include "kernel/attention.h"
+#include "layer/linear.h"
 
 namespace attn {
 

@@ -11,9 +11,9 @@
 #include <cstring>
 #include <type_traits>
 
-#include "attention.h"
-#include "half.h"
-#include "simd.h"
+#include "kernel/attention.h"
+#include "kernel/half.h"
+#include "runtime/simd.h"
 
 namespace attn::kv {
 

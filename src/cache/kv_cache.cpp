@@ -1,15 +1,15 @@
 // The KV cache's storing side: appending converts each [dim] row to the storage type (float16
 // and bfloat16 round to nearest even, in SIMD; int8 with a symmetric per-row scale); reading is
 // the kernel's (kv_storage.h) through describe().
-#include "kv_cache.h"
+#include "cache/kv_cache.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
-#include "half.h"
-#include "simd.h"
+#include "kernel/half.h"
+#include "runtime/simd.h"
 
 namespace attn {
 

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <limits>
 
-#include "attention.h"
-#include "simd.h"
+#include "kernel/attention.h"
+#include "runtime/simd.h"
 
 namespace attn {
 

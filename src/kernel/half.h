@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "simd.h"
+#include "runtime/simd.h"
 
 namespace attn::half {
 

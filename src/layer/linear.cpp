@@ -1,14 +1,14 @@
 // y = x·Wᵀ + b as a packed, blocked GEMM: Wᵀ is packed once into panels of kPanel columns, x is
 // packed per call into tiles of kTileRows rows, and the micro-kernel runs over K in blocks of
 // kDepth so a panel block and the x tiles it meets stay in cache.
-#include "linear.h"
+#include "layer/linear.h"
 
 #include <algorithm>
 #include <cstring>
 #include <limits>
 
-#include "microkernel.h"
-#include "parallel.h"
+#include "kernel/microkernel.h"
+#include "runtime/parallel.h"
 
 namespace attn {
 namespace {

@@ -9,9 +9,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "attention.h"
-#include "attention_blocks.h"
-#include "parallel.h"
+#include "kernel/attention.h"
+#include "kernel/attention_blocks.h"
+#include "runtime/parallel.h"
 
 namespace attn {
 namespace {

@@ -15,8 +15,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "attention.h"
-#include "buffer.h"
+#include "kernel/attention.h"
+#include "runtime/buffer.h"
 
 namespace attn {
 

@@ -10,7 +10,7 @@
 // a KV cache whose rows live inside a larger buffer (or a ring of slots), all without copies.
 // The last dimension (head_dim or value_dim, or seq_k for masks and weights) is always contiguous.
 //
-// Each score goes through the same steps, in this order (the score rule, src/score_rule.h):
+// Each score goes through the same steps, in this order (the score rule, src/kernel/score_rule.h):
 //   s = scale·q·k → s = softcap·tanh(s / softcap) → s += alibi → masks (the additive mask is
 //   added; boolean mask, key padding, causal and window set −∞) → softmax, with the sink in the
 //   denominator.

@@ -10,10 +10,10 @@
 #include <limits>
 #include <type_traits>
 
-#include "attention.h"
-#include "attention_blocks.h"
-#include "few_rows.h"
-#include "parallel.h"
+#include "kernel/attention.h"
+#include "kernel/attention_blocks.h"
+#include "kernel/few_rows.h"
+#include "runtime/parallel.h"
 
 namespace attn {
 

@@ -2,15 +2,15 @@
 // are batch-first, so projected Q, K, V and the attention output are [batch, seq, heads,
 // head_dim] ("bshd") and reach the kernel through strides, never copied; with a cache, the new
 // K and V are staged into it. Training (tape, backward, optimizer steps): mha_training.cpp.
-#include "mha.h"
+#include "layer/mha.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "parallel.h"
-#include "rotary.h"
-#include "score_rule.h"
+#include "kernel/score_rule.h"
+#include "layer/rotary.h"
+#include "runtime/parallel.h"
 
 namespace attn {
 

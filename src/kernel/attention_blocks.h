@@ -9,12 +9,12 @@
 #include <cstdint>
 #include <limits>
 
-#include "attention.h"
-#include "buffer.h"
-#include "kv_storage.h"
-#include "microkernel.h"
-#include "score_rule.h"
-#include "simd.h"
+#include "kernel/attention.h"
+#include "kernel/kv_storage.h"
+#include "kernel/microkernel.h"
+#include "kernel/score_rule.h"
+#include "runtime/buffer.h"
+#include "runtime/simd.h"
 
 namespace attn::blocks {
 

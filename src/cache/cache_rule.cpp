@@ -1,6 +1,6 @@
 // Attention over a KV cache: the call's score rule over what the cache holds, or a refusal
 // (the rule itself is stated in cache_rule.h).
-#include "cache_rule.h"
+#include "cache/cache_rule.h"
 
 #include <algorithm>
 #include <utility>

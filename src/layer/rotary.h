@@ -16,7 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "attention.h"
+#include "kernel/attention.h"
 
 namespace attn {
 

@@ -1,7 +1,7 @@
 // The worker pool behind parallel_for: workers sleep on a condition variable, each job hands out
 // item indices through an atomic counter, and a job ends only when every worker has checked out
 // of it, so no worker can still be inside one job when the next begins.
-#include "parallel.h"
+#include "runtime/parallel.h"
 
 #include <algorithm>
 

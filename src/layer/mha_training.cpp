@@ -5,8 +5,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "mha.h"
-#include "parallel.h"
+#include "layer/mha.h"
+#include "runtime/parallel.h"
 
 namespace attn {
 

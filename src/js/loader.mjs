@@ -15,41 +15,43 @@ import { warmUp } from './warmup.mjs';
 const OPTIONS = ['wasmUrl', 'wasmBinary', 'baseUrl', 'simd', 'threads', 'maxThreads', 'strict', 'warmUp'];
 const isUrl = (v) => typeof v === 'string' || v instanceof URL;
 
-function checkLoadOptions(options) {
+// fn: the function the options were given to ('loadAttention' or 'createAttention'), which the
+// messages name; it rides along in the result for the checks made later (planPinned, planChoice).
+function checkLoadOptions(options, fn) {
   if (options === undefined || options === null) options = {};
-  if (typeof options !== 'object') throw new TypeError(`loadAttention: options must be an object, got ${describe(options)}`);
+  if (typeof options !== 'object') throw new TypeError(`${fn}: options must be an object, got ${describe(options)}`);
   for (const name of Object.keys(options)) {
-    if (!OPTIONS.includes(name)) throw new TypeError(`loadAttention: unknown option '${name}' (known options: ${OPTIONS.join(', ')})`);
+    if (!OPTIONS.includes(name)) throw new TypeError(`${fn}: unknown option '${name}' (known options: ${OPTIONS.join(', ')})`);
   }
   const o = Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined && v !== null));
   for (const name of ['wasmUrl', 'baseUrl']) {
     if (o[name] !== undefined && !isUrl(o[name])) {
-      throw new TypeError(`loadAttention: options.${name} must be a string or a URL, got ${describe(o[name])}`);
+      throw new TypeError(`${fn}: options.${name} must be a string or a URL, got ${describe(o[name])}`);
     }
   }
   const bytes = o.wasmBinary;
   if (bytes !== undefined && !(bytes instanceof ArrayBuffer) && !ArrayBuffer.isView(bytes) && !(bytes instanceof WebAssembly.Module)) {
-    throw new TypeError(`loadAttention: options.wasmBinary must be an ArrayBuffer, a typed array or a WebAssembly.Module, got ${describe(bytes)}`);
+    throw new TypeError(`${fn}: options.wasmBinary must be an ArrayBuffer, a typed array or a WebAssembly.Module, got ${describe(bytes)}`);
   }
   const given = ['wasmUrl', 'wasmBinary', 'baseUrl'].filter((name) => o[name] !== undefined);
   if (given.length > 1) {
-    throw new TypeError(`loadAttention: options.${given[0]} and options.${given[1]} cannot be combined ` +
+    throw new TypeError(`${fn}: options.${given[0]} and options.${given[1]} cannot be combined ` +
       '(wasmUrl and wasmBinary name one build\'s .wasm; baseUrl a folder with all of them)');
   }
   const { simd = 'auto', threads = 'auto', maxThreads = 8, strict = false, warmUp = true } = o;
   if (!['auto', 'relaxed', 'simd128'].includes(simd)) {
-    throw new RangeError(`loadAttention: options.simd must be 'auto', 'relaxed' or 'simd128', got ${describe(simd)}`);
+    throw new RangeError(`${fn}: options.simd must be 'auto', 'relaxed' or 'simd128', got ${describe(simd)}`);
   }
   if (threads !== 'auto' && !(Number.isInteger(threads) && threads >= 1 && threads <= 64)) {
-    throw new RangeError(`loadAttention: options.threads must be 'auto' or an integer from 1 to 64, got ${describe(threads)}`);
+    throw new RangeError(`${fn}: options.threads must be 'auto' or an integer from 1 to 64, got ${describe(threads)}`);
   }
   if (!(Number.isInteger(maxThreads) && maxThreads >= 1 && maxThreads <= 64)) {
-    throw new RangeError(`loadAttention: options.maxThreads must be an integer from 1 to 64, got ${describe(maxThreads)}`);
+    throw new RangeError(`${fn}: options.maxThreads must be an integer from 1 to 64, got ${describe(maxThreads)}`);
   }
   for (const [name, value] of [['strict', strict], ['warmUp', warmUp]]) {
-    if (typeof value !== 'boolean') throw new TypeError(`loadAttention: options.${name} must be a boolean, got ${describe(value)}`);
+    if (typeof value !== 'boolean') throw new TypeError(`${fn}: options.${name} must be a boolean, got ${describe(value)}`);
   }
-  return { ...o, simd, threads, maxThreads, strict, warmUp };
+  return { ...o, simd, threads, maxThreads, strict, warmUp, fn };
 }
 
 const loadError = (message, cause) => new Error(`attention-wasm: ${message}`, cause === undefined ? undefined : { cause });
@@ -77,14 +79,14 @@ async function planPinned(opts, env, platform) {
   }
   const is = `${source} is ${build.wasm}, the ${build.what}`;
   if (!offered(platform).includes(build.wasm)) {
-    throw new TypeError(`loadAttention: ${is}, which ${platform.entry} does not include (it has ${offered(platform).join(', ')})`);
+    throw new TypeError(`${opts.fn}: ${is}, which ${platform.entry} does not include (it has ${offered(platform).join(', ')})`);
   }
   if (opts.simd !== 'auto' && (opts.simd === 'relaxed') !== (build.simd === 'relaxed-simd')) {
-    throw new TypeError(`loadAttention: ${is}, but options.simd is '${opts.simd}'`);
+    throw new TypeError(`${opts.fn}: ${is}, but options.simd is '${opts.simd}'`);
   }
   if (opts.threads !== 'auto' && (opts.threads > 1) !== build.threaded) {
     const other = buildFor(build.simd, !build.threaded).wasm;
-    throw new TypeError(`loadAttention: ${is}, but options.threads is ${opts.threads} (that needs ${other})`);
+    throw new TypeError(`${opts.fn}: ${is}, but options.threads is ${opts.threads} (that needs ${other})`);
   }
   const blocked = build.threaded && noThreads(env);
   if (blocked) throw loadError(`${is}, which needs shared memory, but ${blocked.problem}. ${blocked.hint}.`);
@@ -101,10 +103,10 @@ function planChoice(opts, env, platform) {
   const has = (simd, threaded) => offered(platform).includes(buildFor(simd, threaded).wasm);
   const only = `${platform.entry} has only ${offered(platform).join(', ')}`;
   if (opts.simd === 'relaxed' && !has('relaxed-simd', false)) {
-    throw new TypeError(`loadAttention: options.simd is 'relaxed', but ${only}; import 'attention-wasm' for relaxed SIMD`);
+    throw new TypeError(`${opts.fn}: options.simd is 'relaxed', but ${only}; import 'attention-wasm' for relaxed SIMD`);
   }
   if (opts.threads !== 'auto' && opts.threads > 1 && !has('simd128', true)) {
-    throw new TypeError(`loadAttention: options.threads is ${opts.threads}, but ${only}; import 'attention-wasm' for threads`);
+    throw new TypeError(`${opts.fn}: options.threads is ${opts.threads}, but ${only}; import 'attention-wasm' for threads`);
   }
   const single = !has('simd128', true);
   const { simd, reason: simdReason } = has('relaxed-simd', false) ? chooseSimd(opts, hasRelaxedSimd())
@@ -151,8 +153,9 @@ async function workersLoaded(module, build) {
 // Returns { loadAttention, createAttention }: the first shares one instance, the second makes a
 // new one each call.
 export function makeLoaders(platform) {
-  async function createAttention(options) {
-    const opts = checkLoadOptions(options);
+  // A new instance; `fn` names the function called in messages about its options.
+  async function create(options, fn) {
+    const opts = checkLoadOptions(options, fn);
     if (!hasWasmSimd()) {
       throw new Error('attention-wasm needs WebAssembly SIMD (simd128), which this JavaScript engine does not support ' +
         '(it is in Chrome/Edge 91+, Firefox 89+, Safari 16.4+ and Node.js 16.4+)');
@@ -214,6 +217,12 @@ export function makeLoaders(platform) {
   }
   function loadAttention(options) {
     if (loading) {
+      // Options a first call would refuse are refused here too, the same way (a rejection).
+      try {
+        checkLoadOptions(options, 'loadAttention');
+      } catch (error) {
+        return Promise.reject(error);
+      }
       const changed = differences(firstOptions, options);
       if (changed && !warnedOptions) {
         warnedOptions = true;
@@ -223,11 +232,12 @@ export function makeLoaders(platform) {
       return loading;
     }
     firstOptions = options;
-    loading = createAttention(options);
+    loading = create(options, 'loadAttention');
     loading.then((lib) => { loaded = lib; }, () => { loading = null; });  // a failed load may be retried
     return loading;
   }
 
+  const createAttention = (options) => create(options, 'createAttention');
   return { loadAttention, createAttention };
 }
 

@@ -87,7 +87,7 @@ test('what cannot work is an Error that says why', async () => {
     'needs shared memory, but this page is not cross-origin isolated (no SharedArrayBuffer). Serve it with Cross-Origin-Opener-Policy: same-origin and ' +
     'Cross-Origin-Embedder-Policy: require-corp.');
   const wrong = await load(site, '/dist/index.mjs', { wasmUrl: '/dist/attn.wasm', threads: 2 });
-  assert.match(wrong.result.error, /^TypeError: loadAttention: options\.wasmUrl \(\/dist\/attn\.wasm\) is attn\.wasm, the single-threaded simd128 build, but options\.threads is 2 \(that needs attn-mt\.wasm\)$/);
+  assert.match(wrong.result.error, /^TypeError: createAttention: options\.wasmUrl \(\/dist\/attn\.wasm\) is attn\.wasm, the single-threaded simd128 build, but options\.threads is 2 \(that needs attn-mt\.wasm\)$/);
   const missing = await load(site, '/dist/index.mjs', { baseUrl: `${cdn.url}nowhere/` });
   assert.match(missing.result.error, new RegExp(`^Error: attention-wasm: could not load attn-relaxed-mt\\.wasm \\(the threaded relaxed-simd build\\) from ${cdn.url}nowhere/attn-relaxed-mt\\.wasm: HTTP 404`));
 });

@@ -85,14 +85,14 @@ test('a file that contradicts the options, or is no build of this version, is na
   const threadedBytes = await readFile(dist(threaded));
   await assert.rejects(createAttention({ wasmBinary: threadedBytes, threads: 1 }), (e) => {
     assert.ok(e instanceof TypeError);
-    assert.equal(e.message, `loadAttention: options.wasmBinary is ${threaded}, the threaded ${EXPECTED_SIMD} build, but options.threads is 1 (that needs ${single})`);
+    assert.equal(e.message, `createAttention: options.wasmBinary is ${threaded}, the threaded ${EXPECTED_SIMD} build, but options.threads is 1 (that needs ${single})`);
     return true;
   });
   await assert.rejects(createAttention({ wasmBinary: singleBytes, threads: 2 }),
-    new RegExp(`^TypeError: loadAttention: options\\.wasmBinary is ${single.replace('.', '\\.')}, the single-threaded ${EXPECTED_SIMD} build, but options\\.threads is 2 \\(that needs ${threaded.replace('.', '\\.')}\\)$`));
+    new RegExp(`^TypeError: createAttention: options\\.wasmBinary is ${single.replace('.', '\\.')}, the single-threaded ${EXPECTED_SIMD} build, but options\\.threads is 2 \\(that needs ${threaded.replace('.', '\\.')}\\)$`));
   const otherLevel = relaxed ? 'simd128' : 'relaxed';
   await assert.rejects(raw.createAttention({ wasmBinary: singleBytes, simd: otherLevel }),
-    new RegExp(`^TypeError: loadAttention: options\\.wasmBinary is ${single.replace('.', '\\.')}, .* but options\\.simd is '${otherLevel}'$`));
+    new RegExp(`^TypeError: createAttention: options\\.wasmBinary is ${single.replace('.', '\\.')}, .* but options\\.simd is '${otherLevel}'$`));
   // A valid module that is not one of ours (the smallest SIMD module), e.g. from another version.
   const foreign = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10, 10, 1, 8, 0, 65, 0, 253, 15, 253, 98, 11]);
   await assert.rejects(createAttention({ wasmBinary: foreign }),
@@ -138,6 +138,26 @@ test('idempotent: later calls return the same instance, and differing options wa
   assert.match(warnings[0], /^attention-wasm: loadAttention\(\) was called again with other options than the first call \(threads: 1 \(first call: not given\)\); it returns the instance the first call loaded\. createAttention\(options\) makes a new instance with these options\.$/);
 });
 
+test('a later loadAttention() checks its options as the first does; createAttention() names itself', async () => {
+  const lib = await loadAttention();
+  try {
+    for (const [options, error] of [
+      [{ thread: 2 }, /^TypeError: loadAttention: unknown option 'thread' \(known options: wasmUrl, wasmBinary, baseUrl, simd, threads, maxThreads, strict, warmUp\)$/],
+      [{ threads: 'max' }, /^RangeError: loadAttention: options\.threads must be 'auto' or an integer from 1 to 64, got string "max"$/],
+      [7, /^TypeError: loadAttention: options must be an object, got number 7$/],
+    ]) {
+      const later = raw.loadAttention(options);
+      assert.ok(later instanceof Promise, 'a rejection, as the first call gives, not a synchronous throw');
+      await assert.rejects(later, error);
+    }
+    assert.equal(await loadAttention(), lib, 'the instance is still the one loaded');
+  } finally {
+    lib.dispose();
+  }
+  await assert.rejects(createAttention({ threads: 'max' }), /^RangeError: createAttention: options\.threads must be 'auto' or an integer from 1 to 64, got string "max"$/);
+  await assert.rejects(raw.createAttention({ thread: 2 }), /^TypeError: createAttention: unknown option 'thread'/);
+});
+
 test('info tells the version, the SIMD level and the threads chosen, and why', async () => {
   const lib = await createAttention();
   const pkg = JSON.parse(await readFile(new URL('../../package.json', import.meta.url), 'utf8'));
@@ -169,8 +189,8 @@ test("'attention-wasm/simd128' has one build: single-threaded SIMD128", async ()
   assert.deepEqual([lib.info.simd, lib.info.threads, lib.info.threadsReason], ['simd128', 1, 'attention-wasm/simd128 is single-threaded']);
   lib.dispose();
   await assert.rejects(simd128Entry.createAttention({ threads: 2 }),
-    /^TypeError: loadAttention: options\.threads is 2, but attention-wasm\/simd128 has only attn\.wasm; import 'attention-wasm' for threads$/);
-  await assert.rejects(simd128Entry.createAttention({ simd: 'relaxed' }), /^TypeError: loadAttention: options\.simd is 'relaxed', but attention-wasm\/simd128 has only attn\.wasm/);
+    /^TypeError: createAttention: options\.threads is 2, but attention-wasm\/simd128 has only attn\.wasm; import 'attention-wasm' for threads$/);
+  await assert.rejects(simd128Entry.createAttention({ simd: 'relaxed' }), /^TypeError: createAttention: options\.simd is 'relaxed', but attention-wasm\/simd128 has only attn\.wasm/);
   await assert.rejects(simd128Entry.createAttention({ wasmBinary: await readFile(dist('attn-mt.wasm')) }),
-    /^TypeError: loadAttention: options\.wasmBinary is attn-mt\.wasm, the threaded simd128 build, which attention-wasm\/simd128 does not include \(it has attn\.wasm\)$/);
+    /^TypeError: createAttention: options\.wasmBinary is attn-mt\.wasm, the threaded simd128 build, which attention-wasm\/simd128 does not include \(it has attn\.wasm\)$/);
 });

@@ -84,10 +84,10 @@ test("browserCores: WebKit's 4 (any machine with fewer than 8 cores) counts as 2
 });
 
 test('loadAttention options for threads are checked', async () => {
-  await assert.rejects(createAttention({ threads: 0 }), /^RangeError: loadAttention: options\.threads must be 'auto' or an integer from 1 to 64, got number 0$/);
-  await assert.rejects(createAttention({ threads: 'many' }), /^RangeError: loadAttention: options\.threads/);
-  await assert.rejects(createAttention({ maxThreads: 1.5 }), /^RangeError: loadAttention: options\.maxThreads/);
-  await assert.rejects(createAttention({ strict: 'yes' }), /^TypeError: loadAttention: options\.strict must be a boolean/);
+  await assert.rejects(createAttention({ threads: 0 }), /^RangeError: createAttention: options\.threads must be 'auto' or an integer from 1 to 64, got number 0$/);
+  await assert.rejects(createAttention({ threads: 'many' }), /^RangeError: createAttention: options\.threads/);
+  await assert.rejects(createAttention({ maxThreads: 1.5 }), /^RangeError: createAttention: options\.maxThreads/);
+  await assert.rejects(createAttention({ strict: 'yes' }), /^TypeError: createAttention: options\.strict must be a boolean/);
 });
 
 test('threaded results are bit-identical to single-threaded ones', () => {

@@ -1,12 +1,14 @@
 // The sections of a benchmark run (sections.mjs) as console report, figures of merit and the
-// tables of docs/performance.md: the decode section's in decode-report.mjs, the variants' here.
+// tables of docs/performance.md: the decode section's in decode-report.mjs, the model section's in
+// model-report.mjs, the variants' here.
 // Ratios pair the engines round by round (each round's turns ran back to back) and take the
 // median of those ratios.
 import { decodeBlock, decodeFigures, printDecode } from './decode-report.mjs';
+import { modelBlock, modelFigures, printModel } from './model-report.mjs';
 import { visibleScores, VARIANTS } from './variant-engines.mjs';
 import { findResult, fmt, meritLine, pairedRatio, printHosts, sectionHeader, x } from './section-common.mjs';
 
-export { decodeBlock, pairedRatio };
+export { decodeBlock, modelBlock, pairedRatio };
 
 // ---- variants ----
 
@@ -25,6 +27,7 @@ function variantRows(result, engines) {
 
 export function printSections(run, out = console.log) {
   printDecode(run, out);
+  printModel(run, out);
   for (const part of run.sections?.variants ?? []) {
     out(`\nvariants: ${part.label}; GFLOP/s over the scores each variant computes (4·B·H·D per visible score)`);
     printHosts(part, out, (name, c) => VARIANTS[c.variant]?.label ?? '');
@@ -52,7 +55,7 @@ const VARIANTS_512 = '(1,12,512,512,64)', WINDOW_8192 = '(1,8,8192,8192,64)';
 
 // The figures each section is judged by: what is measured, the benchmark's goal, this run's value.
 export function sectionFigures(run) {
-  const f = [...decodeFigures(run)];
+  const f = [...decodeFigures(run), ...modelFigures(run)];
   if (run.sections?.variants) {
     const a = findResult(run, 'variants', VARIANTS_512);
     const rows = a ? variantRows(a.result, a.part.engines) : [];

@@ -8,11 +8,16 @@
 //     (a speculative verify, a chunk of prefill) over the same caches, 1 thread, beside the
 //     read probes and the multiply-add peak probe;
 //   variants: the score variants against plain attention, and a causal sliding
-//     window against plain causal attention, single-threaded.
+//     window against plain causal attention, single-threaded;
+//   model: a token step as a model runs it (model-engines.mjs): every layer's cache once per
+//     token, from memory (a working set of at least 1 GiB), for three models, seqQ 1 and 4, 1 and
+//     2 threads, every cache dtype the library has; beside it, in the same rounds, the streaming
+//     read and the multiply-add peak on 1 and 2 threads, the step's limits.
 // A host with threads > 1 needs shared memory: in a browser its own cross-origin-isolated page.
 import { TIMING, measureShape } from '../../web/bench/schedule.mjs';
+import { CANDIDATE_DTYPES } from './model-engines.mjs';
 
-export const SECTION_NAMES = ['decode', 'variants'];
+export const SECTION_NAMES = ['decode', 'variants', 'model'];
 
 const decodeShape = (heads, kvHeads, seqQ, seqK, headDim) => ({ batch: 1, heads, kvHeads, seqQ, seqK, headDim, causal: false });
 const square = (batch, heads, s, headDim) => ({ batch, heads, seqQ: s, seqK: s, headDim, causal: false });
@@ -27,7 +32,23 @@ const SMOKE = { warmMs: 50, rounds: 2, turnMs: 30, settleMs: 10, slowMs: 300, sl
 // main table's, as many rounds.
 const DECODE = { ...TIMING.full, warmMs: 500, turnMs: 250, settleMs: 50 };
 
-// name → (quick) → [{ label, hosts: [{ label, spec }], shapes, timing }]
+// The model section's steps last 50-500 ms and stream from memory (nothing to warm but V8's
+// tiers): per round one untimed call (the other core may have idled) and one timed call each.
+const MODEL = { warmMs: 300, rounds: 7, turnMs: 0, settleMs: 1, slowMs: 60000, slowRounds: 0, skipMs: 60000 };
+
+// The model section's models (32 query heads, 128 dims): Llama-3-8B's grouped-query layers at a
+// 4096-token context (1 GiB of float32 K/V per token), a multi-head model of 8 layers, a
+// multi-query model at 32768 tokens; quick: a tiny one.
+export const MODELS = [
+  { heads: 32, kvHeads: 8, layers: 32, seqK: 4096, headDim: 128 },
+  { heads: 32, kvHeads: 32, layers: 8, seqK: 4096, headDim: 128 },
+  { heads: 32, kvHeads: 1, layers: 32, seqK: 32768, headDim: 128 },
+];
+const QUICK_MODEL = { heads: 4, kvHeads: 2, layers: 2, seqK: 256, headDim: 64 };
+
+// name → (quick) → [{ label, hosts: [{ label, spec }], shapes, timing, applies? }]; applies(shape,
+// engines) leaves out the shapes the started engines cannot run (a cache dtype the library lacks).
+
 const PLANS = {
   decode: (quick) => {
     const [heads, seqK, headDim, kvHeads] = quick ? [4, 256, 64, [4, 2, 1]] : [32, 4096, 128, [32, 8, 1]];
@@ -63,9 +84,26 @@ const PLANS = {
     shapes: [quick ? square(1, 1, 1536, 64) : square(1, 8, 8192, 64)],
     timing: quick ? { ...LONG, rounds: 1, slowRounds: 1 } : LONG,
   }],
+  model: (quick) => {
+    const ours = (threads, probes) => ({ section: 'model', kind: 'ours', threads, probes, quick });
+    const workingSet = quick ? 2 ** 22 : 2 ** 30;
+    return [{
+      label: 'a token step over every layer\'s cache',
+      hosts: [
+        { label: 'process: ours 1T (token steps; read and peak on 1 and 2 threads)', spec: ours(1, [1, 2]) },
+        { label: 'process: ours 2T (token steps)', spec: ours(2, []) },
+      ],
+      shapes: (quick ? [QUICK_MODEL] : MODELS).flatMap(({ layers, ...m }) => CANDIDATE_DTYPES.flatMap((dtype) => [1, 4].map((seqQ) => ({
+        batch: 1, ...m, seqQ, causal: false, model: { layers, dtype, workingSet },
+      })))),
+      applies: (shape, engines) => engines.some((e) => e.config?.dtypes?.includes(shape.model.dtype)),
+      timing: quick ? { ...MODEL, warmMs: 50, rounds: 3 } : MODEL,
+    }];
+  },
 };
 
-export const sectionLabel = (s) => `(${s.batch},${s.heads},${s.seqQ},${s.seqK},${s.headDim})${s.kvHeads !== undefined ? ` kvHeads ${s.kvHeads}` : ''}`;
+export const sectionLabel = (s) => `(${s.batch},${s.heads},${s.seqQ},${s.seqK},${s.headDim})${s.kvHeads !== undefined ? ` kvHeads ${s.kvHeads}` : ''}` +
+  `${s.model ? ` × ${s.model.layers} layers, ${s.model.dtype}` : ''}`;
 
 // Runs the sections; `startHosts(list of { label, spec })` → { hosts, failed, close() } starts
 // them where the benchmark runs (Node processes or Chromium pages). Returns { name: [part] },
@@ -78,8 +116,9 @@ export async function runSections(names, { quick, startHosts, log, load }) {
       log(`${name}: starting ${part.hosts.map((h) => h.label).join(', ')}`);
       const { hosts, failed, close } = await startHosts(part.hosts);
       const results = [];
+      const engines = hosts.flatMap((h) => h.engines);
       try {
-        for (const shape of part.shapes) {
+        for (const shape of part.shapes.filter((sh) => !part.applies || part.applies(sh, engines))) {
           const l = sectionLabel(shape);
           log(`${name}: measuring ${l}`);
           const r = await measureShape(hosts, shape, part.timing, { log: (s) => log(`  ${l}: ${s}`), load });
@@ -88,8 +127,8 @@ export async function runSections(names, { quick, startHosts, log, load }) {
       } finally {
         await close();
       }
-      const engines = Object.fromEntries(hosts.flatMap((h) => h.engines.map((e) => [e.name, { host: h.label, config: e.config }])));
-      out[name].push({ label: part.label, timing: part.timing, engines, failed, results });
+      const byName = Object.fromEntries(hosts.flatMap((h) => h.engines.map((e) => [e.name, { host: h.label, config: e.config }])));
+      out[name].push({ label: part.label, timing: part.timing, engines: byName, failed, results });
     }
   }
   return out;

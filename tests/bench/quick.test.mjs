@@ -1,5 +1,5 @@
 // `node scripts/bench.mjs --quick` (Node) and `--browser --quick` (headless Chromium) run end to
-// end — every engine on one shape, then the decode and variants sections on tiny shapes; in
+// end — every engine on one shape, then the decode, variants and model sections on tiny shapes; in
 // Firefox and WebKitGTK the main table — and
 // write their JSON: each engine in its own process or page with its own thread count, results
 // that agree with ours, the configuration and the load recorded; the console report shows the
@@ -14,7 +14,8 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { test } from 'node:test';
 import { performanceBlock } from '../../scripts/bench/report.mjs';
-import { decodeBlock, variantsBlock } from '../../scripts/bench/section-report.mjs';
+import { peakName, readName, stepName } from '../../scripts/bench/model-engines.mjs';
+import { decodeBlock, modelBlock, variantsBlock } from '../../scripts/bench/section-report.mjs';
 
 const BENCH = fileURLToPath(new URL('../../scripts/bench.mjs', import.meta.url));
 
@@ -185,8 +186,49 @@ function checkDecode({ stdout, run }) {
   for (const dtype of ['float16', 'bfloat16', 'int8']) assert.match(merit(`float32 cache ÷ ${dtype} cache`), /^(\(\S+\) kvHeads \d+ [\d.]+×(, |$)){3}$/);
 }
 
+// The model section on its tiny model: a token step of every cache dtype the library has, seqQ 1
+// and 4, on 1 and 2 threads (the same bits), with the read and peak probes on 1 and 2 threads
+// timed in its rounds; each in the console report, the table and the figures of merit.
+function checkModel({ stdout, run }) {
+  const [part] = run.sections.model;
+  const dtypes = part.engines[stepName(1)].config.dtypes;
+  assert.deepEqual(dtypes.slice(0, 4), DTYPES, 'the dtypes the library has, float32 first');
+  assert.deepEqual(part.results.map((r) => [r.shape.model.dtype, r.shape.seqQ]), dtypes.flatMap((d) => [[d, 1], [d, 4]]));
+  const probes = [1, 2].flatMap((n) => [readName(n), peakName(n)]);
+  for (const result of part.results) {
+    const report = sectionReport(stdout, result.label);
+    assert.deepEqual(Object.keys(result.engines).sort(), [stepName(1), stepName(2), ...probes].sort(), `${result.label}: the engines`);
+    for (const [name, r] of Object.entries(result.engines)) {
+      assert.ok(r.median > 0 && r.rounds.length === part.timing.rounds, `${result.label}: ${name} was timed every round: ${JSON.stringify(r)}`);
+      checkConsoleMedian(report, ' ', name, r.median);
+    }
+    assert.equal(result.engines[stepName(2)].maxDiff, 0, `${result.label}: 2 threads give the 1-thread bits`);
+    const { tokenBytes, copies, workingSetBytes } = result.engines[stepName(1)].about;
+    assert.ok(tokenBytes > 0 && copies * tokenBytes === workingSetBytes && workingSetBytes >= 2 ** 22 && (copies - 1) * tokenBytes < 2 ** 22,
+      `${result.label}: copies of the model's caches up to the working set: ${JSON.stringify(result.engines[stepName(1)].about)}`);
+    for (const n of [1, 2]) assert.equal(result.engines[readName(n)].about.bytes, 2 ** 22, `${readName(n)} reads 4 MiB`);
+  }
+  // docs/performance.md's table: a row per result and thread count, a figure in every cell.
+  const [[header, ...rows]] = parseTables(modelBlock(run));
+  assert.deepEqual(header, ['model (32 query heads, 128 dims)', 'new positions', 'cache', 'threads', 'ms per token', 'GB/s', 'roofline ms (bound)',
+    'share of it', 'float32 ÷ this', '2 threads ÷ 1']);
+  assert.equal(rows.length, 2 * part.results.length);
+  for (const row of rows) {
+    for (const i of [4, 5]) assert.ok(number(row[i]) > 0, `${header[i]}: ${row.join(' | ')}`);
+    assert.match(row[6], /^[\d.,]+ \((memory|compute)\)$/, row.join(' | '));
+    assert.ok(percent(row[7]) > 0, row.join(' | '));
+    assert.match(row[8], /^[\d.]+×$/, row.join(' | '));
+    if (row[3] === '2') assert.match(row[9], /^[\d.]+×$/, row.join(' | '));
+  }
+  const merit = (start) => run.figuresOfMerit.find((f) => f.what.startsWith(start))?.figure ?? '';
+  assert.match(merit('a token step over every layer\'s cache'), /^[\d.]+ %–[\d.]+ %/);
+  assert.match(merit('a token step on 2 threads ÷ 1 thread'), /^(kvHeads 2 × 2 layers × 256 positions seqQ [14] \S+ [\d.]+×(, |$))+$/);
+  for (const dtype of dtypes.slice(1)) assert.match(merit(`a token step: float32 cache ÷ ${dtype} cache`), /seqQ 1 [\d.]+×, .* seqQ 4 [\d.]+×$/);
+}
+
 function checkSections({ stdout, run }) {
   checkDecode({ stdout, run });
+  checkModel({ stdout, run });
   const variants = run.sections.variants.flatMap((p) => p.results);
   assert.equal(variants.length, 2);
   for (const result of variants) {

@@ -29,11 +29,11 @@ export function createBenchHost(engines) {
     engines: () => engines.map(({ name, config }) => ({ name, config })),
 
     // Sets every engine up for `shape` and times its first call; returns, per engine name,
-    // { firstCall, sample } (sample: SAMPLE evenly spaced output elements; none for an engine
-    // without read()) or { error }.
-    async prepare({ batch, heads, kvHeads, seqQ, seqK, headDim, causal = false }) {
-      // only what the engines take (kvHeads: the decode section's shapes)
-      const shape = { batch, heads, ...(kvHeads ? { kvHeads } : {}), seqQ, seqK, headDim, causal };
+    // { firstCall, sample, about } (sample: SAMPLE evenly spaced output elements; none for an
+    // engine without read(); about: what the engine says it prepared, if it does) or { error }.
+    async prepare({ batch, heads, kvHeads, seqQ, seqK, headDim, causal = false, model }) {
+      // only what the engines take (kvHeads: the decode section's shapes; model: the model section's)
+      const shape = { batch, heads, ...(kvHeads ? { kvHeads } : {}), seqQ, seqK, headDim, causal, ...(model ? { model } : {}) };
       await releaseAll();
       const inputs = makeInputs(shape);
       const size = inputs.q.length;
@@ -47,7 +47,7 @@ export function createBenchHost(engines) {
           prepared.set(engine.name, p);
           // An engine without outputs (a probe; read absent) has nothing to cross-check.
           const sample = p.read && Array.from({ length: Math.min(SAMPLE, size) }, (_, j) => p.read(Math.floor((j * size) / Math.min(SAMPLE, size))));
-          result[engine.name] = sample ? { firstCall, sample } : { firstCall };
+          result[engine.name] = { firstCall, ...(sample ? { sample } : {}), ...(p.about ? { about: p.about } : {}) };
         } catch (error) {
           result[engine.name] = { error: String(error?.message ?? error) };
         }

@@ -56,7 +56,7 @@ export async function measureShape(hosts, shape, timing, { log = () => {}, load 
   const engines = {};
   for (const e of entries) {
     engines[e.name] = e.error ? { error: e.error } : {
-      firstCall: e.firstCall, maxDiff: e.maxDiff, samples: e.samples,
+      firstCall: e.firstCall, maxDiff: e.maxDiff, samples: e.samples, ...(e.about ? { about: e.about } : {}),
       ...(e.rounds.length ? { median: median(e.rounds), spread: [Math.min(...e.rounds), Math.max(...e.rounds)], rounds: e.rounds }
         : { skipped: `first call ${(e.firstCall / 1000).toFixed(1)} s > ${timing.skipMs / 1000} s` }),
     };

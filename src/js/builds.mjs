@@ -37,19 +37,23 @@ export const RELAXED_HINT = 'Chrome/Edge 114+ and Firefox 146+ run relaxed SIMD 
 
 let warned = false;
 
+// What keeps relaxed SIMD from running here, for lib.info.simdReason: in Node.js (20; later
+// releases run it by default) a flag only the application can pass.
+const NODE_FLAG = 'Node.js runs relaxed SIMD only under node --experimental-wasm-relaxed-simd';
+
 // simd: 'auto' | 'relaxed' | 'simd128'. Returns { simd: 'relaxed-simd' | 'simd128', reason }, or
-// throws when `strict` and relaxed SIMD was asked for but cannot run.
-export function chooseSimd({ simd = 'auto', strict = false }, relaxedRuns) {
+// throws when `strict` and relaxed SIMD was asked for but cannot run (`isNode`: says why).
+export function chooseSimd({ simd = 'auto', strict = false }, relaxedRuns, isNode = false) {
   if (simd === 'simd128') return { simd: 'simd128', reason: 'requested simd128' };
   if (relaxedRuns) return { simd: 'relaxed-simd', reason: simd === 'auto' ? 'auto: relaxed SIMD runs here' : 'requested relaxed' };
-  if (simd === 'auto') return { simd: 'simd128', reason: 'auto: this engine has no relaxed SIMD' };
+  if (simd === 'auto') return { simd: 'simd128', reason: isNode ? `auto: ${NODE_FLAG}` : 'auto: this engine has no relaxed SIMD' };
   const problem = 'attention-wasm: relaxed SIMD was requested, but this JavaScript engine does not run it';
   if (strict) throw new Error(`${problem}. ${RELAXED_HINT}.`);
   if (!warned) {
     warned = true;
     console.warn(`${problem}; using simd128. ${RELAXED_HINT}.`);
   }
-  return { simd: 'simd128', reason: 'requested relaxed, which this engine does not run' };
+  return { simd: 'simd128', reason: isNode ? `requested relaxed, but ${NODE_FLAG}` : 'requested relaxed, which this engine does not run' };
 }
 
 // Which of this version's builds `module` is, or undefined.

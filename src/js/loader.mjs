@@ -109,7 +109,7 @@ function planChoice(opts, env, platform) {
     throw new TypeError(`${opts.fn}: options.threads is ${opts.threads}, but ${only}; import 'attention-wasm' for threads`);
   }
   const single = !has('simd128', true);
-  const { simd, reason: simdReason } = has('relaxed-simd', false) ? chooseSimd(opts, hasRelaxedSimd())
+  const { simd, reason: simdReason } = has('relaxed-simd', false) ? chooseSimd(opts, hasRelaxedSimd(), env.isNode)
     : { simd: 'simd128', reason: `${platform.entry} has only simd128` };
   const { threads, reason: threadsReason } = single ? { threads: 1, reason: `${platform.entry} is single-threaded` }
     : chooseThreads(opts, env);

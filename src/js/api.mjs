@@ -21,8 +21,13 @@ const WEIGHTS_OPTIONS = ['batch', 'heads', 'kvHeads', 'seqQ', 'seqK', 'headDim',
 // `threads` is the thread count the loader starts (default: the module's now); `threadsReason` /
 // `simdReason` say why this build and this many threads; `onDispose` runs once when dispose()
 // is called.
-export function createLibrary(M, { threads = M.numThreads(), threadsReason = 'requested 1 thread', simdReason = '',
+export function createLibrary(module, { threads = module.numThreads(), threadsReason = 'requested 1 thread', simdReason = '',
   onDispose = () => {} } = {}) {
+  // Everything here (and every cache and layer) reaches the module through M, which lets go of it
+  // once dispose() was called and no cache or layer of this instance is left: a disposed lib,
+  // cache or layer that the app still holds then holds nothing of the module, so its wasm memory
+  // is collected with it (and a threaded build's workers, which dispose() ends).
+  const { view: M, release } = releasable(module);
   const arena = new HeapArena(M);
   const info = Object.freeze({ version: M.version(), simd: M.simdName(), simdReason, threads, threadsReason });
   let disposed = false;
@@ -180,17 +185,42 @@ export function createLibrary(M, { threads = M.numThreads(), threadsReason = 're
   }
 
   function memoryUsage() {
+    if (letGo) throw new Error('attention-wasm: memoryUsage() after lib.dispose() and the disposal of its every cache and layer: the instance holds no memory');
     return { wasmMemory: M.HEAPU8.length, arena: arena.capacity, heapInUse: M.heapInUse(), wasmMemoryLimit: wasmMemoryLimit(M) };
   }
 
   // Gives the arena back to the module's allocator (for a cache or weights); returns its bytes.
   function trim() {
-    return arena.trim();
+    return letGo ? 0 : arena.trim();
   }
 
-  // A safety net: wasm memory of a layer or cache that is garbage collected without dispose()
-  // is freed here. dispose() stays the rule (collection may come late or never).
-  const registry = new FinalizationRegistry((core) => core.delete());
+  // Caches and layers register while they hold wasm memory (kvcache.mjs, mha.mjs), and unregister
+  // as they are disposed. A safety net frees the memory of one collected without dispose()
+  // (dispose() stays the rule: collection may come late or never).
+  let holders = 0;
+  let letGo = false;
+  const finalizer = new FinalizationRegistry((core) => {
+    core.delete();
+    released();
+  });
+  const registry = {
+    register(object, core, token) {
+      holders++;
+      finalizer.register(object, core, token);
+    },
+    unregister(token) {
+      if (finalizer.unregister(token)) released();
+    },
+  };
+  function released() {
+    holders--;
+    letGoIfDone();
+  }
+  function letGoIfDone() {
+    if (!disposed || holders > 0 || letGo) return;
+    letGo = true;
+    release();
+  }
   const { KVCache, createKVCache, newCache } = makeKVCacheClass(M, arena, registry);
   const { MultiHeadAttention } = makeMultiHeadAttention(M, arena, { registry, KVCache, newCache });
   const rotary = makeRotary(M, arena);
@@ -202,7 +232,10 @@ export function createLibrary(M, { threads = M.numThreads(), threadsReason = 're
     disposed = true;
     M.setNumThreads(1);                     // joins the C++ pool's threads
     M.PThread?.terminateAllThreads();       // then ends their workers
-    onDispose();
+    const then = onDispose;
+    onDispose = null;                       // (the loader's closure holds the module itself)
+    then();
+    letGoIfDone();
   }
 
   const live = (name, fn) => (...args) => {
@@ -219,6 +252,15 @@ export function createLibrary(M, { threads = M.numThreads(), threadsReason = 're
     linear: live('linear', linear), rotary: live('rotary', rotary), createKVCache: live('createKVCache', createKVCache),
     memoryUsage, trim, MultiHeadAttention, dispose,
   });
+}
+
+// The module's members, read through getters from a variable that release() empties. (Not a
+// revoked Proxy: WebKit's keeps its target.) The module has every member once it has started.
+function releasable(module) {
+  let held = module;
+  const view = {};
+  for (const key of Object.keys(module)) Object.defineProperty(view, key, { get: () => held[key], enumerable: true });
+  return { view, release: () => { held = null; } };
 }
 
 const shownWindow = (w) => (given(w) && Array.isArray(w) ? `[${w.map(String).join(', ')}]` : 'none');

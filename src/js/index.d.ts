@@ -254,6 +254,7 @@ export interface AttentionLibrary {
    * which returns to its level when objects are disposed; `wasmMemoryLimit` is the most
    * `wasmMemory` can grow to (4 GiB less one 64 KiB page, all of wasm32, in every build; one
    * block — a cache's keys or values, a call's arguments and results — is at most 2 GiB − 1 MiB).
+   * Throws once the instance has let go of its memory (see {@link AttentionLibrary.dispose}).
    */
   memoryUsage(): { wasmMemory: number; arena: number; heapInUse: number; wasmMemoryLimit: number };
 
@@ -262,6 +263,7 @@ export interface AttentionLibrary {
    * a large cache or weights; the next call allocates a new one. Returns the bytes freed. Wasm
    * memory itself never shrinks: freed memory is reused inside the module, not returned to the
    * browser or the OS. Out-of-memory errors say the sizes (asked, in use, limit) and suggest this.
+   * 0 once the instance has let go of its memory.
    */
   trim(): number;
 
@@ -303,7 +305,9 @@ export interface AttentionLibrary {
   /**
    * Ends the worker threads and retires this instance: later calls throw, and the next
    * {@link loadAttention} loads afresh. Layers and caches already made keep working, single-
-   * threaded, until disposed. Not needed for a Node process to exit. Harmless to call twice.
+   * threaded, until disposed; once they are, the instance lets go of its wasm memory, which the
+   * engine frees when it collects garbage, even while the app still holds this object and the
+   * disposed layers and caches. Not needed for a Node process to exit. Harmless to call twice.
    */
   dispose(): void;
 }

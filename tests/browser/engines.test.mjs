@@ -9,6 +9,7 @@
 //   - the demo page: every section computed, the walk-through against the reference, a playground
 //     run in its Web Worker, the console clean, no sideways scrolling (desktop, 中文, phone);
 //   - the packed package bundled by Vite;
+//   - a disposed instance lets go of its wasm memory and ends its workers, on each thread count;
 //   - wasm memory past 2 GiB on each thread count the engine runs (when 4 GiB are free).
 // At the end it prints what it measured per engine (the README's support table).
 // ATTN_BROWSERS=webkit node --test tests/browser/engines.test.mjs runs one engine.
@@ -225,6 +226,17 @@ for (const engine of testedEngines()) {
     });
 
     for (const threads of want.threads ? [1, 2] : [1]) {
+      test(`a disposed instance lets go of its memory (${threads} thread${threads > 1 ? 's' : ''}), though the page holds its objects; its workers end`, async () => {
+        const r = await result(browser, isolated, `tests/browser/engine-pages/release.html?options=${encodeURIComponent(JSON.stringify({ threads }))}`, 90000);
+        assert.equal(r.error, undefined, r.error);
+        assert.deepEqual(r.problems, []);
+        assert.equal(r.info.threads, threads, r.info.threadsReason);
+        assert.deepEqual(r.held, [threads, true, true], 'the page still holds the disposed instance, cache and layer');
+        assert.equal(r.made, 1, 'one wasm memory made (and watched)');
+        assert.ok(r.collected, `the instance's wasm memory was collected (gave up after ${r.rounds || 60} rounds of garbage)`);
+        assert.deepEqual([r.workers, r.ended], [threads - 1, threads - 1], 'every worker the instance started was ended');
+      });
+
       test(`memory past 2 GiB (${threads} thread${threads > 1 ? 's' : ''}): 3 GiB of caches, attention past 2 GiB, out of memory near 4 GiB`,
         { skip: memoryLacking }, async () => {
           const r = await result(browser, isolated, `tests/browser/memory4g/page.html?options=${encodeURIComponent(JSON.stringify({ threads }))}`, 120000);

@@ -1,11 +1,13 @@
 // Memory: no leak over 10,000 mixed calls (including calls that throw), the FinalizationRegistry
-// safety net, and a failed allocation inside wasm that leaves the library usable.
+// safety net, a failed allocation inside wasm that leaves the library usable, and a disposed
+// instance that gives its memory back to the process.
 // (Each test file runs in its own process; this one grows its module to 4 GiB on purpose.)
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { before, test } from 'node:test';
-import { loadAttention, makeInputs, randomTensor, rng } from './helpers.mjs';
+import { createAttention, loadAttention, makeInputs, randomTensor, rng } from './helpers.mjs';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc');
@@ -94,4 +96,63 @@ test('a failed allocation inside wasm is a clear Error; the library stays usable
   const small = makeInputs(SHAPES[0]);
   assert.ok(lib.attention(small.query, small.key, small.value, SHAPES[0]).every(Number.isFinite), 'attention still works');
   layer.dispose();
+});
+
+// The process's resident memory (a child's, with gc exposed) before an instance, with 512 MiB of
+// cache written, and after lib.dispose() while the app still holds the disposed lib, cache and
+// layer and a method of the instance (as a page's or a module's top-level constants do).
+// Resident, not wasm memory: only the engine's collection returns it.
+function residentAfterDispose(threads) {
+  const script = `
+    const { createAttention } = await import(${JSON.stringify(new URL('./helpers.mjs', import.meta.url).href)});
+    const rss = () => process.memoryUsage().rss;
+    const settle = async (done) => {
+      for (let tries = 0; tries < 100 && !done(); tries++) { gc(); await new Promise((resolve) => setTimeout(resolve, 20)); }
+    };
+    (await createAttention({ threads: ${threads} })).dispose();  // the code is loaded and compiled once
+    await settle(() => false);
+    const baseline = rss();
+    const lib = await createAttention({ threads: ${threads} });
+    const cache = lib.createKVCache({ kvHeads: 8, headDim: 128, maxSeq: 65536 });
+    ((block) => { while (cache.length < cache.maxSeq) cache.append(block, block); })(new Float32Array(8192 * 8 * 128).fill(0.5));
+    const layer = new lib.MultiHeadAttention({ embedDim: 64, numHeads: 4 });
+    const attend = lib.attention;
+    const filled = rss();
+    cache.dispose();
+    layer.dispose();
+    lib.dispose();
+    await settle(() => rss() < baseline + 2 ** 25);
+    console.log(JSON.stringify({ baseline, filled, after: rss(), held: [cache.disposed, layer.disposed, typeof attend, lib.trim()] }));`;
+  const out = execFileSync(process.execPath, [...process.execArgv, '--expose-gc', '--input-type=module', '-e', script],
+    { encoding: 'utf8', timeout: 60000 });
+  return JSON.parse(out);
+}
+
+for (const threads of [1, 2]) {
+  test(`a disposed instance gives its memory back (${threads} thread${threads > 1 ? 's' : ''}), though the app holds its disposed objects`, () => {
+    const { baseline, filled, after, held } = residentAfterDispose(threads);
+    const mib = (n) => `${(n / 2 ** 20).toFixed(0)} MiB`;
+    assert.deepEqual(held, [true, true, 'function', 0]);
+    assert.ok(filled > baseline + 2 ** 29 - 2 ** 25, `the cache was resident: ${mib(baseline)} → ${mib(filled)}`);
+    assert.ok(after < baseline + 2 ** 25, `resident memory back near ${mib(baseline)} (within 32 MiB), got ${mib(after)}`);
+  });
+}
+
+test('after lib.dispose() its caches and layers work until disposed; then the instance holds no memory', async () => {
+  const mine = await createAttention({ threads: 1 });
+  const cache = mine.createKVCache({ kvHeads: 1, headDim: 8, maxSeq: 4 });
+  const layer = new mine.MultiHeadAttention({ embedDim: 8, numHeads: 2 });
+  mine.dispose();
+  cache.append(new Float32Array(8), new Float32Array(8));
+  assert.equal(cache.length, 1);
+  assert.ok(mine.memoryUsage().heapInUse > 0, 'memoryUsage() while a cache of it lives');
+  cache.dispose();
+  assert.ok(mine.memoryUsage().heapInUse > 0, 'and while a layer lives');
+  layer.dispose();
+  assert.throws(() => mine.memoryUsage(), /^Error: attention-wasm: memoryUsage\(\) after lib\.dispose\(\) and the disposal of its every cache and layer: the instance holds no memory$/);
+  assert.equal(mine.trim(), 0);
+  assert.throws(() => cache.append(new Float32Array(8), new Float32Array(8)), /^Error: KVCache\.append: this cache was disposed$/);
+  assert.throws(() => layer.forward(new Float32Array(8)), /^Error: MultiHeadAttention\.forward: this layer was disposed$/);
+  assert.throws(() => mine.attention(new Float32Array(8), new Float32Array(8), new Float32Array(8), { heads: 1, seqQ: 1, headDim: 8 }),
+    /^Error: attention-wasm: attention\(\) after lib\.dispose\(\)/);
 });

@@ -172,6 +172,19 @@ export interface AttentionOptions extends AttentionShapeOptions {
   lseOut?: Float32Array | null;
 }
 
+/**
+ * Options of {@link AttentionLibrary.attention} over a {@link KVCache}: as over arrays, but
+ * `batch`, `kvHeads`, `headDim`, `valueDim` and `seqK` (= `cache.length`) come from the cache
+ * (given, they must match it), and `causal` is `true` (≡ `'lower-right'`) or false: the queries
+ * are the cache's last `seqQ` positions, so `'upper-left'` does not apply.
+ */
+export interface CachedAttentionOptions extends Omit<AttentionOptions, 'causal' | 'headDim'> {
+  /** Causal masking, lower-right: query `i` (of the last `seqQ`) sees the keys up to its own position. Default false. */
+  causal?: boolean | 'lower-right' | null;
+  /** The cache's; given, it must match. */
+  headDim?: number | null;
+}
+
 /** Options of {@link AttentionLibrary.attentionBackward}. */
 export interface AttentionBackwardOptions extends AttentionShapeOptions {
   /** Size of each value vector (and output vector). Default `headDim`. */
@@ -213,30 +226,31 @@ export interface AttentionLibrary {
    * `out = softmax(scale · Q·Kᵀ + mask) · V`, computed block by block with an online softmax
    * (memory stays linear in the sequence lengths unless `weightsOut` is asked for).
    *
+   * Over a {@link KVCache} (`attention(query, cache, null, options)`): `kvHeads`, `headDim`,
+   * `valueDim`, `batch` and `seqK` (= `cache.length`) come from the cache (they may be given,
+   * and must then match); the queries `[batch, heads, seqQ, headDim]` are its last `seqQ`
+   * positions, so `causal: true` is lower-right (`'upper-left'` does not apply). The cache never
+   * changes what is computed: `causal` and `window` are this call's, exactly as with arrays — not
+   * causal unless `causal: true`, no window unless `window` is given. A ring (`window: W`) keeps
+   * only the `W − 1` positions before each query, so over a ring `window` is required, with a left
+   * side ≤ `W − 1` (Hugging Face's `sliding_window = W` is `window: [W − 1, 0]`, causal by itself);
+   * a wider or missing window is a RangeError naming both. Every option works, including the
+   * score variants, `weightsOut` and `lseOut`.
+   *
+   * (One signature, not two overloads: a mistake in a call over a cache is then reported as that
+   * mistake, not as the cache failing to be a Float32Array.)
+   *
    * @param query `[batch, heads, seqQ, headDim]` (`'bhsd'`) or `[batch, seqQ, heads, headDim]` (`'bshd'`)
-   * @param key `[batch, kvHeads, seqK, headDim]` or `[batch, seqK, kvHeads, headDim]`
-   * @param value `[batch, kvHeads, seqK, valueDim]` or `[batch, seqK, kvHeads, valueDim]`
+   * @param key `[batch, kvHeads, seqK, headDim]` or `[batch, seqK, kvHeads, headDim]`, or a {@link KVCache}
+   * @param value `[batch, kvHeads, seqK, valueDim]` or `[batch, seqK, kvHeads, valueDim]`; `null` with a cache
    * @returns the output `[batch, heads, seqQ, valueDim]` or `[batch, seqQ, heads, valueDim]`
    *   (`options.out` when given)
    */
-  attention(query: Float32Array, key: Float32Array, value: Float32Array, options: AttentionOptions): Float32Array;
-  /**
-   * Attention over a {@link KVCache}: `kvHeads`, `headDim`, `valueDim`, `batch` and `seqK`
-   * (= `cache.length`) come from the cache (they may be given, and must then match); the queries
-   * `[batch, heads, seqQ, headDim]` are its last `seqQ` positions, so `causal: true` is
-   * lower-right (`'upper-left'` is rejected). The cache never changes what is computed: `causal`
-   * and `window` are this call's, exactly as with arrays — not causal unless `causal: true`, no
-   * window unless `window` is given. A ring (`window: W`) keeps only the `W − 1` positions before
-   * each query, so over a ring `window` is required, with a left side ≤ `W − 1` (Hugging Face's
-   * `sliding_window = W` is `window: [W − 1, 0]`, causal by itself); a wider or missing window is a
-   * RangeError naming both. Every option works, including the score variants, `weightsOut` and
-   * `lseOut`.
-   */
-  attention(query: Float32Array, cache: KVCache, value: null, options: Omit<AttentionOptions, 'kvHeads' | 'headDim' | 'valueDim' | 'seqK' | 'batch'> &
-    Partial<Pick<AttentionOptions, 'kvHeads' | 'headDim' | 'valueDim' | 'seqK' | 'batch'>>): Float32Array;
+  attention<Key extends Float32Array | KVCache>(query: Float32Array, key: Key, value: Key extends KVCache ? null : Float32Array,
+    options: Key extends KVCache ? CachedAttentionOptions : AttentionOptions): Float32Array;
 
   /** A standalone {@link KVCache} for your own projections (see {@link KVCacheOptions}). */
-  createKVCache(options: KVCacheOptions): KVCache;
+  createKVCache(options: KVCacheOptions & KVCacheLength): KVCache;
 
   /**
    * The softmax matrix `softmax(scale · Q·Kᵀ + mask)`, `[batch, heads, seqQ, seqK]`.
@@ -511,7 +525,25 @@ export interface MultiHeadAttentionOptimizerState {
 /** How a {@link KVCache} stores keys and values. */
 export type KVCacheDtype = 'float32' | 'float16' | 'bfloat16' | 'int8';
 
-/** Options of {@link AttentionLibrary.createKVCache}. */
+/**
+ * What a cache's options must give, one or both: `maxSeq`, or a ring's `window` (`maxSeq` then
+ * defaults to it). (`maxSeq` last: a call with neither is told that `maxSeq` is missing.)
+ */
+export type KVCacheLength = { window: number } | { maxSeq: number };
+
+/** Options of {@link MultiHeadAttention.createCache} (with `maxSeq` or `window`: {@link KVCacheLength}). */
+export interface LayerCacheOptions {
+  /** Batch size. Default 1. */
+  batch?: number | null;
+  /** Positions it can hold (a ring's slots, with `window`). Required unless `window` is given (then default `window`). */
+  maxSeq?: number | null;
+  /** Storage, as for {@link KVCacheOptions}. Default `'float32'`. */
+  dtype?: KVCacheDtype | null;
+  /** A sliding-window ring, as for {@link KVCacheOptions}. */
+  window?: number | null;
+}
+
+/** Options of {@link AttentionLibrary.createKVCache} (with `maxSeq` or `window`: {@link KVCacheLength}). */
 export interface KVCacheOptions {
   /** Batch size. Default 1. */
   batch?: number | null;
@@ -665,7 +697,7 @@ export interface MultiHeadAttention {
    * layer without a window needs a linear cache. Otherwise a RangeError naming both windows.
    * Depends only on the config, so it may be made before `setWeights`.
    */
-  createCache(options: { batch?: number | null; maxSeq?: number | null; dtype?: KVCacheDtype | null; window?: number | null }): KVCache;
+  createCache(options: LayerCacheOptions & KVCacheLength): KVCache;
   /**
    * Frees the layer's wasm memory. Harmless to call twice. A layer dropped without dispose() is
    * freed by a FinalizationRegistry only after it is garbage collected, which happens only when

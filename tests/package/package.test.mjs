@@ -2,10 +2,10 @@
 // from Node ESM and CommonJS (both entry points) and type-check TypeScript consumers. Bundlers:
 // bundlers.test.mjs; the documented examples: examples.test.mjs.
 import assert from 'node:assert/strict';
-import { readdirSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { bin, EXPECTED, makeApp, REPO, run } from './app.mjs';
+import { EXPECTED, makeApp, REPO, run } from './app.mjs';
 
 function checkResult(json, simd = 'simd128') {
   const { info, out } = JSON.parse(json);
@@ -65,14 +65,58 @@ const TSCONFIGS = {
   },
 };
 
+// The TypeScript of the dev dependencies (by package path: both ship a `tsc` bin) and 5.9, the
+// last release before TypeScript's native port (7), whose messages differ.
+const TYPESCRIPTS = { 7: 'typescript', 5.9: 'typescript-5.9' };
+const tsc = (version, args, cwd) => run('node', [join(REPO, 'node_modules', TYPESCRIPTS[version], 'bin', 'tsc'), ...args], cwd);
+
 test('TypeScript consumers type-check with --strict (nodenext ESM + CJS, bundler)', () => {
   for (const [config, json] of Object.entries(TSCONFIGS)) {
     Object.assign(json.compilerOptions, { strict: true, noEmit: true, target: 'es2022' });
     writeFileSync(join(app.dir, config), JSON.stringify(json));
+    for (const version of Object.keys(TYPESCRIPTS)) {
+      try {
+        tsc(version, ['-p', config], app.dir);
+      } catch (e) {
+        assert.fail(`TypeScript ${version}, tsc -p ${config}:\n${e.stdout}${e.stderr}`);
+      }
+    }
+  }
+});
+
+// consumer/mistakes.mts: every line after an `// error: …` comment must fail with a message that
+// contains that text (it names the mistake), and no other line may fail.
+test('TypeScript names the mistake in a call (7 and 5.9): a misspelled option, a value array or a missing option with a cache', () => {
+  const source = readFileSync(join(app.dir, 'mistakes.mts'), 'utf8').split('\n');
+  const expected = new Map();
+  source.forEach((line, i) => {
+    const note = line.match(/^\/\/ error: (.*)$/);
+    if (note) expected.set(i + 2, note[1]);  // 1-based number of the next line
+  });
+  assert.ok(expected.size >= 9, `${expected.size} mistakes`);
+  const config = { ...TSCONFIGS['tsconfig.bundler.json'], files: ['mistakes.mts'] };
+  config.compilerOptions = { ...config.compilerOptions, strict: true, noEmit: true, target: 'es2022' };
+  writeFileSync(join(app.dir, 'tsconfig.mistakes.json'), JSON.stringify(config));
+  for (const version of Object.keys(TYPESCRIPTS)) {
+    let output = '';
     try {
-      run(bin('tsc'), ['-p', config], app.dir);
+      tsc(version, ['-p', 'tsconfig.mistakes.json'], app.dir);
     } catch (e) {
-      assert.fail(`tsc -p ${config}:\n${e.stdout}${e.stderr}`);
+      output = e.stdout;
+    }
+    // "mistakes.mts(12,52): error TS2561: …" and its indented detail lines, by line number.
+    const messages = new Map();
+    let line;
+    for (const text of output.split('\n')) {
+      const start = text.match(/^mistakes\.mts\((\d+),\d+\): error TS\d+: (.*)$/);
+      if (start) messages.set((line = Number(start[1])), `${messages.get(line) ?? ''}${start[2]}\n`);
+      else if (text.startsWith(' ') && line) messages.set(line, `${messages.get(line)}${text.trim()}\n`);
+      else if (text.trim()) assert.fail(`TypeScript ${version}: an error outside mistakes.mts:\n${output}`);
+    }
+    assert.deepEqual([...messages.keys()].sort((a, b) => a - b), [...expected.keys()], `TypeScript ${version}: the lines that fail:\n${output}`);
+    for (const [at, fragment] of expected) {
+      assert.ok(messages.get(at).includes(fragment), `TypeScript ${version}, line ${at} (${source[at - 1]}):\n${messages.get(at)}\nshould say: ${fragment}`);
+      assert.doesNotMatch(messages.get(at), /missing the following properties from type 'Float32Array/, `TypeScript ${version}, line ${at}`);
     }
   }
 });

@@ -77,7 +77,9 @@ const local = lib.attention(q, q, q, { heads: 2, seqQ: 1, headDim: 4, causal: 'u
   alibiSlopes: new Float32Array(2), sinks: new Float32Array(2) });
 const kv = lib.createKVCache({ kvHeads: 2, headDim: 4, maxSeq: 8, dtype: 'int8', window: 4 });
 kv.append(q, q, { seq: 1 });
-const overCache: Float32Array = lib.attention(q, kv, null, { heads: 2, seqQ: 1, window: [3, 0] });
+const overCache: Float32Array = lib.attention(q, kv, null, { heads: 2, seqQ: 1, window: [3, 0], causal: 'lower-right', headDim: 4 });
+const ring = lib.createKVCache({ kvHeads: 1, headDim: 4, window: 4 });  // maxSeq defaults to the window
+ring.dispose();
 const bytes: number = kv.bytes;
 kv.truncate(0);
 kv.dispose();

@@ -29,7 +29,10 @@ export function startPlayground(strings, info) {
   function showStatus() {
     const t = strings();
     status.classList.toggle('error', shown?.kind === 'error' || shown?.kind === 'invalid');
-    if (!shown) return;
+    if (!shown) {
+      status.textContent = '';
+      return;
+    }
     if (shown.kind === 'running') status.textContent = format(t.running, { step: shown.step === 'library' ? t.stepLibrary : t.stepPlain });
     if (shown.kind === 'cancelled') status.textContent = t.cancelled;
     if (shown.kind === 'error') status.textContent = format(t.playError, { message: shown.message });
@@ -79,14 +82,29 @@ export function startPlayground(strings, info) {
     });
   }
 
-  form.addEventListener('submit', (event) => {
-    event.preventDefault();
+  const readShape = () => {
     const f = new FormData(form);
     const shape = Object.fromEntries(['batch', 'heads', 'kvHeads', 'seqQ', 'seqK', 'headDim'].map((k) => [k, Number(f.get(k))]));
-    shape.causal = f.get('causal') === 'on';
-    // The one rule the form cannot express: query heads share the K/V heads in equal groups.
-    if (shape.heads % shape.kvHeads !== 0) {
-      shown = { kind: 'invalid', key: 'playKvHeads', values: { heads: shape.heads, kvHeads: shape.kvHeads } };
+    return { ...shape, causal: f.get('causal') === 'on' };
+  };
+  // The one rule the form cannot express: query heads share the K/V heads in equal groups.
+  const problem = (shape) => (shape.heads % shape.kvHeads !== 0
+    ? { kind: 'invalid', key: 'playKvHeads', values: { heads: shape.heads, kvHeads: shape.kvHeads } } : null);
+
+  // An error is about the form as it was: once the form changes, it says what is wrong now, or nothing.
+  form.addEventListener('input', () => {
+    if (shown?.kind !== 'invalid' && shown?.kind !== 'error') return;
+    shown = problem(readShape());
+    status.dataset.state = shown?.kind ?? '';
+    showStatus();
+  });
+
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    const shape = readShape();
+    const f = new FormData(form);
+    shown = problem(shape);
+    if (shown) {
       status.dataset.state = 'invalid';
       showStatus();
       return;
@@ -113,9 +131,16 @@ export function startPlayground(strings, info) {
 // on the page's thread.
 const grouped = (n) => String(n).replace(/\B(?=(\d{3})+$)/g, ',');
 
-// The heatmap's pixels come from the worker (heatmapPixels): here they are only copied in.
+// The heatmap's pixels come from the worker (heatmapPixels): here they are only copied in. The
+// canvas has a pixel per weight; on the page it is scaled to 512 px along its longer side and
+// kept at least THINNEST px along the other, so that 512 × 1 is a column and 1 × 512 a band.
+const LONGEST = 512, THINNEST = 48;
 function drawHeatmap(canvas, pixels, rows, cols) {
   canvas.width = cols;
   canvas.height = rows;
   canvas.getContext('2d').putImageData(new ImageData(pixels, cols, rows), 0, 0);
+  const scale = LONGEST / Math.max(rows, cols);
+  const width = Math.max(THINNEST, cols * scale), height = Math.max(THINNEST, rows * scale);
+  canvas.style.width = `${width}px`;
+  canvas.style.aspectRatio = `${width} / ${height}`;
 }

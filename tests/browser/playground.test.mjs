@@ -1,10 +1,12 @@
 // The demo page's playground in headless Chromium: a run in a Web Worker against plain
 // JavaScript, skipping plain JavaScript, Cancel, GFLOP/s from the exact count of visible pairs
-// under the (bottom-right aligned) causal mask, a heatmap that shows the position pattern, and
-// one .wasm download for the page and its worker (the worker gets the page's compiled build).
+// under the (bottom-right aligned) causal mask, a heatmap that shows the position pattern (at
+// most 512 px and at least 48 px either way, whatever the shape), an error that goes once the
+// form is fixed, and one .wasm download for the page and its worker (the worker gets the page's
+// compiled build).
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { openDemo, startDemo } from './demo.mjs';
+import { openDemo, setLanguage, startDemo } from './demo.mjs';
 
 let demo;
 before(async () => { demo = await startDemo(); });
@@ -111,21 +113,45 @@ test('plain JavaScript can be skipped, and Cancel stops a long run at once', asy
   assert.deepEqual(problems, []);
 });
 
-test('a shape the heads cannot share is refused before it runs, in the page\'s language', async () => {
+test('a shape the heads cannot share is refused before it runs, in the page\'s language, and the error goes once the form is fixed', async () => {
   const { page, problems } = await openDemo(demo.browser, demo.server.url);
-  await page.click('button[data-lang="zh"]');
+  await setLanguage(page, 'zh');
   await page.fill('input[name="heads"]', '8');
   await page.fill('input[name="kvHeads"]', '3');
   await page.click('#playground button[type="submit"]');
   assert.equal(await page.getAttribute('#play-status', 'data-state'), 'invalid');
   assert.equal(await page.textContent('#play-status'), '各个头按相等的组共用 K/V 头，所以头数必须是 K/V 头数的倍数：8 个头不能平分 3 个 K/V 头。');
   assert.equal(await page.isDisabled('#playground button[type="submit"]'), false, 'nothing started');
-  await page.click('button[data-lang="en"]');
+  await setLanguage(page, 'en');
   assert.match(await page.textContent('#play-status'), /^The heads share the kv heads in equal groups.*8 heads cannot share 3 kv heads\.$/);
-  await page.fill('input[name="kvHeads"]', '4');
+  await page.fill('input[name="heads"]', '10');  // still wrong: the message follows the form
+  assert.match(await page.textContent('#play-status'), /10 heads cannot share 3 kv heads\.$/);
+  await page.fill('input[name="kvHeads"]', '5');  // fixed: the error goes at once, before any run
+  assert.equal(await page.textContent('#play-status'), '');
+  assert.equal(await page.getAttribute('#play-status', 'data-state'), '');
+  assert.equal(await page.$eval('#play-status', (s) => s.classList.contains('error')), false);
   await page.fill('input[name="seqQ"]', '16');
   await page.fill('input[name="seqK"]', '16');
   await page.click('#playground button[type="submit"]');
   await page.waitForSelector('#play-status[data-state="result"]', { timeout: 60000 });
+  assert.deepEqual(problems, []);
+});
+
+// The heatmap has a pixel per weight, drawn at most 512 px and at least 48 px along each side: a
+// 512 × 1 run is a column, 1 × 512 a band (not 262,144 px tall, not a 3 px strip); on a phone it
+// keeps its shape within the screen, and it has an accessible name.
+test('the heatmap\'s size is capped both ways: 512 × 1, 1 × 512, 200 × 100, on a desktop and a phone', async () => {
+  const { page, problems } = await openDemo(demo.browser, demo.server.url);
+  const box = () => page.$eval('#heatmap', (c) => { const b = c.getBoundingClientRect(); return { w: b.width, h: b.height, name: c.getAttribute('aria-label') }; });
+  for (const [seqQ, seqK, w, h] of [[512, 1, 48, 512], [1, 512, 512, 48], [200, 100, 256, 512], [64, 64, 512, 512]]) {
+    await run(page, { heads: 1, kvHeads: 1, seqQ, seqK, headDim: 8 }, { plain: false });
+    const b = await box();
+    assert.ok(Math.abs(b.w - 2 - w) < 1.5 && Math.abs(b.h - 2 - h) < 1.5, `${seqQ} × ${seqK}: ${b.w} × ${b.h} px (with its border)`);
+    assert.match(b.name, /^Attention weights of batch 1, head 1/);
+  }
+  await page.setViewportSize({ width: 390, height: 844 });
+  const phone = await box();
+  assert.ok(phone.w <= 390 && Math.abs(phone.w / phone.h - 1) < 0.02, `a phone: ${phone.w} × ${phone.h}`);
+  assert.equal(await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth), 0);
   assert.deepEqual(problems, []);
 });

@@ -1,17 +1,33 @@
 #!/usr/bin/env bash
 # Makes web/fonts/math.woff2, the math font the demo page ships for its MathML formulas: a subset
 # of DejaVu Math TeX Gyre (Debian's fonts-dejavu-extra; Bitstream Vera licence, see
-# web/fonts/LICENSE) with ASCII, Greek and the operators the formulas use, and its OpenType MATH
-# table (stretchy parentheses, radicals and sums, accent placement), which browsers need to lay
-# out MathML. Run it again when a formula needs a character the font lacks (the formulas test of
-# tests/browser/quality.test.mjs says which); it needs Debian's python3 with python3-fonttools and
-# python3-brotli (PYTHON names another interpreter that has fontTools).
+# web/fonts/LICENSE) with just what the formulas of web/index.html use — their characters, the
+# mathematical italic forms browsers set single letters in (𝑖 for i), the radical and the accents
+# — and its OpenType MATH table (stretchy parentheses, radicals and sums, accent placement), which
+# browsers need to lay out MathML. Run it again when a formula changes (the formulas test of
+# tests/browser/quality.test.mjs says which character the font lacks); it needs Debian's python3
+# with python3-fonttools and python3-brotli (PYTHON names another interpreter that has fontTools).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SOURCE=/usr/share/fonts/truetype/dejavu/DejaVuMathTeXGyre.ttf
-# ASCII; · ×; Greek; ′ ″; the invisible function application and times; … ∑ − √ ∼ ∂ ⋅; the
-# combining hat and tilde and their spacing forms.
-UNICODES="U+0020-007E,U+00B7,U+00D7,U+0391-03A9,U+03B1-03C9,U+2032,U+2033,U+2061,U+2062,U+2026,U+2211,U+2212,U+221A,U+223C,U+2202,U+22C5,U+0302,U+0303,U+02C6,U+02DC"
-"${PYTHON:-/usr/bin/python3}" -m fontTools.subset "$SOURCE" --unicodes="$UNICODES" --layout-features='*' --flavor=woff2 \
+PYTHON=${PYTHON:-/usr/bin/python3}
+UNICODES=$("$PYTHON" - <<'PY'
+import html, re
+page = open('web/index.html', encoding='utf-8').read()
+chars = set()
+for formula in re.findall(r'<math.*?</math>', page, re.S):
+    chars |= set(html.unescape(re.sub(r'<[^>]+>', '', formula))) - set(' \n\t')
+# Single letters in <mi> are set in mathematical italic: a–z from U+1D44E (h is U+210E),
+# A–Z from U+1D434, α–ω from U+1D6FC.
+italic = {c: 0x1D44E + ord(c) - ord('a') for c in 'abcdefgijklmnopqrstuvwxyz'}
+italic.update({'h': 0x210E}, **{c: 0x1D434 + ord(c) - ord('A') for c in 'ABCDEFGHIJKLMNOPQRSTUVWXYZ'})
+italic.update({chr(c): 0x1D6FC + c - 0x3B1 for c in range(0x3B1, 0x3CA)})
+letters = {html.unescape(m) for m in re.findall(r'<mi(?![^>]*mathvariant="normal")[^>]*>([^<])</mi>', page)}
+codes = {ord(c) for c in chars} | {italic[c] for c in letters if c in italic}
+codes |= {0x221A, 0x0302, 0x0303, 0x02C6, 0x02DC}  # the radical msqrt draws; combining and spacing hat and tilde
+print(','.join(f'U+{c:04X}' for c in sorted(codes)))
+PY
+)
+"$PYTHON" -m fontTools.subset "$SOURCE" --unicodes="$UNICODES" --layout-features='*' --flavor=woff2 \
   --name-IDs='*' --output-file=web/fonts/math.woff2
 echo "web/fonts/math.woff2: $(stat -c %s web/fonts/math.woff2) bytes"

@@ -2,7 +2,8 @@
 // on the page's build), so the page stays responsive; this module sends it the controls (start,
 // pause, one step, speed, reset, export) and draws what it reports — the loss chart, the weights
 // α̂ of the page's sentence (outlined where the hand-made head of "Real words" puts most weight),
-// and W_q and W_k as they change.
+// W_q and W_k as they change, and W_qᵀW_k, which is all the scores depend on: qⁱ·kʲ =
+// aⁱ·(W_qᵀW_k)aʲ (outlined where the hand-made head's W_qᵀ·I is largest).
 import { $ } from './dom.mjs';
 import { format } from './i18n.mjs';
 import { drawLossChart } from './loss-chart.mjs';
@@ -10,6 +11,9 @@ import { renderMatrix, sup, updateCells } from './matrix-view.mjs';
 import { formatScientific } from './numbers.mjs';
 import { compilePageBuild } from './page-build.mjs';
 import { CONFIG, STOP_LOSS, initialWeights, makeTask, snapshot } from './learn-task.mjs';
+import { E, WQ } from './sentences.mjs';
+
+const transpose = (m) => Float32Array.from({ length: E * E }, (_, e) => m[(e % E) * E + Math.floor(e / E)]);
 
 export function startLearning(lib, strings, language) {
   const start = $('learn-start'), stepButton = $('learn-step'), reset = $('learn-reset'), speed = $('learn-speed');
@@ -85,11 +89,21 @@ export function startLearning(lib, strings, language) {
     }
     const signed = { digits: 1, signed: { max: Math.max(1e-6, ...data.wq.map(Math.abs), ...data.wk.map(Math.abs)) } };
     for (const [id, w, corner] of [['learn-wq', data.wq, 'q ╲ a'], ['learn-wk', data.wk, 'k ╲ a']]) {
-      if (relabel || !updateCells($(id), w, 4, 4, signed)) {
-        renderMatrix($(id), w, 4, 4, { rowLabel: (r) => String(r + 1), colLabel: t.features, corner, ...signed });
+      if (relabel || !updateCells($(id), w, E, E, signed)) {
+        renderMatrix($(id), w, E, E, { rowLabel: (r) => String(r + 1), colLabel: t.features, corner, ...signed });
       }
     }
-    window.attentionDemo.learn = { phase, step, loss: data.loss, losses: [...losses], wq: [...data.wq], wk: [...data.wk], weights: [...data.weights], lang: data.lang };
+    // W_qᵀW_k = lib.linear(W_qᵀ, W_kᵀ) (linear multiplies by its second argument transposed).
+    const product = lib.linear(transpose(data.wq), transpose(data.wk), { inFeatures: E, outFeatures: E });
+    const productShading = { digits: 1, signed: { max: Math.max(1e-6, ...product.map(Math.abs)) } };
+    if (relabel || !updateCells($('learn-wqk'), product, E, E, productShading)) {
+      renderMatrix($('learn-wqk'), product, E, E, { rowLabel: t.features, colLabel: t.features, corner: t.cornerLookerLooked, ...productShading });
+      [...$('learn-wqk').tBodies[0].rows].forEach((row, a) => {
+        for (let b = 0; b < E; b++) row.cells[b + 1].classList.toggle('target', WQ[b * E + a] > 0);  // the hand-made W_qᵀ
+      });
+    }
+    window.attentionDemo.learn = { phase, step, loss: data.loss, losses: [...losses], wq: [...data.wq], wk: [...data.wk], product: [...product],
+      weights: [...data.weights], lang: data.lang };
   }
 
   function showExport({ json, step }) {

@@ -1,13 +1,16 @@
 // The demo page: one library instance computes every section on this page (the search, the
 // walk-through, real words, position, multi-head attention, the KV cache and the masks);
 // "Watch it learn" and the playground train and run in Web Workers of their own, the benchmark
-// panel one per engine. A language switch re-renders everything; the "for developers" switch
-// shows the cross-checks and the library calls behind each section.
+// panel one per engine. The page opens in the visitor's language (language.mjs); a switch
+// re-renders everything; the "for developers" switch shows the cross-checks and the library
+// calls behind each section.
 import { loadAttention } from '../dist/index.mjs';
 import { $ } from './dom.mjs';
 import { startBench } from './bench-section.mjs';
-import { STRINGS, format } from './i18n.mjs';
+import { format, loadStrings } from './i18n.mjs';
+import { openingLanguage, rememberLanguage } from './language.mjs';
 import { startDecode } from './decode.mjs';
+import { startExperiment } from './dk-experiment.mjs';
 import { startLearning } from './learn.mjs';
 import { startMaskPictures } from './mask-pictures.mjs';
 import { startMultiHead } from './multi-head.mjs';
@@ -17,38 +20,52 @@ import { startSearch } from './search.mjs';
 import { startWalkthrough } from './walkthrough.mjs';
 import { startWords } from './words.mjs';
 
-let lang = 'en';
+let lang = null;
+let shown = {};  // the strings of `lang`
 let lib = null;
 let sections = [];  // render functions, called on a language switch
-const strings = () => STRINGS[lang];
+const strings = () => shown;
 const language = () => lang;
 
-function applyLanguage(next) {
+// Shows the page in `next` once its strings are loaded (the last language asked for wins).
+let asked = null;
+async function applyLanguage(next) {
+  asked = next;
+  const loaded = await loadStrings(next);
+  if (asked !== next) return;
   lang = next;
+  shown = loaded;
   document.documentElement.lang = lang === 'zh' ? 'zh-CN' : 'en';
-  document.title = strings().pageTitle;
-  for (const node of document.querySelectorAll('[data-i18n]')) node.innerHTML = strings()[node.dataset.i18n];
+  document.title = shown.pageTitle;
+  for (const node of document.querySelectorAll('[data-i18n]')) node.innerHTML = shown[node.dataset.i18n];
+  for (const node of document.querySelectorAll('[data-i18n-label]')) node.setAttribute('aria-label', shown[node.dataset.i18nLabel]);
   for (const b of document.querySelectorAll('.lang button')) b.setAttribute('aria-pressed', String(b.dataset.lang === lang));
   if (lib) {
     const { version, simd, threads, threadsReason } = lib.info;
     const why = threads === 1 && /isolated/.test(threadsReason) ? `: ${threadsReason}` : '';
-    $('status').textContent = format(strings().status, { version, simd, threads, s: threads === 1 ? '' : 's', why });
+    $('status').textContent = format(shown.status, { version, simd, threads, s: threads === 1 ? '' : 's', why });
   }
   for (const render of sections) render();
+  document.body.dataset.lang = lang;
 }
 
 const devMode = $('dev-mode');
 const applyDevMode = () => document.body.classList.toggle('dev-mode', devMode.checked);
 devMode.addEventListener('change', applyDevMode);
 applyDevMode();
-applyLanguage('en');
-for (const b of document.querySelectorAll('.lang button')) b.addEventListener('click', () => applyLanguage(b.dataset.lang));
+for (const b of document.querySelectorAll('.lang button')) {
+  b.addEventListener('click', () => {
+    rememberLanguage(b.dataset.lang);
+    applyLanguage(b.dataset.lang);
+  });
+}
 try {
-  lib = await loadAttention();
+  [lib] = await Promise.all([loadAttention(), applyLanguage(openingLanguage())]);
   window.attentionDemo = { info: { ...lib.info } };
   sections = [
     startSearch(lib, strings),
     startWalkthrough(lib, strings).render,
+    startExperiment(lib, strings),
     startWords(lib, strings, language),
     startLearning(lib, strings, language),
     startPosition(lib, strings, language),
@@ -58,7 +75,7 @@ try {
     startPlayground(strings, lib.info),
     startBench(strings),
   ];
-  applyLanguage(lang);
+  await applyLanguage(lang);
   document.body.dataset.ready = 'true';
 } catch (error) {
   $('status').textContent = error.message;

@@ -1,6 +1,6 @@
 // Draws a row-major matrix as a table with row and column headers, built with DOM calls (no
 // HTML strings, no inline style attributes: the page runs under a strict CSP).
-import { formatNumber } from './numbers.mjs';
+import { exact, formatExact, formatNumber } from './numbers.mjs';
 
 const SUP = '⁰¹²³⁴⁵⁶⁷⁸⁹';
 const SUB = '₀₁₂₃₄₅₆₇₈₉';
@@ -13,17 +13,20 @@ const labelOf = (label, i) => (typeof label === 'function' ? label(i) : label[i]
 // options:
 //   rowLabel, colLabel   function (i) → string, or an array of strings
 //   corner               text of the top-left cell (what the rows and columns are)
+//   rowHeadClass, colHeadClass  a class for the row / column headers (the colour of Q, K or V)
 //   digits               decimals shown (default 3)
+//   text(i, j)           → the cell's text instead of formatNumber's, or undefined (kept shaded)
 //   heat                 shade cells by value in [0, 1]
 //   signed               { max }: shade cells red (< 0) or blue (> 0) by |value| / max
-//   editable, onEdit     cells are number inputs; onEdit(index, value) runs on every keystroke
+//   editable, onEdit     cells are inputs of numbers; onEdit(index, value) runs on every keystroke
 //   name                 the matrix's name, for the inputs' accessible labels
 //   special(i, j)        → null, or { text, className, title }: the cell shows `text` instead of
 //                        the number (e.g. a greyed −∞ where a mask acts), `title` as its tooltip
 //   extraColumn          { title, value(i) → string } (e.g. row sums)
 //   rowClass(i), columnClass(j)  → a class name for row i / column j, or ''
 export function renderMatrix(table, data, rows, cols, options) {
-  const { rowLabel, colLabel, corner = '', digits = 3, heat = false, signed = null, editable = false, onEdit, special, extraColumn, rowClass, columnClass } = options;
+  const { rowLabel, colLabel, corner = '', rowHeadClass = '', colHeadClass = '', digits = 3, heat = false, signed = null, editable = false,
+    onEdit, special, text, extraColumn, rowClass, columnClass } = options;
   const head = document.createElement('thead');
   const headRow = head.insertRow();
   const cornerCell = document.createElement('th');
@@ -31,8 +34,8 @@ export function renderMatrix(table, data, rows, cols, options) {
   cornerCell.textContent = corner;
   headRow.append(cornerCell);
   for (let j = 0; j < cols; j++) {
-    const th = headerCell('col', labelOf(colLabel, j));
-    if (columnClass) th.className = columnClass(j);
+    const th = headerCell('col', labelOf(colLabel, j), colHeadClass);
+    if (columnClass) th.classList.add(...columnClass(j).split(' ').filter(Boolean));
     headRow.append(th);
   }
   if (extraColumn) headRow.append(headerCell('col', extraColumn.title));
@@ -41,7 +44,7 @@ export function renderMatrix(table, data, rows, cols, options) {
     const tr = body.insertRow();
     const cls = rowClass?.(i);
     if (cls) tr.className = cls;
-    tr.append(headerCell('row', labelOf(rowLabel, i)));
+    tr.append(headerCell('row', labelOf(rowLabel, i), rowHeadClass));
     for (let j = 0; j < cols; j++) {
       const td = tr.insertCell();
       const x = data[i * cols + j];
@@ -55,7 +58,7 @@ export function renderMatrix(table, data, rows, cols, options) {
         td.append(numberInput(x, `${options.name ?? ''} ${labelOf(rowLabel, i)} ${labelOf(colLabel, j)}`.trim(),
           (v) => onEdit(i * cols + j, v)));
       } else {
-        td.textContent = formatNumber(x, digits);
+        td.textContent = text?.(i, j) ?? formatNumber(x, digits);
         if (heat) shade(td, x);
         if (signed) shadeSigned(td, x, signed.max);
       }
@@ -63,26 +66,61 @@ export function renderMatrix(table, data, rows, cols, options) {
     if (extraColumn) tr.insertCell().textContent = extraColumn.value(i);
   }
   table.replaceChildren(head, body);
+  // Named by its figure's caption (a figcaption names the figure, not the table in it).
+  const caption = table.closest('figure')?.querySelector('figcaption');
+  if (caption && !table.hasAttribute('aria-labelledby')) {
+    caption.id ||= `${table.id}-caption`;
+    table.setAttribute('aria-labelledby', caption.id);
+  }
 }
 
-function headerCell(scope, text) {
+function headerCell(scope, text, className) {
   const th = document.createElement('th');
   th.scope = scope;
   th.textContent = text;
+  if (className) th.className = className;
   return th;
 }
 
-// A number input that reports every valid value as it is typed (not only on Enter or blur).
+// An editable number, written as the page writes numbers (−0.10, not -0.1) and read back as typed
+// (a minus sign or a hyphen, a decimal point or comma). Every keystroke that leaves a number
+// reports it; an emptied cell is 0 (its placeholder says so); what is not a number yet ("−", or
+// beyond ±LIMIT) is marked and changes nothing, and on leaving the cell shows again the number in
+// use. Beyond ±LIMIT it is marked and ±LIMIT is used (shown on leaving the cell). ArrowUp and
+// ArrowDown step by 0.1. The computation uses what the cell shows.
+const LIMIT = 1000;
+const STEP = 0.1;
+const written = (x) => formatExact(exact(x), 2);
+function parse(text) {
+  const t = text.trim().replace(/[−–]/g, '-').replace(',', '.');
+  if (t === '') return 0;
+  return /^-?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$/i.test(t) ? Number(t) : null;
+}
 function numberInput(x, label, onValue) {
-  const input = document.createElement('input');
-  input.type = 'number';
-  input.step = '0.1';
-  input.value = String(Math.round(x * 100) / 100);
+  const input = Object.assign(document.createElement('input'), { type: 'text', value: written(x), placeholder: '0',
+    autocomplete: 'off', spellcheck: false });
   input.setAttribute('aria-label', label);
+  let value = x;
+  const use = (v) => {
+    value = Math.fround(v);
+    onValue(value);
+  };
   input.addEventListener('input', () => {
-    if (input.value === '') return;  // mid-edit ("", "-"): keep the last value
-    const v = Number(input.value);
-    if (Number.isFinite(v)) onValue(v);
+    const v = parse(input.value);
+    input.setAttribute('aria-invalid', String(v === null || Math.abs(v) > LIMIT));
+    if (v !== null) use(Math.max(-LIMIT, Math.min(LIMIT, v)));
+  });
+  input.addEventListener('change', () => {
+    input.setAttribute('aria-invalid', 'false');
+    input.value = input.value.trim() === '' && value === 0 ? '' : written(value);
+  });
+  input.addEventListener('keydown', (event) => {
+    if (event.key !== 'ArrowUp' && event.key !== 'ArrowDown') return;
+    event.preventDefault();
+    const v = Math.round((value + (event.key === 'ArrowUp' ? STEP : -STEP)) * 1e6) / 1e6;
+    if (Math.abs(v) > LIMIT) return;
+    input.value = written(Math.fround(v));
+    use(v);
   });
   return input;
 }

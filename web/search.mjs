@@ -6,8 +6,9 @@
 import { $, el } from './dom.mjs';
 import { format } from './i18n.mjs';
 import { renderMatrix, shade, sup } from './matrix-view.mjs';
-import { formatNumber } from './numbers.mjs';
-import { DEFAULTS, renderProducts } from './walkthrough.mjs';
+import { formatNumber, formatUnits, units } from './numbers.mjs';
+import { DEFAULTS } from './walkthrough.mjs';
+import { renderProducts } from './worked.mjs';
 
 const N = 4, D = 4;
 export const TAG_WEIGHT = 3;  // how strongly a pressed tag is looked for (the walk-through's queries are ~3.5)
@@ -57,23 +58,24 @@ export function startSearch(lib, strings) {
       b.setAttribute('aria-pressed', String(state.own === null && state.tags.has(c)));
     });
     ownButtons.forEach((b, i) => b.setAttribute('aria-pressed', String(state.own === i)));
-    renderMatrix($('search-keys'), keys, N, D, { rowLabel: titles, colLabel: t.searchTags, corner: t.cornerArticleTag, digits: 2 });
-    renderMatrix($('search-values'), values, N, D, { rowLabel: titles, colLabel: (c) => String(c + 1), corner: t.cornerArticleComponent, digits: 2 });
-    renderMatrix($('search-query'), r.query, 1, D, { rowLabel: ['q'], colLabel: t.searchTags, corner: '', digits: 2 });
-    const table = Float32Array.from({ length: N * 3 }, (_, e) => {
-      const j = Math.floor(e / 3), c = e % 3;
-      return c === 0 ? r.scores[j] : c === 1 ? r.scores[j] / Math.sqrt(D) : r.weights[j];
+    renderMatrix($('search-keys'), keys, N, D, { rowLabel: titles, colLabel: t.searchTags, corner: t.cornerArticleTag, digits: 2, colHeadClass: 'k' });
+    renderMatrix($('search-values'), values, N, D, { rowLabel: titles, colLabel: (c) => String(c + 1), corner: t.cornerArticleComponent, digits: 2, colHeadClass: 'v' });
+    renderMatrix($('search-query'), r.query, 1, D, { rowLabel: ['q'], colLabel: t.searchTags, corner: '', digits: 2, rowHeadClass: 'q' });
+    // q·kʲ as shown, halved exactly (one more decimal: 4.77 ÷ 2 = 2.385), and the library's weight.
+    const table = Float32Array.from({ length: N * 3 }, (_, e) => [r.scores, r.scores, r.weights][e % 3][Math.floor(e / 3)]);
+    renderMatrix($('search-scores'), table, N, 3, {
+      rowLabel: titles, colLabel: t.searchScoreColumns, corner: '',
+      text: (j, c) => (c === 0 ? formatNumber(r.scores[j], 2) : c === 1 ? formatUnits(units(r.scores[j], 2) * 5, 3) : formatNumber(r.weights[j], 3)),
     });
-    renderMatrix($('search-scores'), table, N, 3, { rowLabel: titles, colLabel: t.searchScoreColumns, corner: '', digits: 2 });
     [...$('search-scores').tBodies[0].rows].forEach((row, j) => shade(row.cells[3], r.weights[j]));  // the weights
     renderProducts($('search-result'), {
-      weights: r.weights, values, n: N, d: D, sum: r.result, rowLabel: (j) => `v${sup(j + 1)}`,
-      weightTitle: 'α̂ʲ', sumLabel: t.searchResultRow, corner: '',
+      weights: r.weights, values, n: N, d: D, sum: r.result, rowLabel: (j) => `α̂${sup(j + 1)}·v${sup(j + 1)}`,
+      weightTitle: 'α̂ʲ', sumLabel: t.searchResultRow, corner: '', rowHeadClass: 'v',
     });
     const best = r.weights.reduce((b, w, j) => (w > r.weights[b] ? j : b), 0);
     const own = state.own !== null ? format(t.searchOwnReading, { i: sup(state.own + 1), n: state.own + 1 }) : '';
     $('search-reading').innerHTML = (r.query.every((x) => x === 0) ? t.searchEmptyReading
-      : format(t.searchReading, { title: t.searchArticles[best], w: formatNumber(r.weights[best], 2) })) + own;
+      : format(t.searchReading, { title: t.searchArticles[best], w: formatNumber(r.weights[best], 3) })) + own;
     window.attentionDemo.search = {
       keys: [...keys], values: [...values], queries: [...queries], tags: [...state.tags], own: state.own,
       query: [...r.query], scores: [...r.scores], weights: [...r.weights], result: [...r.result],

@@ -1,14 +1,17 @@
 // "Self-attention, step by step": four tokens a¹…a⁴ of four numbers each, every matrix computed
 // live by the library — projections and Q·Kᵀ by lib.linear, weights by lib.attentionWeights,
-// outputs by lib.attention — with the scale and the masks next to the tables they change. One
-// query is followed through every step (the picker, or a click on a row): its input, its query,
-// every key it is compared with (drawn as alignment), its row of scores and of weights, and the
-// products α̂(i, j)·vʲ that add up to its output bⁱ.
+// outputs by lib.attention — with the scale and the masks next to the tables they change, and
+// the lecture's matrix form in its place: the scores stacked as K·Qᵀ, transposed to Q·Kᵀ,
+// softmax row by row, B = Â·V. One query is followed through every step (q¹ at first; the
+// picker, or a click on a row): its input, its query with one component worked out, every key
+// it is compared with (drawn as alignment), its scores, its softmax worked out and the products
+// α̂(i, j)·vʲ that add up to its output bⁱ (worked.mjs).
 import { $, el } from './dom.mjs';
 import { drawAlignment } from './alignment-view.mjs';
 import { format } from './i18n.mjs';
-import { markRows, renderMatrix, shade, sup } from './matrix-view.mjs';
-import { formatNumber, formatScientific } from './numbers.mjs';
+import { markRows, renderMatrix, sup } from './matrix-view.mjs';
+import { exact, formatExact, formatNumber, formatScientific } from './numbers.mjs';
+import { componentSum, planScores, renderProducts, renderSoftmaxRow } from './worked.mjs';
 
 const N = 4;  // tokens
 const D = 4;  // size of each input, query, key and value (d_model = d_k)
@@ -24,48 +27,33 @@ export const DEFAULTS = {
 const IDENTITY = Float32Array.from({ length: D * D }, (_, e) => (e % (D + 1) === 0 ? 1 : 0));
 export const LAYER_TOLERANCE = 1e-5;  // the ✓: the layer's outputs within this of lib.attention's
 
-// A small seeded generator for the Randomise buttons (two decimals, in [-1, 1)).
+// A small seeded generator for the Randomise buttons: two decimals in [−1, 1) for the inputs; the
+// weights as an untrained layer starts them (PyTorch's nn.Linear: uniform in ±1/√in = ±0.5).
 function generator(seed) {
   let x = seed >>> 0;
-  return () => {
+  return (range = 1) => {
     x = (x * 1664525 + 1013904223) >>> 0;
-    return Math.round((x / 2 ** 32 * 2 - 1) * 100) / 100;
+    return Math.round((x / 2 ** 32 * 2 - 1) * range * 100) / 100;
   };
 }
+const INIT_RANGE = 1 / Math.sqrt(D);
 
 // Tokens are numbered by superscripts (a², the second input), components by plain numbers in the
-// column headers (the corner says which is which).
+// column headers (the corner says which is which). Q, K and V keep their colours (.q, .k, .v).
 const tokenLabel = (name) => (i) => `${name}${sup(i + 1)}`;
 const componentLabel = (c) => String(c + 1);
-const vector = (v) => `(${[...v].map((x) => formatNumber(x, 2)).join(', ')})`;
-
-// The products α̂(i, j)·vʲ, one row per key j, and their sum bⁱ under them: each row shaded by
-// its weight, so the row bⁱ takes most from is the darkest. Shared with the search section.
-export function renderProducts(table, { weights, values, n, d, sum, rowLabel, weightTitle, sumLabel, hidden, corner = '' }) {
-  const rows = [];
-  for (let j = 0; j < n; j++) rows.push(weights[j], ...values.subarray(j * d, (j + 1) * d).map((x) => weights[j] * x));
-  rows.push(NaN, ...sum);
-  renderMatrix(table, rows, n + 1, d + 1, {
-    rowLabel: (r) => (r < n ? rowLabel(r) : sumLabel), corner,
-    colLabel: (c) => (c === 0 ? weightTitle : componentLabel(c - 1)),
-    special: (r, c) => (r === n ? (c === 0 ? { text: 'Σ =', className: 'sum' } : null)
-      : hidden?.(r) ? { text: '0', className: 'masked masked-key' } : null),
-    rowClass: (r) => (r === n ? 'total' : ''),
-  });
-  [...table.tBodies[0].rows].slice(0, n).forEach((tr, j) => {
-    for (const cell of [...tr.cells].slice(1)) if (!cell.classList.contains('masked')) shade(cell, weights[j]);
-  });
-}
+const vector = (v, write = (x) => formatNumber(x, 3)) => `(${[...v].map(write).join(', ')})`;
+const row = (m, i, width = D) => m.subarray(i * width, (i + 1) * width);
 
 // Returns { render(), state }: render() redraws everything in the current language.
 export function startWalkthrough(lib, strings) {
   const state = {
     ...Object.fromEntries(Object.entries(DEFAULTS).map(([k, v]) => [k, Float32Array.from(v)])),
-    scaleMode: 'sqrt', customScale: 0.5, causal: false, maskedKeys: new Set(), selected: 1,
+    scaleMode: 'sqrt', customScale: 0.5, causal: false, maskedKeys: new Set(), selected: 0, component: 0, randomWeights: false,
   };
   let random = generator(7);
   const layer = new lib.MultiHeadAttention({ embedDim: D, numHeads: 1, bias: false });
-  let computed;
+  let computed, plan;
 
   const scale = () => (state.scaleMode === 'sqrt' ? 1 / Math.sqrt(D) : state.scaleMode === 'one' ? 1 : state.customScale);
 
@@ -78,6 +66,7 @@ export function startWalkthrough(lib, strings) {
     const key = lin(state.inputs, state.wk);
     const value = lin(state.inputs, state.wv);
     const scores = lib.linear(query, key, { inFeatures: D, outFeatures: N });  // row i, column j: qⁱ·kʲ
+    const stacked = lib.linear(key, query, { inFeatures: D, outFeatures: N });  // K·Qᵀ: column i holds qⁱ's scores
     const s = scale();
     const mask = new Uint8Array(N * N).map((_, e) => (state.maskedKeys.has(e % N) ? 0 : 1));
     const options = { heads: 1, seqQ: N, headDim: D, causal: state.causal, mask, scale: s };
@@ -88,7 +77,7 @@ export function startWalkthrough(lib, strings) {
     layer.setWeights({ wq: state.wq.map((w) => w * s * Math.sqrt(D)), wk: state.wk, wv: state.wv, wo: IDENTITY });
     const fromLayer = layer.forward(state.inputs, null, null, { causal: state.causal, mask });
     const layerDiff = outputs.reduce((m, o, i) => Math.max(m, Math.abs(o - fromLayer[i])), 0);
-    return { query, key, value, scores, scaled, weights, outputs, fromLayer, layerDiff, options };
+    return { query, key, value, scores, stacked, scaled, weights, outputs, fromLayer, layerDiff, options };
   }
 
   const maskedCell = (t, text) => (i, j) => {
@@ -101,7 +90,10 @@ export function startWalkthrough(lib, strings) {
 
   function renderEditable() {
     const t = strings();
-    const edit = (name) => (index, v) => { state[name][index] = v; renderDerived(); };
+    const edit = (name) => (index, v) => {
+      state[name][index] = v;
+      renderDerived();
+    };
     renderMatrix($('inputs'), state.inputs, N, D, {
       rowLabel: tokenLabel('a'), colLabel: componentLabel, corner: t.cornerTokenDim, editable: true, onEdit: edit('inputs'), name: 'A',
     });
@@ -116,19 +108,20 @@ export function startWalkthrough(lib, strings) {
     computed = compute();
     const t = strings();
     const s = computed.options.scale;
-    const tokens = { rowLabel: tokenLabel('q'), colLabel: tokenLabel('k'), corner: 'q ╲ k' };
-    renderMatrix($('query'), computed.query, N, D, { rowLabel: tokenLabel('q'), colLabel: componentLabel, corner: t.cornerTokenDim });
-    renderMatrix($('key'), computed.key, N, D, { rowLabel: tokenLabel('k'), colLabel: componentLabel, corner: t.cornerTokenDim });
-    renderMatrix($('value'), computed.value, N, D, { rowLabel: tokenLabel('v'), colLabel: componentLabel, corner: t.cornerTokenDim });
-    renderMatrix($('scores'), computed.scores, N, N, tokens);
-    renderMatrix($('scaled'), computed.scaled, N, N, { ...tokens, special: maskedCell(t, '−∞') });
+    const tokens = { rowLabel: tokenLabel('q'), colLabel: tokenLabel('k'), corner: 'q ╲ k', rowHeadClass: 'q', colHeadClass: 'k' };
+    for (const [id, name] of [['query', 'q'], ['key', 'k'], ['value', 'v']]) {
+      renderMatrix($(id), computed[id], N, D, { rowLabel: tokenLabel(name), colLabel: componentLabel, corner: t.cornerTokenDim, rowHeadClass: name });
+    }
+    // The scores with the decimals a pencil needs to get from them to the weights shown (worked.mjs).
+    plan = planScores(computed.scores, s, computed.weights, hiddenBy, N);
+    const digits = plan.digits;
+    renderMatrix($('stacked'), computed.stacked, N, N, { rowLabel: tokenLabel('k'), colLabel: tokenLabel('q'), corner: 'k ╲ q', rowHeadClass: 'k', colHeadClass: 'q', digits });
+    renderMatrix($('scores'), computed.scores, N, N, { ...tokens, digits });
+    renderMatrix($('scaled'), computed.scaled, N, N, { ...tokens, special: maskedCell(t, '−∞'), text: (i, j) => plan.scaled[i * N + j].text });
     $('scale-shown').textContent = formatNumber(s, 2);
     $('scale-value').textContent = formatNumber(state.customScale, 2);
+    renderMatrix($('weights'), computed.weights, N, N, { ...tokens, heat: true, special: maskedCell(t, '0') });
     const empty = emptyRows();
-    const rowSum = (i) => computed.weights.subarray(i * N, i * N + N).reduce((a, b) => a + b, 0);
-    renderMatrix($('weights'), computed.weights, N, N, {
-      ...tokens, heat: true, special: maskedCell(t, '0'), extraColumn: { title: t.rowSums, value: (i) => formatNumber(rowSum(i), 3) },
-    });
     const note = $('empty-row-note');
     note.hidden = empty.length === 0;
     note.textContent = empty.map((i) => format(t.emptyRow, { i: sup(i + 1) })).join(' ');
@@ -139,56 +132,75 @@ export function startWalkthrough(lib, strings) {
     badge.title = t.layerBadgeTitle;
     badge.classList.toggle('failed', !checked);
     $('layer-check').innerHTML = format(t.layerCheck, { diff: formatScientific(computed.layerDiff, 1) });
+    // Random weights: how evenly they spread the weights (with no mask, so that even means 1/4).
+    const reading = $('random-reading');
+    reading.hidden = !state.randomWeights || state.causal || state.maskedKeys.size > 0;
+    reading.innerHTML = format(t.randomReading, {
+      lo: formatNumber(Math.min(...computed.weights), 2), hi: formatNumber(Math.max(...computed.weights), 2), even: formatNumber(1 / N, 2),
+    });
     wireRows();
     renderFollowed(t);
   }
 
-  // Everything that follows the chosen query i: the picker, the outlined rows, the worked qⁱ,
-  // the alignment drawing, the products that make bⁱ.
+  // Everything that follows the chosen query i: the picker, the outlined rows (column i of K·Qᵀ),
+  // the worked qⁱ and its component, the alignment drawing, its softmax, the products that make bⁱ.
   function renderFollowed(t = strings()) {
-    const i = state.selected;
+    const i = state.selected, c = state.component;
     for (const input of document.querySelectorAll('#follow input')) input.checked = Number(input.value) === i;
+    for (const b of document.querySelectorAll('#component-picker button')) b.setAttribute('aria-pressed', String(Number(b.value) === c));
     for (const id of ['inputs', 'query', 'scores', 'scaled', 'weights', 'outputs']) markRows($(id), 'highlight', (k) => k === i);
     markRows($('key'), 'compared', () => true);
-    const q = computed.query.subarray(i * D, (i + 1) * D);
-    $('query-worked').innerHTML = format(t.queryWorked, { i: i + 1, a: vector(state.inputs.subarray(i * D, (i + 1) * D)), q: vector(q) });
-    const keys = Array.from({ length: N }, (_, j) => [...computed.key.subarray(j * D, (j + 1) * D)]);
+    markRows($('wq'), 'used-row', (r) => r === c);
+    for (const tr of $('stacked').rows) [...tr.cells].forEach((cell, k) => cell.classList.toggle('used', k === i + 1));
+    [...$('query').tBodies[0].rows].forEach((tr, k) => [...tr.cells].forEach((cell, m) => cell.classList.toggle('target', k === i && m === c + 1)));
+    const q = row(computed.query, i), a = row(state.inputs, i);
+    $('query-worked').innerHTML = format(t.queryWorked, { i: i + 1, a: vector(a, (x) => formatExact(exact(x), 2)), q: vector(q) });
+    const { terms, sum } = componentSum(row(state.wq, c), a);
+    $('component-worked').innerHTML = format(t.componentWorked, { i: i + 1, c: c + 1, terms, sum, shown: formatNumber(q[c], 3) });
+    const keys = Array.from({ length: N }, (_, j) => [...row(computed.key, j)]);
     const points = drawAlignment($('alignment'), { query: [...q], keys, labels: keys.map((_, j) => `k${sup(j + 1)}`), queryLabel: `q${sup(i + 1)}` });
     $('alignment').setAttribute('aria-label', format(t.alignmentLabel, { i: sup(i + 1) }));
-    const best = computed.scores.subarray(i * N, (i + 1) * N).reduce((b, x, j, row) => (x > row[b] ? j : b), 0);
-    $('alignment-caption').innerHTML = format(t.alignmentCaption, { i: i + 1, best: best + 1, score: formatNumber(computed.scores[i * N + best], 2) });
+    const best = row(computed.scores, i, N).reduce((b, x, j, r) => (x > r[b] ? j : b), 0);
+    $('alignment-caption').innerHTML = format(t.alignmentCaption, { i: i + 1, best: best + 1, score: formatNumber(computed.scores[i * N + best], plan.digits) });
+    $('stacked-caption').innerHTML = format(t.stackedCaption, { i: i + 1 });
+    const hidden = maskedCell(t, '');
+    const shift = renderSoftmaxRow($('softmax-row'), {
+      plan, i, n: N, weights: [...row(computed.weights, i, N)], colLabel: tokenLabel('k'), colHeadClass: 'k',
+      labels: (shift) => [`α′(${i + 1}, j)`, shift ? `exp(α′(${i + 1}, j) − ${shift})` : `exp(α′(${i + 1}, j))`, `α̂(${i + 1}, j)`],
+      masked: (r, j) => { const m = hidden(i, j); return m && { ...m, text: r === 0 ? '−∞' : '0' }; },
+    });
+    $('softmax-caption').innerHTML = format(shift ? t.softmaxShifted : t.softmaxWorked, { i: i + 1, shift });
     $('sum-caption').innerHTML = format(t.sumCaption, { i: i + 1 });
     renderProducts($('weighted-sum'), {
-      weights: computed.weights.subarray(i * N, (i + 1) * N), values: computed.value, n: N, d: D,
-      sum: computed.outputs.subarray(i * D, (i + 1) * D), rowLabel: tokenLabel('v'), weightTitle: `α̂(${i + 1}, j)`,
-      sumLabel: `b${sup(i + 1)}`, hidden: (j) => hiddenBy(i, j), corner: t.cornerProducts,
+      weights: row(computed.weights, i, N), values: computed.value, n: N, d: D,
+      sum: row(computed.outputs, i), rowLabel: (j) => `α̂(${i + 1},${j + 1})·v${sup(j + 1)}`, weightTitle: `α̂(${i + 1}, j)`,
+      sumLabel: `b${sup(i + 1)}`, hidden: (j) => hiddenBy(i, j), corner: t.cornerProducts, rowHeadClass: 'v',
     });
     window.attentionDemo.walk = {
       inputs: [...state.inputs], wq: [...state.wq], wk: [...state.wk], wv: [...state.wv],
-      ...Object.fromEntries(['query', 'key', 'value', 'scores', 'scaled', 'weights', 'outputs', 'fromLayer'].map((k) => [k, [...computed[k]]])),
-      options: { ...computed.options, mask: [...computed.options.mask] }, selected: i, layerDiff: computed.layerDiff,
+      ...Object.fromEntries(['query', 'key', 'value', 'scores', 'stacked', 'scaled', 'weights', 'outputs', 'fromLayer'].map((k) => [k, [...computed[k]]])),
+      options: { ...computed.options, mask: [...computed.options.mask] }, selected: i, component: c, layerDiff: computed.layerDiff,
       alignment: points,
     };
   }
 
-  const select = (i) => {
-    if (state.selected === i) return;
+  const select = (i, c = state.component) => {
+    if (state.selected === i && state.component === c) return;
     state.selected = i;
+    state.component = c;
     renderFollowed();
   };
 
-  // A click on a row of Q, the scores, the weights or B chooses its query; B's rows also follow
-  // the mouse and the keyboard focus.
+  // A click on a row of A, Q, the scores, the weights or B follows its query (a click on a number
+  // of Q also works out that component); column i of K·Qᵀ is query i's. The keyboard has the pickers.
   function wireRows() {
-    for (const id of ['query', 'scores', 'scaled', 'weights', 'outputs']) {
-      [...$(id).tBodies[0].rows].forEach((row, i) => row.addEventListener('click', () => select(i)));
+    for (const id of ['inputs', 'scores', 'scaled', 'weights', 'outputs']) {
+      [...$(id).tBodies[0].rows].forEach((tr, i) => tr.addEventListener('click', () => select(i)));
     }
-    [...$('outputs').tBodies[0].rows].forEach((row, i) => {
-      row.tabIndex = 0;
-      row.setAttribute('aria-label', format(strings().outputRowLabel, { i: sup(i + 1) }));
-      row.addEventListener('mouseenter', () => select(i));
-      row.addEventListener('focus', () => select(i));
-    });
+    [...$('query').tBodies[0].rows].forEach((tr, i) => [...tr.cells].forEach((cell, m) => {
+      cell.addEventListener('click', () => select(i, m > 0 ? m - 1 : state.component));
+    }));
+    for (const tr of $('stacked').rows) [...tr.cells].forEach((cell, k) => { if (k > 0) cell.addEventListener('click', () => select(k - 1)); });
   }
 
   function buildControls() {
@@ -197,6 +209,11 @@ export function startWalkthrough(lib, strings) {
       const input = el('input', { type: 'radio', name: 'follow', value: String(i) });
       input.addEventListener('change', () => select(i));
       follow.append(el('label', {}, input, ` q${sup(i + 1)}`));
+    }
+    for (let c = 0; c < D; c++) {
+      const b = el('button', { type: 'button', value: String(c), textContent: String(c + 1) });
+      b.addEventListener('click', () => select(state.selected, c));
+      $('component-picker').append(b);
     }
     const box = $('key-masks');
     for (let j = 0; j < N; j++) {
@@ -219,13 +236,15 @@ export function startWalkthrough(lib, strings) {
       document.querySelector('input[name="scale"][value="custom"]').checked = true;
       renderDerived();
     });
-    $('random-inputs').addEventListener('click', () => { state.inputs = Float32Array.from({ length: N * D }, random); render(); });
+    $('random-inputs').addEventListener('click', () => { state.inputs = Float32Array.from({ length: N * D }, () => random()); render(); });
     $('random-weights').addEventListener('click', () => {
-      for (const w of ['wq', 'wk', 'wv']) state[w] = Float32Array.from({ length: D * D }, random);
+      for (const w of ['wq', 'wk', 'wv']) state[w] = Float32Array.from({ length: D * D }, () => random(INIT_RANGE));
+      state.randomWeights = true;
       render();
     });
     $('reset').addEventListener('click', () => {
       for (const [k, v] of Object.entries(DEFAULTS)) state[k] = Float32Array.from(v);
+      state.randomWeights = false;
       random = generator(7);
       render();
     });

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { referenceAttention, referenceLinear, visibleByPosition } from '../js/reference.mjs';
-import { demoState, near, openDemo, shownAs, startDemo, tableCells } from './demo.mjs';
+import { demoState, near, openDemo, setLanguage, shownAs, startDemo, tableCells } from './demo.mjs';
 
 const E = 4, WINDOW = 3;
 let demo;
@@ -83,7 +83,7 @@ test('decoding with a KV cache: one word per step, each new query over the cache
   await checkSteps(page, 6, true);
   assert.match(await page.textContent('#decode-check'), /window: \[2, 0\]: largest difference (\d\.\d × 10⁻[⁰¹²³⁴⁵⁶⁷⁸⁹]+|0)\./);
   // The other language's sentence, decoded as far as it goes.
-  await page.click('button[data-lang="zh"]');
+  await setLanguage(page, 'zh');
   const zh = await checkSteps(page, 5, true);
   assert.deepEqual(zh.tokens, ['小猫', '坐', '在', '垫子', '上']);
   assert.match(await page.textContent('#decode-status'), /^第 5 步：上⁵ 到来/);
@@ -145,7 +145,7 @@ test('mask pictures: each option against the reference, hidden keys greyed with 
   m = await checkPictures('moved');
   assert.deepEqual([m.window.options.window, m.sinks.options.sinks, m.alibi.options.alibiSlopes, m.softcap.c], [[4, 0], [-2], [1.5], 12]);
   assert.match(await page.textContent('#mask-pictures'), /window: \[4, 0\]/);
-  await page.click('button[data-lang="zh"]');
+  await setLanguage(page, 'zh');
   await checkPictures('zh', 'zh');
   assert.match(await page.getAttribute('#mask-window tbody tr:nth-child(6) td:nth-child(2)', 'title'), /窗口之外/);
   assert.deepEqual(problems, []);

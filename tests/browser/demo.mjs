@@ -36,6 +36,19 @@ export async function openDemo(browser, url, { viewport, onResponse } = {}) {
 
 export const demoState = (page) => page.evaluate(() => window.attentionDemo);
 
+// Presses English or 中文 and waits until the page shows it (a language's strings load on its
+// first showing).
+export async function setLanguage(page, lang) {
+  await page.click(`button[data-lang="${lang}"]`);
+  await page.waitForSelector(`body[data-lang="${lang}"]`);
+}
+
+// The benchmark panel, which loads when its section comes near the screen.
+export async function benchPanel(page) {
+  await page.locator('#bench-panel').scrollIntoViewIfNeeded();
+  await page.waitForFunction(() => window.attentionDemo.benchPanel);
+}
+
 // The numbers a table shows, row by row (a typographic minus and −∞ read as numbers).
 export const tableCells = (page, selector) => page.$$eval(`${selector} tbody tr`, (rows) => rows.map((r) => [...r.cells]
   .filter((c) => c.tagName === 'TD').map((c) => c.querySelector('input')?.value ?? c.textContent)))
@@ -60,4 +73,37 @@ export const pageShot = (name) => new URL(name, ARTIFACTS).pathname;
 export function sectionShot(name) {
   mkdirSync(new URL('sections/', ARTIFACTS), { recursive: true });
   return new URL(`sections/${name}`, ARTIFACTS).pathname;
+}
+
+// Every sum the page writes out, as shown (data-sum): a line of parts and a total, a table row
+// whose last cell is the sum of the others, or a table whose last row is the sum of the rows above
+// it (column by column, the first column, the weights, aside). → [{ where, parts: [text], total }]
+export const shownSums = (page) => page.$$eval('[data-sum]', (els) => els.filter((el) => el.checkVisibility()).flatMap((el) => {
+  const text = (node) => node.textContent.trim();
+  const where = `${el.closest('[id]')?.id}: ${el.dataset.sum}`;
+  if (el.dataset.sum === 'line') return [{ where, parts: [...el.querySelectorAll('.part')].map(text), total: text(el.querySelector('.total')) }];
+  if (el.dataset.sum === 'row') {
+    const cells = [...el.cells].slice(1).map(text);
+    return [{ where, parts: cells.slice(0, -1), total: cells.at(-1) }];
+  }
+  const rows = [...el.tBodies[0].rows].map((tr) => [...tr.cells].slice(1).map(text));
+  return rows[0].slice(1).map((_, c) => ({ where: `${where} ${c + 1}`, parts: rows.slice(0, -1).map((r) => r[c + 1]), total: rows.at(-1)[c + 1] }));
+}));
+
+// A number as the page writes it ("−0.052"), exactly: [BigInt units, decimals].
+function decimal(text) {
+  const m = /^(−?)(\d+)(?:\.(\d+))?$/.exec(text);
+  assert.ok(m, `“${text}” is a number written out in full`);
+  return [BigInt(`${m[1] ? '-' : ''}${m[2]}${m[3] ?? ''}`), (m[3] ?? '').length];
+}
+
+// Each shown sum is the sum of its shown parts, exactly (what a pencil gets).
+export function checkSums(sums) {
+  for (const { where, parts, total } of sums) {
+    const numbers = [...parts, total].map(decimal);
+    const digits = Math.max(...numbers.map(([, d]) => d));
+    const scaled = numbers.map(([n, d]) => n * 10n ** BigInt(digits - d));
+    const sum = scaled.slice(0, -1).reduce((a, b) => a + b, 0n);
+    assert.equal(sum, scaled.at(-1), `${where}: ${parts.join(' + ')} = ${total}`);
+  }
 }

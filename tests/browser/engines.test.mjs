@@ -6,8 +6,9 @@
 //   - the JS API on every build the engine runs, against the JS reference, bit-identical across
 //     thread counts, and SIMD128 results bit-identical across engines;
 //   - the Catch2 suite of each SIMD level the engine runs;
-//   - the demo page: every section computed, the walk-through against the reference, a playground
-//     run in its Web Worker, the console clean, no sideways scrolling (desktop, 中文, phone);
+//   - the demo page: every section computed, the walk-through against the reference, every sum it
+//     writes out adding up as shown and in the same digits in every engine, a playground run in
+//     its Web Worker, the console clean, no sideways scrolling (desktop and phone, English and 中文);
 //   - the packed package bundled by Vite;
 //   - a disposed instance lets go of its wasm memory and ends its workers, on each thread count;
 //   - wasm memory past 2 GiB on each thread count the engine runs (when 4 GiB are free).
@@ -23,6 +24,7 @@ import { after, before, describe, test } from 'node:test';
 import { referenceAttention, referenceLinear } from '../js/reference.mjs';
 import { bin, EXPECTED as BUNDLE_OUT, makeApp, run } from '../package/app.mjs';
 import { ARTIFACTS, launch, serve, testedEngines } from './browsers.mjs';
+import { checkSums } from './demo.mjs';
 import { checkDefaultBuild, EXPECTED, levelsIn } from './expected.mjs';
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));
@@ -34,6 +36,7 @@ const memoryLacking = freemem() < 4 * GiB &&
 let isolated, plain, site, app;
 const measured = {};   // engine → what the support table says
 const digests = {};    // engine → { simd128, 'relaxed-simd' }: the API page's outputs, bit for bit
+const written = {};    // engine → the walk-through's numbers as the demo page writes them
 before(async () => {
   isolated = await serve({ root: REPO });  // the pages need build/, dist/, web/ and tests/
   plain = await serve({ root: REPO, isolated: false });
@@ -188,6 +191,23 @@ for (const engine of testedEngines()) {
           return width;
         }));
         assert.notEqual(widths[0], widths[1], `English text is not set in WenQuanYi Micro Hei (${widths[0]} px)`);
+        // Every sum written out adds up as shown, and the walk-through's numbers are written in the
+        // same digits as in the other engines (the page rounds them itself).
+        const shown = await page.evaluate(() => {
+          const text = (el) => el.textContent.trim();
+          const sums = [...document.querySelectorAll('[data-sum]')].flatMap((el) => {
+            if (el.dataset.sum === 'line') return [{ where: 'line', parts: [...el.querySelectorAll('.part')].map(text), total: text(el.querySelector('.total')) }];
+            if (el.dataset.sum === 'row') { const c = [...el.cells].slice(1).map(text); return [{ where: 'row', parts: c.slice(0, -1), total: c.at(-1) }]; }
+            const rows = [...el.tBodies[0].rows].map((tr) => [...tr.cells].slice(1).map(text));
+            return rows[0].slice(1).map((_, c) => ({ where: el.id, parts: rows.slice(0, -1).map((r) => r[c + 1]), total: rows.at(-1)[c + 1] }));
+          });
+          const tables = ['search-scores', 'search-result', 'query', 'scores', 'scaled', 'softmax-row', 'weights', 'weighted-sum', 'outputs']
+            .map((id) => [...document.querySelectorAll(`#${id} td`)].map(text).join(' '));
+          return { sums, tables, worked: text(document.getElementById('component-worked')) };
+        });
+        assert.ok(shown.sums.length >= 10, `${shown.sums.length} sums`);
+        checkSums(shown.sums);
+        written[engine] = shown;
         // The playground computes in a Web Worker of its own.
         await page.evaluate(() => document.querySelector('#playground button[type="submit"]').click());
         const played = await page.waitFor(() => {
@@ -197,9 +217,10 @@ for (const engine of testedEngines()) {
         assert.equal(played.state, 'result', played.text);
         // A phone's width, or the narrowest the engine's window gives (WebKitGTK's: about 450 px).
         const phone = { width: Math.max(390, browser.minWidth), height: 844 };
-        for (const [name, lang, viewport] of [['desktop', 'en', { width: 1200, height: 900 }], ['zh', 'zh'], ['phone', 'en', phone]]) {
+        for (const [name, lang, viewport] of [['desktop', 'en', { width: 1200, height: 900 }], ['zh', 'zh'], ['phone-zh', 'zh', phone], ['phone', 'en']]) {
           if (viewport) await page.setViewport(viewport);
           await page.evaluate((l) => document.querySelector(`button[data-lang="${l}"]`).click(), lang);
+          await page.waitFor((l) => document.body.dataset.lang === l, lang);
           const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
           assert.ok(overflow <= 0, `${name}${viewport ? ` (${viewport.width} px)` : ''}: no horizontal scrolling (overflow ${overflow}px)`);
           await page.screenshot(new URL(`${engine}-demo-${name}.png`, SHOTS).pathname, { fullPage: true });
@@ -257,6 +278,12 @@ for (const engine of testedEngines()) {
     }
   });
 }
+
+test('the demo page writes the walk-through\'s numbers in the same digits in every engine', { skip: testedEngines().length < 2 && 'one engine tested' }, () => {
+  const [first, ...others] = Object.entries(written);
+  assert.equal(others.length + 1, testedEngines().length, 'every engine ran the demo page');
+  for (const [engine, shown] of others) assert.deepEqual(shown, first[1], `${engine} as ${first[0]}`);
+});
 
 test('SIMD128 results are bit-identical in every engine', { skip: testedEngines().length < 2 && 'one engine tested' }, () => {
   const of = Object.entries(digests).map(([engine, d]) => [engine, d.simd128]);

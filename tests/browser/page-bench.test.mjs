@@ -5,8 +5,9 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { TEXT } from '../../web/bench/panel.mjs';
-import { STRINGS } from '../../web/i18n.mjs';
-import { PHONE, openDemo, startDemo } from './demo.mjs';
+import { EN } from '../../web/i18n-en.mjs';
+import { ZH } from '../../web/i18n-zh.mjs';
+import { benchPanel, openDemo, PHONE, setLanguage, startDemo } from './demo.mjs';
 
 const SMALL = { label: 'small (1, 2, 32, 32, 16)', batch: 1, heads: 2, seqQ: 32, seqK: 32, headDim: 16 };
 const SHORT = { warmMs: 50, rounds: 3, turnMs: 50, settleMs: 10 };
@@ -17,17 +18,21 @@ after(async () => { await demo?.close(); });
 const texts = (page, sel) => page.$$eval(sel, (els) => els.map((e) => e.textContent));
 
 test('the panel on the page: both languages, a run, results re-labelled on a switch, and it fits a phone', async () => {
-  assert.deepEqual(Object.keys(STRINGS.zh.benchPanel).sort(), Object.keys(TEXT).sort(), 'every string of the panel in Chinese');
-  assert.deepEqual(STRINGS.en.benchPanel, {}, 'English is the panel\'s own');
+  assert.deepEqual(Object.keys(ZH.benchPanel).sort(), Object.keys(TEXT).sort(), 'every string of the panel in Chinese');
+  assert.deepEqual(EN.benchPanel, {}, 'English is the panel\'s own');
   const { page, problems } = await openDemo(demo.browser, demo.server.url, { viewport: PHONE });
+  assert.equal(await page.evaluate(() => window.attentionDemo.benchPanel), undefined, 'not loaded with the page');
+  await benchPanel(page);
   const panel = 'section[aria-labelledby="bench"] .bench-panel';
   assert.equal(await page.getAttribute(panel, 'data-state'), 'idle');
-  assert.deepEqual(await texts(page, `${panel} option`), STRINGS.en.benchShapes);
+  assert.deepEqual(await texts(page, `${panel} option`), EN.benchShapes);
   assert.equal(await page.textContent(`${panel} button`), TEXT.run);
-  await page.click('button[data-lang="zh"]');
-  assert.deepEqual(await texts(page, `${panel} option`), STRINGS.zh.benchShapes);
+  await setLanguage(page, 'zh');
+  assert.deepEqual(await texts(page, `${panel} option`), ZH.benchShapes);
   assert.equal(await page.textContent(`${panel} button`), '运行基准测试');
   await page.selectOption(`${panel} select`, '2');
+
+  await benchPanel(page);
 
   const results = await page.evaluate(([shape, timing]) => window.attentionDemo.benchPanel.run(shape, timing), [SMALL, SHORT]);
   assert.equal(await page.getAttribute(panel, 'data-state'), 'done');
@@ -46,21 +51,22 @@ test('the panel on the page: both languages, a run, results re-labelled on a swi
     return { page: document.documentElement.scrollWidth - document.documentElement.clientWidth, right: table.right - section.right };
   }, panel);
   for (const lang of ['zh', 'en']) {
-    await page.click(`button[data-lang="${lang}"]`);
+    await setLanguage(page, lang);
     const { page: overflow, right } = await fits();
     assert.ok(overflow <= 0 && right <= 0.5, `${lang}: the page ${overflow}px, the table ${right}px past its section`);
   }
   assert.equal(await page.textContent('.bench-panel-status'), 'Done: small (1, 2, 32, 32, 16), medians of 3 rounds on this device.');
   const names = await texts(page, `${panel} tbody th`);
   assert.ok(names.includes('attention-wasm, 1 thread') && names.includes('onnxruntime-web MHA, 1 thread'), names.join(' | '));
-  assert.deepEqual(await texts(page, `${panel} option`), STRINGS.en.benchShapes);
+  assert.deepEqual(await texts(page, `${panel} option`), EN.benchShapes);
   assert.deepEqual(problems, []);
 });
 
 test('the panel\'s Cancel stops a run at once, in the page\'s language; the bars\' column says what they show', async () => {
   const { page, problems } = await openDemo(demo.browser, demo.server.url);
+  await benchPanel(page);
   const panel = 'section[aria-labelledby="bench"] .bench-panel';
-  await page.click('button[data-lang="zh"]');
+  await setLanguage(page, 'zh');
   const [run, cancel] = await page.$$(`${panel} button`);
   assert.equal(await cancel.textContent(), '取消');
   assert.equal(await cancel.isDisabled(), true, 'nothing to cancel yet');
@@ -76,7 +82,7 @@ test('the panel\'s Cancel stops a run at once, in the page\'s language; the bars
   await page.evaluate(([shape, timing]) => window.attentionDemo.benchPanel.run(shape, timing), [SMALL, SHORT]);
   assert.equal(await page.getAttribute(panel, 'data-state'), 'done');
   assert.equal(await page.textContent(`${panel} thead th.bench-panel-bar-cell`), '相对速度（最快 = 满格）');
-  await page.click('button[data-lang="en"]');
+  await setLanguage(page, 'en');
   assert.equal(await page.textContent(`${panel} thead th.bench-panel-bar-cell`), 'relative speed (fastest = full bar)');
   assert.deepEqual(problems, []);
 });

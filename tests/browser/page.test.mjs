@@ -1,14 +1,16 @@
 // The demo page `npm start` serves, in headless Chromium — the walk-through: every matrix equal
 // to a plain JS reference (tests/js/reference.mjs) and shown as such, live recomputation while
-// typing, the scale control, the masks shown as −∞ where the reference masks (with the reason and
-// the all-masked row explained), the weighted sum beside the outputs, both languages, a strict
+// typing (what a cell shows is what it computes with), the scale control, the masks shown as −∞
+// where the reference masks (with the reason and the all-masked row explained), the weighted sum
+// beside the outputs, both languages and the one the page opens in, a strict
 // Content-Security-Policy, no cross-origin isolation, and a phone-sized screen. Screenshots go to
 // artifacts/ (not committed).
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { STRINGS } from '../../web/i18n.mjs';
+import { EN } from '../../web/i18n-en.mjs';
+import { ZH } from '../../web/i18n-zh.mjs';
 import { referenceAttention, referenceLinear } from '../js/reference.mjs';
-import { PHONE, demoState, near, openDemo, sectionShot, shownAs, startDemo, tableCells } from './demo.mjs';
+import { checkSums, demoState, near, openDemo, PHONE, sectionShot, setLanguage, shownAs, shownSums, startDemo, tableCells } from './demo.mjs';
 
 const N = 4, D = 4;
 let demo;
@@ -37,15 +39,27 @@ function checkWalkthrough(s) {
   return { want, masked };
 }
 
-// The tables show the state's numbers.
+// The tables show the state's numbers: the inputs exactly as typed, the scores with the decimals
+// the page chose (at least 3), α′ = s·α from the scores as shown, exactly (what a pencil gets).
 async function checkShown(page, s) {
-  shownAs(await tableCells(page, '#inputs'), s.inputs, 2, 'shown A');
-  for (const [id, m] of [['wq', 'wq'], ['wk', 'wk'], ['wv', 'wv'], ['query', 'query'], ['key', 'key'], ['value', 'value'],
-    ['scores', 'scores'], ['scaled', 'scaled'], ['outputs', 'outputs']]) {
-    shownAs(await tableCells(page, `#${id}`), s[m], id.startsWith('w') ? 2 : 3, `shown ${id}`);
-  }
-  const weights = (await tableCells(page, '#weights')).map((row) => row.slice(0, N));  // without the row sums
-  shownAs(weights, s.weights, 3, 'shown α̂');
+  for (const id of ['inputs', 'wq', 'wk', 'wv']) assert.deepEqual((await tableCells(page, `#${id}`)).flat().map(Math.fround), s[id], `shown ${id}`);
+  for (const id of ['query', 'key', 'value', 'outputs', 'weights']) shownAs(await tableCells(page, `#${id}`), s[id], 3, `shown ${id}`);
+  const texts = (id) => page.$$eval(`#${id} tbody td`, (tds) => tds.map((td) => td.textContent));
+  const scores = await texts('scores');
+  const digits = scores[0].split('.')[1].length;
+  assert.ok(digits >= 3, `the scores with ${digits} decimals`);
+  shownAs(await tableCells(page, '#scores'), s.scores, digits, 'shown Q·Kᵀ');
+  shownAs(await tableCells(page, '#stacked'), s.stacked, digits, 'shown K·Qᵀ');
+  near(s.stacked, Array.from({ length: N * N }, (_, e) => s.scores[(e % N) * N + Math.floor(e / N)]), 'K·Qᵀ is Q·Kᵀ transposed');
+  const scale = s.options.scale;
+  (await texts('scaled')).forEach((text, e) => {
+    if (text === '−∞') return;
+    const [whole, part = ''] = String(scale).split('.');
+    const product = BigInt(scores[e].replace('−', '-').replace('.', '')) * BigInt(whole + part);
+    const want = (product < 0n ? '−' : '') + String(product < 0n ? -product : product).padStart(digits + part.length + 1, '0')
+      .replace(new RegExp(`(\\d{${digits + part.length}})$`), '.$1');
+    assert.equal(text, want, `α′ ${e}: ${scale} × ${scores[e]}`);
+  });
 }
 
 const argmaxRows = (w) => Array.from({ length: N }, (_, i) => { const r = w.slice(i * N, i * N + N); return r.indexOf(Math.max(...r)); });
@@ -61,8 +75,6 @@ test('the walk-through shows the library\'s numbers, equal to a JS reference, re
   // The defaults make each query pick one key clearly: q¹→k³, q²→k¹, q³→k², q⁴→k⁴.
   assert.deepEqual(argmaxRows(s.weights), [2, 0, 1, 3]);
   for (let i = 0; i < N; i++) assert.ok(Math.max(...s.weights.slice(i * N, i * N + N)) > 0.65, `row ${i} picks a key: ${s.weights.slice(i * N, i * N + N)}`);
-  const sums = await page.$$eval('#weights tbody tr', (rows) => rows.map((r) => r.cells[r.cells.length - 1].textContent));
-  assert.deepEqual(sums, ['1.000', '1.000', '1.000', '1.000']);
   assert.match(await page.textContent('#layer-check'), /largest difference (\d\.\d × 10⁻[⁰¹²³⁴⁵⁶⁷⁸⁹]+|0)\./);
   // The weight tables say what their rows and columns are.
   // (rows: components of q, columns: of a; tokens have superscripts, components plain numbers).
@@ -80,10 +92,34 @@ test('the walk-through shows the library\'s numbers, equal to a JS reference, re
   assert.equal(await page.evaluate((sel) => document.activeElement === document.querySelector(sel), cell), true, 'focus kept');
   checkWalkthrough(typed);
   await checkShown(page, typed);
+  const value = async () => (await demoState(page)).walk.inputs[1 * D + 1];
+  const invalid = () => page.getAttribute(cell, 'aria-invalid');
   await page.keyboard.press('Backspace');  // "1." is still 1: recomputed, no error
+  assert.equal(await value(), 1);
   await page.keyboard.press('Backspace');
-  await page.keyboard.press('Backspace');  // "": the last value stays
-  assert.equal((await demoState(page)).walk.inputs[1 * D + 1], 1);
+  await page.keyboard.press('Backspace');  // "": an emptied cell is 0, as its placeholder shows
+  assert.equal(await value(), 0);
+  assert.equal(await page.getAttribute(cell, 'placeholder'), '0');
+  checkWalkthrough((await demoState(page)).walk);
+  await page.keyboard.type('−');  // not a number yet: marked, and nothing changes
+  assert.equal(await invalid(), 'true');
+  assert.equal(await value(), 0);
+  await page.keyboard.type('0.25');
+  assert.deepEqual([await invalid(), await value()], ['false', Math.fround(-0.25)]);
+  await page.keyboard.press('Tab');  // written as the page writes numbers
+  assert.equal(await page.inputValue(cell), '−0.25');
+  await page.click(cell, { clickCount: 3 });
+  await page.keyboard.type('-1e30');  // beyond ±1000: marked, −1000 used, and shown on leaving the cell
+  assert.deepEqual([await invalid(), await value()], ['true', -1000]);
+  await page.keyboard.press('Tab');
+  assert.deepEqual([await page.inputValue(cell), await invalid()], ['−1000.00', 'false']);
+  checkWalkthrough((await demoState(page)).walk);
+  await page.click(cell, { clickCount: 3 });
+  await page.keyboard.type('-0.25');
+  await page.focus(cell);
+  await page.keyboard.press('ArrowUp');  // steps of 0.1
+  assert.deepEqual([await page.inputValue(cell), await value()], ['−0.15', Math.fround(-0.15)]);
+  await checkShown(page, (await demoState(page)).walk);
   await page.click('#random-weights');
   checkWalkthrough((await demoState(page)).walk);
   await page.click('#reset');
@@ -126,7 +162,7 @@ test('masks: −∞ scores and greyed zero weights where the reference masks, wi
     const { want, masked } = checkWalkthrough(s);
     await checkShown(page, s);
     const scaled = await cellInfo('scaled');
-    const weights = (await cellInfo('weights')).filter((_, c) => c % (N + 1) < N);  // without the row sums
+    const weights = await cellInfo('weights');
     for (let e = 0; e < N * N; e++) {
       const where = `${what}: (q${Math.floor(e / N) + 1}, k${e % N + 1})`;
       assert.equal(scaled[e].text === '−∞', masked[e], `${where} shows −∞ exactly where masked`);
@@ -155,9 +191,9 @@ test('masks: −∞ scores and greyed zero weights where the reference masks, wi
   s = await checkMasks('causal, k¹ and k³ masked');
   assert.deepEqual(s.outputs.slice(0, D), [0, 0, 0, 0]);
   assert.equal(await page.isVisible('#empty-row-note'), true);
-  assert.match(await page.textContent('#empty-row-note'), /^Row q¹ has no visible key: .* its sum is 0, not 1\.$/);
-  const sums = await page.$$eval('#weights tbody tr', (rows) => rows.map((r) => r.cells[r.cells.length - 1].textContent));
-  assert.deepEqual(sums, ['0.000', '1.000', '1.000', '1.000']);
+  assert.match(await page.textContent('#empty-row-note'), /^Row q¹ has no visible key: .* its weights add up to 0, not 1\.$/);
+  // The followed row, q¹'s, worked out: −∞ scores, exps and weights 0.
+  assert.deepEqual((await tableCells(page, '#softmax-row')).map((r) => r.slice(0, N)), [Array(N).fill(-Infinity), [0, 0, 0, 0], [0, 0, 0, 0]]);
   // The mask controls sit with the score tables they change.
   const [controls, scaled] = await Promise.all(['#score-controls', '#scaled'].map((sel) => page.locator(sel).boundingBox()));
   assert.ok(scaled.y - (controls.y + controls.height) < 200, 'the controls are right above the scores');
@@ -166,7 +202,7 @@ test('masks: −∞ scores and greyed zero weights where the reference masks, wi
   assert.deepEqual(problems, []);
 });
 
-test('the products α̂(i, j)·vʲ beside B add up to bⁱ, chosen by mouse and keyboard', async () => {
+test('the products α̂(i, j)·vʲ beside B add up to bⁱ exactly as shown; the query followed changes on a click, not a hover', async () => {
   const { page, problems } = await openDemo(demo.browser, demo.server.url);
   async function checkSum(i) {
     const s = (await demoState(page)).walk;
@@ -176,35 +212,37 @@ test('the products α̂(i, j)·vʲ beside B add up to bⁱ, chosen by mouse and 
     const w = s.weights.slice(i * N, i * N + N);
     shownAs(rows.slice(0, N).map((r) => r[0]), w, 3, 'the weights of row i');
     const products = Array.from({ length: N * D }, (_, e) => w[Math.floor(e / D)] * s.value[e]);
-    shownAs(rows.slice(0, N).map((r) => r.slice(1)), products, 3, 'α̂(i, j)·vʲ');
-    shownAs(rows[N].slice(1), s.outputs.slice(i * D, i * D + D), 3, 'bⁱ');
-    // The columns of products add up to bⁱ (to rounding: what a reader can check by eye).
-    for (let c = 0; c < D; c++) {
-      const total = products.filter((_, e) => e % D === c).reduce((a, b) => a + b, 0);
-      assert.ok(Math.abs(total - s.outputs[i * D + c]) < 1e-5, `column ${c + 1} adds up to b${i + 1}`);
-    }
-    const outlined = (id) => page.$$eval(`#${id} tbody tr`, (rows) => rows.map((r) => r.classList.contains('highlight')));
+    // Each product within one unit of its last digit (rounded so that its column adds up as shown).
+    near(rows.slice(0, N).flatMap((r) => r.slice(1)), products, 'α̂(i, j)·vʲ', 1e-3 + 1e-9);
+    // The Σ row is row i of B as B shows it, and each column of products adds up to it exactly.
+    const bRow = await page.$$eval(`#outputs tbody tr:nth-child(${i + 1}) td`, (tds) => tds.map((td) => td.textContent));
+    assert.deepEqual(await page.$$eval('#weighted-sum tbody tr:last-child td', (tds) => tds.slice(1).map((td) => td.textContent)), bRow);
+    checkSums((await shownSums(page)).filter((x) => x.where.startsWith('weighted-sum')));
+    const outlined = (id) => page.$$eval(`#${id} tbody tr`, (trs) => trs.map((r) => r.classList.contains('highlight')));
     const only = Array.from({ length: N }, (_, k) => k === i);
     assert.deepEqual(await outlined('weights'), only, 'only the chosen weights row is outlined');
     assert.deepEqual(await outlined('outputs'), only, 'only the chosen output row is outlined');
   }
-  await checkSum(1);
-  await page.hover('#outputs tbody tr:nth-child(3)');
-  await checkSum(2);
-  await page.focus('#outputs tbody tr:nth-child(4)');
-  await checkSum(3);
-  assert.equal(await page.evaluate(() => document.activeElement === document.querySelector('#outputs tbody tr:nth-child(4)')), true);
-  await page.click('#outputs tbody tr:nth-child(1)');
+  await checkSum(0);  // the lecture's q¹
+  await page.hover('#outputs tbody tr:nth-child(4)');  // passing over a row changes nothing
+  await page.hover('#scores tbody tr:nth-child(3)');
   await checkSum(0);
+  await page.click('#outputs tbody tr:nth-child(3)');
+  await checkSum(2);
+  await page.focus('#follow input[value="2"]');  // the keyboard: the picker's radio buttons
+  await page.keyboard.press('ArrowDown');
+  await checkSum(3);
+  await page.click('#weights tbody tr:nth-child(2)');
+  await checkSum(1);
   assert.deepEqual(problems, []);
 });
 
 test('both languages: every string in both, the page switches and re-renders', async () => {
-  assert.deepEqual(Object.keys(STRINGS.zh).sort(), Object.keys(STRINGS.en).sort(), 'the same keys in both languages');
+  assert.deepEqual(Object.keys(ZH).sort(), Object.keys(EN).sort(), 'the same keys in both languages');
   const { page, problems } = await openDemo(demo.browser, demo.server.url);
   const empty = () => page.$$eval('[data-i18n]', (els) => els.filter((el) => el.textContent.trim() === '').map((el) => el.dataset.i18n));
   assert.deepEqual(await empty(), []);
-  await page.click('button[data-lang="zh"]');
+  await setLanguage(page, 'zh');
   assert.deepEqual(await empty(), []);
   assert.equal(await page.getAttribute('html', 'lang'), 'zh-CN');
   assert.equal(await page.getAttribute('button[data-lang="zh"]', 'aria-pressed'), 'true');
@@ -218,11 +256,51 @@ test('both languages: every string in both, the page switches and re-renders', a
   assert.match(await page.textContent('#empty-row-note'), /^第 q¹ 行没有看得见的键/);
   assert.match(await page.getAttribute('#scaled tbody tr:nth-child(1) td:nth-child(3)', 'title'), /被因果遮罩遮住/);
   checkWalkthrough((await demoState(page)).walk);
-  await page.click('button[data-lang="en"]');
+  await setLanguage(page, 'en');
   assert.equal(await page.textContent('h3'), 'Attention starts with search');
   assert.equal(await page.textContent('#sentence'), 'the cat sat on the mat');
   assert.match(await page.textContent('#empty-row-note'), /^Row q¹ has no visible key/);
   assert.deepEqual(problems, []);
+});
+
+// The language the page opens in: the browser's (navigator.languages), unless the address asks
+// for one (?lang=) or the visitor chose one before (kept in localStorage); only that language's
+// strings are downloaded.
+test('the language it opens in: the browser\'s, ?lang=, or the visitor\'s last choice; only that one downloaded', async () => {
+  async function open({ locale, query = '', context }) {
+    const ctx = context ?? await demo.browser.newContext({ locale, viewport: { width: 1200, height: 900 } });
+    const page = await ctx.newPage();
+    const loaded = [];
+    page.on('response', (r) => { if (/i18n-(en|zh)\.mjs$/.test(r.url())) loaded.push(r.url().match(/i18n-(\w+)/)[1]); });
+    await page.goto(`${demo.server.url}web/${query}`);
+    await page.waitForSelector('body[data-ready="true"]');
+    return { ctx, page, loaded, lang: await page.getAttribute('body', 'data-lang'), h1: await page.textContent('h1') };
+  }
+  for (const [locale, query, want] of [['zh-CN', '', 'zh'], ['zh-TW', '', 'zh'], ['en-US', '', 'en'], ['de-DE', '', 'en'],
+    ['zh-CN', '?lang=en', 'en'], ['en-GB', '?lang=zh', 'zh']]) {
+    const { ctx, loaded, lang, h1, page } = await open({ locale, query });
+    assert.equal(lang, want, `${locale}${query}`);
+    assert.equal(h1, want === 'zh' ? ZH.heading : EN.heading);
+    assert.equal(await page.getAttribute('html', 'lang'), want === 'zh' ? 'zh-CN' : 'en');
+    assert.deepEqual(loaded, [want], `${locale}${query}: the strings downloaded`);
+    await ctx.close();
+  }
+  // A choice is remembered on this site, and written into the address where it names a language.
+  const first = await open({ locale: 'en-US' });
+  await setLanguage(first.page, 'zh');
+  await first.page.close();
+  const again = await open({ locale: 'en-US', context: first.ctx });
+  assert.equal(again.lang, 'zh', 'the visitor chose 中文 last time');
+  await setLanguage(again.page, 'en');
+  await again.page.close();
+  const asked = await open({ locale: 'en-US', query: '?lang=zh', context: first.ctx });
+  assert.equal(asked.lang, 'zh', 'the address wins over the last choice');
+  await setLanguage(asked.page, 'en');
+  assert.equal(new URL(asked.page.url()).searchParams.get('lang'), 'en', 'the address follows the choice');
+  await asked.page.reload();
+  await asked.page.waitForSelector('body[data-ready="true"]');
+  assert.equal(await asked.page.getAttribute('body', 'data-lang'), 'en', 'a reload keeps it');
+  await first.ctx.close();
 });
 
 test('under a strict Content-Security-Policy every section works', async () => {
@@ -260,7 +338,7 @@ test('a phone-sized screen: no sideways scrolling of the page, a table or a form
   await page.click('#decode-all');
   await page.click('#learn-export');
   for (const lang of ['en', 'zh']) {
-    await page.click(`button[data-lang="${lang}"]`);
+    await setLanguage(page, lang);
     await page.check('#causal');  // the widest state: −∞ cells, the empty-row note, every word decoded
     await page.check('#key-masks input[data-key="0"]');
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { referenceAttention, referenceLinear, referenceRotary } from '../js/reference.mjs';
-import { demoState, near, openDemo, shownAs, startDemo, tableCells } from './demo.mjs';
+import { demoState, near, openDemo, setLanguage, shownAs, startDemo, tableCells } from './demo.mjs';
 
 const E = 4, D = 4;
 const identity = Array.from({ length: E * E }, (_, e) => (e % (E + 1) === 0 ? 1 : 0));
@@ -30,7 +30,7 @@ function contentHead(a, n) {
 test('shuffle the words: each word keeps its output, the rows of B move with it', async () => {
   const { page, problems } = await openDemo(demo.browser, demo.server.url);
   for (const lang of ['en', 'zh']) {
-    await page.click(`button[data-lang="${lang}"]`);
+    await setLanguage(page, lang);
     for (const kind of ['swap', 'reverse', 'shuffle', 'shuffle', 'original']) {
       await page.click(`#pos-orders button[data-order="${kind}"]`);
       const p = (await demoState(page)).position;
@@ -58,7 +58,7 @@ test('shuffle the words: each word keeps its output, the rows of B move with it'
   // The default order swaps the animal and the place: another meaning, the same outputs.
   await page.click('#pos-orders button[data-order="swap"]');
   assert.deepEqual((await demoState(page)).position.movedTokens, ['垫子', '坐', '在', '小猫', '上']);
-  await page.click('button[data-lang="en"]');
+  await setLanguage(page, 'en');
   assert.deepEqual((await demoState(page)).position.movedTokens, ['the', 'mat', 'sat', 'on', 'the', 'cat']);
   assert.equal(await page.textContent('#pos-moved-caption'), 'B′: “the mat sat on the cat”');
   assert.deepEqual(problems, []);
@@ -67,7 +67,7 @@ test('shuffle the words: each word keeps its output, the rows of B move with it'
 test('position vectors added to the inputs: sinusoids counted from position 1, or a learned table; the shuffle test breaks', async () => {
   const { page, problems } = await openDemo(demo.browser, demo.server.url);
   for (const lang of ['en', 'zh']) {
-    await page.click(`button[data-lang="${lang}"]`);
+    await setLanguage(page, lang);
     for (const vectors of ['sinusoidal', 'learned']) {
       await page.click(`#pos-kind button[data-kind="${vectors}"]`);
       for (const kind of ['swap', 'reverse', 'original']) {
@@ -98,7 +98,7 @@ test('position vectors added to the inputs: sinusoids counted from position 1, o
       }
     }
   }
-  await page.click('button[data-lang="en"]');
+  await setLanguage(page, 'en');
   await page.click('#pos-orders button[data-order="swap"]');
   assert.match(await page.textContent('#pos-add-reading'), /^In “the mat sat on the cat” the words’ outputs differ .* the shuffle test breaks/);
   assert.deepEqual(problems, []);
@@ -107,7 +107,7 @@ test('position vectors added to the inputs: sinusoids counted from position 1, o
 test('rotary: rows against referenceRotary, drawn where they point, the weights before and after, order now counts', async () => {
   const { page, problems } = await openDemo(demo.browser, demo.server.url);
   for (const lang of ['en', 'zh']) {
-    await page.click(`button[data-lang="${lang}"]`);
+    await setLanguage(page, lang);
     const p = (await demoState(page)).position;
     const n = p.tokens.length;
     assert.deepEqual(p.rope, { heads: 1, headDim: D, base: 10, interleaved: true, positionOffset: 1, seq: n });  // a¹ at position 1
@@ -156,7 +156,7 @@ test('rotary: rows against referenceRotary, drawn where they point, the weights 
     await page.check('#pos-picker input[value="0"]');
     assert.match(await page.textContent('#pos-rotation-caption'), lang === 'en' ? /is the first word/ : /是第一个词/);
   }
-  await page.click('button[data-lang="en"]');
+  await setLanguage(page, 'en');
   assert.match(await page.textContent('#pos-order-reading'), /^In “the mat sat on the cat”, sat now takes its features from mat, in the original sentence from cat/);
   assert.deepEqual(problems, []);
 });

@@ -10,7 +10,7 @@ import { loadAttention } from '../../dist/node.mjs';
 import { CONFIG, MAX_STEPS, STOP_LOSS, initialWeights, makeTask } from '../../web/learn-task.mjs';
 import { WQ } from '../../web/sentences.mjs';
 import { referenceAttention, referenceLinear, referenceMha } from '../js/reference.mjs';
-import { demoState, near, openDemo, shownAs, startDemo, tableCells } from './demo.mjs';
+import { demoState, near, openDemo, setLanguage, shownAs, startDemo, tableCells } from './demo.mjs';
 
 const E = 4;
 let demo;
@@ -21,7 +21,7 @@ test('real words: the sentence of each language, its named features and weights,
   const { page, problems } = await openDemo(demo.browser, demo.server.url);
   for (const [lang, tokens, features] of [['en', ['the', 'cat', 'sat', 'on', 'the', 'mat'], ['animal', 'action', 'place', 'relation']],
     ['zh', ['小猫', '坐', '在', '垫子', '上'], ['动物', '动作', '地点', '关系词']]]) {
-    await page.click(`button[data-lang="${lang}"]`);
+    await setLanguage(page, lang);
     const w = (await demoState(page)).words;
     const n = tokens.length;
     assert.deepEqual(w.tokens, tokens);
@@ -56,7 +56,7 @@ test('real words: the sentence of each language, its named features and weights,
 test('multi-head attention: two heads side by side, concatenated and through W_o, by MultiHeadAttention and checked', async () => {
   const { page, problems } = await openDemo(demo.browser, demo.server.url);
   for (const lang of ['en', 'zh']) {
-    await page.click(`button[data-lang="${lang}"]`);
+    await setLanguage(page, lang);
     const h = (await demoState(page)).heads;
     const n = h.tokens.length;
     assert.deepEqual([h.config.embedDim, h.config.numHeads, h.config.headDim, h.config.bias], [E, 2, 2, false]);
@@ -97,11 +97,15 @@ test('watch it learn: in a worker, W_q and W_k learn the words\' weights; pause,
   const en = task.sentences.find((x) => x.lang === 'en');
   const untrained = await state();
   near(untrained.wq, initialWeights().wq, 'W_q starts from the seeded weights');
-  const check = (st, what) => {
+  const check = async (st, what) => {
     const want = referenceMha(CONFIG, { wq: st.wq, wk: st.wk, wv: initialWeights().wv, wo: initialWeights().wo }, [...en.embedding], null, null);
     near(st.weights, want.weights, `${what}: α̂ is the layer's, by the reference`);
+    // W_qᵀW_k: entry (a, b) = Σ_r W_q(r, a)·W_k(r, b), shown beside them.
+    const product = Array.from({ length: E * E }, (_, e) => [...Array(E).keys()].reduce((sum, r) => sum + st.wq[r * E + Math.floor(e / E)] * st.wk[r * E + (e % E)], 0));
+    near(st.product, product, `${what}: W_qᵀW_k`);
+    shownAs(await tableCells(page, '#learn-wqk'), product, 1, `${what}: W_qᵀW_k shown`);
   };
-  check(untrained, 'untrained');
+  await check(untrained, 'untrained');
   // The chart has its axes: powers of ten up, steps across, titles, and the stopping line.
   const ticks = await page.$$eval('#learn-loss text.tick', (ts) => ts.map((t) => t.textContent));
   for (const t of ['10⁰', '10⁻¹', '10⁻⁴', '10⁻⁵', '0', '100']) assert.ok(ticks.includes(t), `tick ${t} in ${ticks}`);
@@ -120,7 +124,7 @@ test('watch it learn: in a worker, W_q and W_k learn the words\' weights; pause,
   assert.equal(two.losses.length, 2);
   assert.notDeepEqual(two.wq, untrained.wq, 'W_q learns');
   assert.notDeepEqual(two.wk, untrained.wk, 'W_k learns');
-  check(two, 'after two steps');
+  await check(two, 'after two steps');
   // Start, then Pause: nothing runs while paused.
   await page.selectOption('#learn-speed', '60');
   await page.click('#learn-start');
@@ -134,10 +138,10 @@ test('watch it learn: in a worker, W_q and W_k learn the words\' weights; pause,
   await page.waitForTimeout(300);
   assert.equal(Number(await page.getAttribute('#learn-status', 'data-step')), paused, 'nothing runs while paused');
   // Chinese while paused: the worker shows the Chinese sentence with the same weights.
-  await page.click('button[data-lang="zh"]');
+  await setLanguage(page, 'zh');
   await page.waitForFunction(() => window.attentionDemo.learn.lang === 'zh');
   assert.deepEqual(await page.$$eval('#learn-weights tbody th', (ths) => ths.map((th) => th.textContent)), ['小猫¹', '坐²', '在³', '垫子⁴', '上⁵']);
-  await page.click('button[data-lang="en"]');
+  await setLanguage(page, 'en');
   await page.waitForFunction(() => window.attentionDemo.learn.lang === 'en');
   await page.click('#learn-start');
   await page.waitForSelector('#learn-status:is([data-state="converged"], [data-state="limit"])', { timeout: 90000 });
@@ -156,7 +160,15 @@ test('watch it learn: in a worker, W_q and W_k learn the words\' weights; pause,
   assert.equal(await page.$eval('#learn-loss polyline', (p) => p.getAttribute('points').split(' ').length), steps);
   // The learned weights put each word's weight where the hand-made head does (the outlined cells).
   const learned = await state();
-  check(learned, 'learned');
+  await check(learned, 'learned');
+  // W_qᵀW_k has learned the hand-made head's pattern: each row's largest entry is on an outlined
+  // cell, where the hand-made W_qᵀ·I is largest.
+  const targets = await page.$$eval('#learn-wqk tbody tr', (trs) => trs.map((tr) => [...tr.cells].slice(1).map((c) => c.classList.contains('target'))));
+  targets.forEach((row, a) => {
+    assert.deepEqual(row, row.map((_, b) => WQ[b * E + a] > 0), `row ${a + 1}: the hand-made head's cells outlined`);
+    const r = learned.product.slice(a * E, (a + 1) * E);
+    assert.ok(row[r.indexOf(Math.max(...r))], `row ${a + 1}: its largest (${r}) on an outlined cell`);
+  });
   const n = en.n;
   const want = referenceAttention(referenceLinear(en.embedding, n, E, WQ, null, E), [...en.embedding], [...en.embedding], { heads: 1, seqQ: n, headDim: E }).weights;
   near(learned.weights, want, 'α̂ close to the hand-made head\'s', 0.03);

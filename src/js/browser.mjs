@@ -24,8 +24,9 @@ async function compile(where) {
 
 // A worker script must be same-origin: one from elsewhere (a CDN) is started through a small
 // blob: script that imports it (the page's CSP then needs worker-src blob:).
+const sameOrigin = (url) => url.origin === new URL(here()).origin;
 function workerScript(url) {
-  if (url.origin === new URL(here()).origin) return url.href;
+  if (sameOrigin(url)) return url.href;
   return URL.createObjectURL(new Blob([`importScripts(${JSON.stringify(url.href)});`], { type: 'text/javascript' }));
 }
 
@@ -35,18 +36,67 @@ function workerScript(url) {
 // bundlers see no worker ↔ glue cycle). `workerGlue()` is that URL as the bundler emitted it.
 // When the files live elsewhere — options.baseUrl, or the package imported as it is from another
 // origin (a CDN), where that URL is cross-origin — the worker and the glue are both taken from
-// there, unrenamed.
+// there, unrenamed. Returns { options } for the glue and the worker script's URL when known
+// (`script`; for one from another origin, what the blob: script imports).
 function threadFiles(build, baseUrl, workerGlue) {
   const glue = workerGlue();
   let folder;
   if (baseUrl !== undefined) folder = folderUrl(baseUrl);
-  else if (here() && glue.origin !== new URL(here()).origin) folder = new URL('./', glue);
-  else return { mainScriptUrlOrBlob: glue.href };
+  else if (here() && !sameOrigin(glue)) folder = new URL('./', glue);
+  else return { options: { mainScriptUrlOrBlob: glue.href } };
   const name = build.wasm.replace(/\.wasm$/, '');
   return {
-    mainScriptUrlOrBlob: new URL(`${name}.mjs`, folder).href,
-    locateFile: (path) => (path.endsWith('.worker.js') ? workerScript(new URL(path, folder)) : new URL(path, folder).href),
+    options: {
+      mainScriptUrlOrBlob: new URL(`${name}.mjs`, folder).href,
+      locateFile: (path) => (path.endsWith('.worker.js') ? workerScript(new URL(path, folder)) : new URL(path, folder).href),
+    },
+    script: new URL(`${name}.worker.js`, folder),
   };
+}
+
+// Until the returned stop(): the pool's workers that Emscripten's glue has just made (from
+// `script`, a URL when known), and the Content-Security-Policy reports of this page or worker. A
+// worker that cannot start gets an error event without a message, which the glue would rethrow
+// (an uncaught "[object Event]" that ends a calling worker's script, while the load waits for the
+// worker in vain); here the event stops, and failed(why) says why at once: from the policy's own
+// report of which directive refused which URL, which may come just after the error (hence the
+// short wait) or not at all (Firefox reports none to a worker).
+function watchWorkers(workers, script, failed) {
+  let violation = null;
+  const onViolation = (event) => { violation ??= event; };
+  const onError = (event) => {
+    event.stopImmediatePropagation();
+    event.preventDefault();
+    stop();
+    setTimeout(() => failed(violation ? refused(violation) : unexplained(script, event.message)), 50);
+  };
+  const stop = () => {
+    globalThis.removeEventListener?.('securitypolicyviolation', onViolation);
+    for (const worker of workers) worker.removeEventListener('error', onError);
+  };
+  globalThis.addEventListener?.('securitypolicyviolation', onViolation);
+  for (const worker of workers) worker.addEventListener('error', onError);
+  return stop;
+}
+
+const BLOB_WHY = ' (the package comes from another origin, so its workers start from a blob: URL that imports their script)';
+
+// What a CSP report of a refused worker script says, and what the policy needs.
+function refused({ effectiveDirective, blockedURI }) {
+  const blob = /^blob(:|$)/.test(blockedURI);
+  return `the Content-Security-Policy refused their script (${effectiveDirective}, ${blob ? 'blob:' : blockedURI})` +
+    `${blob ? BLOB_WHY : ''}; add ${blob ? 'blob:' : new URL(blockedURI).origin} to worker-src, or load with threads: 1`;
+}
+
+// A worker's error without a report: its script failed to load or run.
+function unexplained(script, message) {
+  const what = message ? `an error (${message})` : 'an error without a message';
+  if (script && !sameOrigin(script)) {
+    return `a worker reported ${what} loading its blob: script, which imports ${script.href}${BLOB_WHY}; a ` +
+      'Content-Security-Policy whose worker-src does not allow blob: gives this: add blob: to worker-src, or load with threads: 1';
+  }
+  return `a worker reported ${what} loading its script${script ? ` ${script.href}` : ''} (a Content-Security-Policy whose ` +
+    'worker-src does not allow it gives this, as does a script the server does not send)';
 }
 
 // files: { 'attn.wasm': { url: () => URL, glue: () => import(...), workerGlue?: () => URL }, ... }
@@ -64,9 +114,13 @@ export function browserPlatform(files, entry) {
     locate: (file, baseUrl) => (baseUrl === undefined ? files[file].url() : new URL(file, folderUrl(baseUrl))).href,
     read: compile,
     compile,
-    async start(build, moduleOptions, { baseUrl }) {
-      if (build.threaded) Object.assign(moduleOptions, threadFiles(build, baseUrl, files[build.wasm].workerGlue));
-      return (await files[build.wasm].glue()).default(moduleOptions);
+    async start(build, moduleOptions, { baseUrl }, workerFailed) {
+      if (!build.threaded) return (await files[build.wasm].glue()).default(moduleOptions);
+      const { options, script } = threadFiles(build, baseUrl, files[build.wasm].workerGlue);
+      Object.assign(moduleOptions, options);
+      const started = (await files[build.wasm].glue()).default(moduleOptions);  // makes the pool's workers
+      moduleOptions.attnUnwatch = watchWorkers(moduleOptions.PThread.unusedWorkers, script, workerFailed);
+      return started;
     },
   };
 }

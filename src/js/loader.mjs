@@ -134,11 +134,13 @@ function planChoice(opts, env, platform) {
 }
 
 // Resolves once every worker of the threaded module's pool has loaded the module (Emscripten
-// sets worker.loaded on its 'loaded' message), or rejects after WORKER_TIMEOUT_MS.
+// sets worker.loaded on its 'loaded' message); rejects with failure() as soon as it is an Error
+// (a worker that cannot start), or after WORKER_TIMEOUT_MS.
 const WORKER_TIMEOUT_MS = 30000;
-async function workersLoaded(module, build) {
+async function workersLoaded(module, build, failure) {
   const start = performance.now();
   while (!module.PThread.unusedWorkers.every((worker) => worker.loaded)) {
+    if (failure()) throw failure();
     if (performance.now() - start > WORKER_TIMEOUT_MS) {
       throw loadError(`the ${build.what}'s worker threads did not start within ${WORKER_TIMEOUT_MS / 1000} s`);
     }
@@ -149,7 +151,9 @@ async function workersLoaded(module, build) {
 // platform: entry (its package path, for messages); builds (the .wasm files it offers, default
 // all); env() → { isNode, crossOriginIsolated, sharedMemory, cores, coresNote? } (threads.mjs); locate(file, baseUrl) → where that .wasm is;
 // compile(where) → WebAssembly.Module; read(url) → bytes (options.wasmUrl); start(build,
-// moduleOptions, opts) → Emscripten's module promise; afterThreadsStarted(module) (optional).
+// moduleOptions, opts, workerFailed) → Emscripten's module promise, where a platform that can tell
+// calls workerFailed(why) when a worker of the pool cannot start, and may set
+// moduleOptions.attnUnwatch() to stop watching; afterThreadsStarted(module) (optional).
 // Returns { loadAttention, createAttention }: the first shares one instance, the second makes a
 // new one each call.
 export function makeLoaders(platform) {
@@ -179,13 +183,20 @@ export function makeLoaders(platform) {
       },
     };
     if (build.threaded) moduleOptions.attnPoolSize = threads - 1;
+    // A worker of the pool that cannot start ends the load at once, saying why.
+    let workerProblem = null;
+    const workerFailed = (why) => {
+      workerProblem ??= loadError(`the ${build.what}'s worker threads cannot start: ${why}`);
+      fail(workerProblem);
+    };
     let module;
     try {
-      const started = Promise.resolve().then(() => platform.start(build, moduleOptions, opts)).catch((error) => {
+      const started = Promise.resolve().then(() => platform.start(build, moduleOptions, opts, workerFailed)).catch((error) => {
         throw loadError(`could not start the ${build.what}: ${reason(error)}`, error);
       });
       module = await Promise.race([started, failed]);
     } catch (error) {
+      moduleOptions.attnUnwatch?.();
       moduleOptions.PThread?.terminateAllThreads();
       throw error.message?.startsWith('attention-wasm') ? error : loadError(`could not instantiate ${build.wasm}: ${reason(error)}`, error);
     }
@@ -197,13 +208,15 @@ export function makeLoaders(platform) {
     try {
       if (opts.warmUp) await warmUp(lib);
       if (build.threaded) {
-        await workersLoaded(module, build);
+        await workersLoaded(module, build, () => workerProblem);
         module.setNumThreads(threads);
         platform.afterThreadsStarted?.(module);
       }
     } catch (error) {
       lib.dispose();
       throw error;
+    } finally {
+      moduleOptions.attnUnwatch?.();
     }
     return lib;
   }

@@ -10,13 +10,16 @@
 //     writes out adding up as shown and in the same digits in every engine, a playground run in
 //     its Web Worker, the console clean, no sideways scrolling (desktop and phone, English and 中文);
 //   - the packed package bundled by Vite;
+//   - the package under docs/api.md's Content-Security-Policies (from this origin and from a CDN,
+//     on the page and in a module worker), and a policy that refuses the threaded build's workers,
+//     said at once;
 //   - a disposed instance lets go of its wasm memory and ends its workers, on each thread count;
 //   - wasm memory past 2 GiB on each thread count the engine runs (when 4 GiB are free).
 // At the end it prints what it measured per engine (the README's support table).
 // ATTN_BROWSERS=webkit node --test tests/browser/engines.test.mjs runs one engine.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, readdirSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { freemem } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -33,7 +36,7 @@ const SHOTS = new URL('engines/', ARTIFACTS);
 const memoryLacking = freemem() < 4 * GiB &&
   `needs 4 GiB of free memory for a 4 GiB wasm memory; the host has ${(freemem() / GiB).toFixed(1)} GiB free`;
 
-let isolated, plain, site, app;
+let isolated, plain, site, app, cdn;
 const measured = {};   // engine → what the support table says
 const digests = {};    // engine → { simd128, 'relaxed-simd' }: the API page's outputs, bit for bit
 const written = {};    // engine → the walk-through's numbers as the demo page writes them
@@ -43,10 +46,12 @@ before(async () => {
   app = makeApp();
   run(bin('vite'), ['build', '--logLevel', 'error', '--outDir', 'site', '--emptyOutDir'], app.dir);
   site = await serve({ root: join(app.dir, 'site') });
+  // Another origin that serves the package as a CDN does (CORS, and resources for isolated pages).
+  cdn = await serve({ root: REPO, headers: { 'Access-Control-Allow-Origin': '*', 'Cross-Origin-Resource-Policy': 'cross-origin' } });
   mkdirSync(SHOTS, { recursive: true });
 });
 after(async () => {
-  for (const server of [isolated, plain, site]) await server?.close();
+  for (const server of [isolated, plain, site, cdn]) await server?.close();
   app?.remove();
   const rows = Object.values(measured).map((m) => `| ${m.browser} | ${m.build} | ${m.threads} | ${m.memory ?? 'not measured'} |`);
   console.log(['# measured per engine:', '| engine | build (isolated page) | threads | past 2 GiB |', '|---|---|---|---|', ...rows].join('\n# '));
@@ -62,6 +67,25 @@ async function result(browser, server, path, timeout = 60000) {
     await page.close();
   }
 }
+// docs/api.md's Content-Security-Policies ('same-origin', 'cdn'), as the page gives them.
+const POLICIES = Object.fromEntries([...readFileSync(join(REPO, 'docs', 'api.md'), 'utf8')
+  .matchAll(/<!-- csp: ([a-z-]+) -->\s*```text\n(.*)\n\s*```/g)].map(([, name, policy]) => [name, policy.trim()]));
+
+// Opens tests/browser/engine-pages/csp.html on a server that sends `policy` (its https://cdn.example
+// taken to be the `cdn` server), loading the package from `from` ('self' or 'cdn') with
+// `options`, on the page or `inWorker`; returns window.__result with the page's problems.
+async function underPolicy(browser, policy, { from, inWorker, options }) {
+  const origin = cdn.url.slice(0, -1);
+  const server = await serve({ root: REPO, headers: { 'Content-Security-Policy': policy.replaceAll('https://cdn.example', origin) } });
+  try {
+    const query = new URLSearchParams({ base: from === 'cdn' ? `${origin}/dist/` : '/dist/', options: JSON.stringify(options) });
+    if (inWorker) query.set('in', 'worker');
+    return await result(browser, server, `tests/browser/engine-pages/csp.html?${query}`);
+  } finally {
+    await server.close();
+  }
+}
+
 const apiPage = (runs) => `tests/browser/engine-pages/api.html?runs=${encodeURIComponent(JSON.stringify(runs))}`;
 const simdOption = (level) => (level === 'relaxed-simd' ? 'relaxed' : 'simd128');
 
@@ -245,6 +269,36 @@ for (const engine of testedEngines()) {
         await page.close();
       }
     });
+
+    test(`the documented Content-Security-Policies: the package from this origin and from a CDN, on the page and in a module worker${want.threads ? ', 2 threads' : ''}`, async () => {
+      assert.deepEqual(Object.keys(POLICIES), ['same-origin', 'cdn'], 'docs/api.md gives both policies');
+      const options = want.threads ? { threads: 2 } : {};
+      for (const [name, from] of [['same-origin', 'self'], ['cdn', 'cdn']]) {
+        for (const inWorker of [false, true]) {
+          const r = await underPolicy(browser, POLICIES[name], { from, inWorker, options });
+          const what = `${name} policy, ${inWorker ? 'in a module worker' : 'on the page'}`;
+          assert.equal(r.error, undefined, `${what}: ${r.error}`);
+          assert.deepEqual([r.info.threads, r.out], [want.threads ? 2 : 1, 0.5], what);
+          assert.deepEqual(r.problems, [], what);
+        }
+      }
+    });
+
+    if (want.threads) {
+      test('a policy that refuses the threaded build\'s workers is said at once, naming the directive, and nothing else is thrown', async () => {
+        const noBlob = POLICIES.cdn.replace(' blob:', '');
+        assert.notEqual(noBlob, POLICIES.cdn);
+        for (const inWorker of [false, true]) {
+          const r = await underPolicy(browser, noBlob, { from: 'cdn', inWorker, options: { threads: 2 } });
+          const what = inWorker ? 'in a module worker' : 'on the page';
+          assert.match(r.error ?? '', new RegExp(`^Error: attention-wasm: the threaded ${want.simd} build's worker threads cannot start: .*Content-Security-Policy.*add blob: to worker-src, or load with threads: 1$`), what);
+          if (!inWorker) assert.match(r.error, /refused their script \(worker-src, blob:\)/, 'the page has the policy\'s report');
+          assert.ok(r.ms < 10000, `${what}: said after ${Math.round(r.ms)} ms (it used to wait 30 s)`);
+          // The browser's own report of the refusal may be on the console; no uncaught error is.
+          assert.deepEqual(r.problems.filter((p) => !/Content.Security.Policy/i.test(p)), [], what);
+        }
+      });
+    }
 
     for (const threads of want.threads ? [1, 2] : [1]) {
       test(`a disposed instance lets go of its memory (${threads} thread${threads > 1 ? 's' : ''}), though the page holds its objects; its workers end`, async () => {

@@ -76,6 +76,7 @@ export const EN = {
   s3Transpose: 'The lecture then transposes it, so that each query has a row: <b><span class="q">Q</span>·<span class="k">K</span><sup>T</sup></b> = (<span class="k">K</span>·<span class="q">Q</span><sup>T</sup>)<sup>T</sup>. That is the form the library computes (as PyTorch does); the next steps work on it row by row.',
   scoresCaption: '<span class="q">Q</span>·<span class="k">K</span><sup>T</sup>: α(i, j) = <var class="q">q</var><sup>i</sup>·<var class="k">k</var><sup>j</sup>, row <var>i</var>, column <var>j</var>',
   scaledCaption: 'α′(i, j) = <var>s</var>·α(i, j), then masked',
+  s3Dev: 'Q·K<sup>T</sup>: <code>lib.linear(Q, K, { inFeatures: 4, outFeatures: 4 })</code> (linear multiplies by its second argument transposed); K·Q<sup>T</sup>: <code>lib.linear(K, Q, …)</code>; α′: the scores as shown times <var>s</var>, on the page.',
   legendCausal: 'causal: the key comes after the query', legendKey: 'this key is hidden',
   maskedCausalTitle: 'k{j} comes after q{i}: the causal mask hides it',
   maskedKeyTitle: 'k{j} is hidden from every query',

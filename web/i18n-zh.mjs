@@ -75,6 +75,7 @@ export const ZH = {
   scaleText: '分数再乘上缩放系数 <var>s</var>，通常是 1/√d<sub>k</sub>（d<sub>k</sub> = 4，每个键的数的个数）：点积会随 d<sub>k</sub> 变大，分数太大会让第 4 步的 softmax 几乎把所有权重都放在一个键上，学习就停滞了。试试 <var>s</var> = 1，或者把 <var>s</var> 往大拉：α̂ 的每一行会饱和，趋向只有一个 1；<var>s</var> = 0 时，每个看得见的键得到一样的权重。遮罩也在这里起作用：被遮住的键的分数变成 −∞，而 e<sup>−∞</sup> = 0。',
   scoresCaption: '<span class="q">Q</span>·<span class="k">K</span><sup>T</sup>：α(i, j) = <var class="q">q</var><sup>i</sup>·<var class="k">k</var><sup>j</sup>，第 <var>i</var> 行、第 <var>j</var> 列',
   scaledCaption: 'α′(i, j) = <var>s</var>·α(i, j)，再加遮罩',
+  s3Dev: 'Q·K<sup>T</sup>：<code>lib.linear(Q, K, { inFeatures: 4, outFeatures: 4 })</code>（linear 乘的是第二个参数的转置）；K·Q<sup>T</sup>：<code>lib.linear(K, Q, …)</code>；α′：页面把显示的分数乘以 <var>s</var>。',
   legendCausal: '因果：这个键在查询之后', legendKey: '这个键被遮住',
   maskedCausalTitle: 'k{j} 在 q{i} 之后：被因果遮罩遮住',
   maskedKeyTitle: 'k{j} 对所有查询都被遮住',

@@ -1,7 +1,9 @@
-// The only Embind translation unit. The JS side (src/js/api.mjs) validates every argument,
-// copies the tensors into its heap arena and passes their addresses here; this file turns
-// them into an attn::AttentionParams. Errors come back as strings (empty = success), so no
-// C++ exception ever has to cross into JS.
+// The only Embind translation unit: every call into the module, grouped by what it calls —
+// attention, the KV cache (and attention over it), linear, rotary, the multi-head layer, the
+// module itself. Each group keeps its call objects, its entries and their registration together.
+// The JS side (src/js/) validates every argument, copies the tensors into its heap arena and
+// passes their addresses here; these entries turn them into the core's parameter structs. Errors
+// come back as strings (empty = success), so no C++ exception ever has to cross into JS.
 #include <emscripten/bind.h>
 #include <emscripten/heap.h>
 #include <malloc.h>
@@ -20,6 +22,36 @@
 #include "runtime/parallel.h"
 
 namespace {
+
+// ---- what every entry shares ----
+
+template <class T>
+T* ptr(std::uintptr_t address) {
+  return reinterpret_cast<T*>(address);
+}
+
+std::string message(const char* err) { return err ? err : ""; }
+
+// The memory check of a call, in the same crossing as the call: JS passes the bytes wasm32 has
+// left once it has staged the call's arguments (`budget`), and an entry whose workspace (sized by
+// the code that allocates it) needs more returns this before allocating anything: kOverBudget,
+// which no message of the core contains, then the bytes needed. JS (call.error in
+// src/js/heap.mjs) turns it into the RangeError of its own memory check.
+constexpr char kOverBudget = '\x01';
+
+std::string over_budget(double needed) {
+  char text[40];
+  std::snprintf(text, sizeof text, "%c%.17g", kOverBudget, needed);
+  return text;
+}
+
+// run()'s message, unless what it would allocate (`needed` bytes) exceeds `budget`.
+template <class Run>
+std::string within_budget(double needed, double budget, Run&& run) {
+  return needed > budget ? over_budget(needed) : message(run());
+}
+
+// ---- attention: lib.attention, attentionWeights, attentionBackward (src/js/api.mjs) ----
 
 // The forward call, as run() in src/js/api.mjs builds it: addresses are byte offsets into the
 // wasm heap (0 = absent), sizes and options those of attn::AttentionParams, whose strides follow
@@ -47,26 +79,6 @@ struct JsAttentionGrads {
   std::uintptr_t dOut = 0, dQuery = 0, dKey = 0, dValue = 0, dSinks = 0;
   std::uintptr_t lse = 0, savedOut = 0;
 };
-
-std::string message(const char* err) { return err ? err : ""; }
-
-// The memory check of a call, in the same crossing as the call: JS passes the bytes wasm32 has
-// left once it has staged the call's arguments (`budget`), and an entry whose workspace (sized by
-// the code that allocates it) needs more returns this before allocating anything: kOverBudget,
-// which no message of the core contains, then the bytes needed. JS (call.error in
-// src/js/heap.mjs) turns it into the RangeError of its own memory check.
-constexpr char kOverBudget = '\x01';
-
-std::string over_budget(double needed) {
-  char text[40];
-  std::snprintf(text, sizeof text, "%c%.17g", kOverBudget, needed);
-  return text;
-}
-
-template <class T>
-T* ptr(std::uintptr_t address) {
-  return reinterpret_cast<T*>(address);
-}
 
 attn::AttentionParams to_params(const JsAttentionCall& c) {
   attn::AttentionParams p;
@@ -106,12 +118,6 @@ attn::AttentionParams to_params(const JsAttentionCall& c) {
   return p;
 }
 
-// run()'s message, unless what it would allocate (`needed` bytes) exceeds `budget`.
-template <class Run>
-std::string within_budget(double needed, double budget, Run&& run) {
-  return needed > budget ? over_budget(needed) : message(run());
-}
-
 // The forward kernel on p, unless its workspace exceeds `budget`.
 std::string attend(const attn::AttentionParams& p, double budget) {
   return within_budget(attn::attention_workspace_bytes(p), budget, [&] { return attn::attention(p); });
@@ -137,348 +143,9 @@ std::string run_attention_backward(const JsAttentionCall& c, const JsAttentionGr
                        [&] { return attn::attention_backward(p, g); });
 }
 
-// The layer's config, as configureCore() in src/js/mha-config.mjs builds it.
-struct JsMhaConfig {
-  int embedDim = 0, numHeads = 0, numKvHeads = 0, kdim = 0, vdim = 0;
-  bool bias = true;
-  int rotaryDim = 0;  // rotary embeddings (0: none), window sides (−1: no limit), softcap, sinks
-  double rotaryBase = 10000.0;
-  bool rotaryInterleaved = false;
-  int windowLeft = -1, windowRight = -1;
-  float softcap = 0.0f;
-  bool sinks = false;
-};
-
-// A forward call of the layer, as forwardArgs() in src/js/mha-forward.mjs builds it.
-struct JsMhaCall {
-  std::uintptr_t query = 0, key = 0, value = 0, out = 0, weights = 0, mask = 0, keyPadding = 0;
-  attn::MaskType maskType = attn::MaskType::none;
-  attn::MaskShape maskShape = attn::MaskShape::plane;
-  int batch = 1, seqQ = 1, seqK = 1;
-  bool causal = false;
-  attn::Align align = attn::Align::lower_right;
-  std::uintptr_t positions = 0;  // rotary positions, int32 [seqQ] or [batch, seqQ]
-  int positionsBatchStride = 0;
-  double budget = std::numeric_limits<double>::infinity();  // bytes the forward may take (over_budget)
-};
-
-attn::MhaForward to_forward(const JsMhaCall& c) {
-  attn::MhaForward f;
-  f.query = ptr<const float>(c.query);
-  f.key = ptr<const float>(c.key);
-  f.value = ptr<const float>(c.value);
-  f.out = ptr<float>(c.out);
-  f.weights = ptr<float>(c.weights);
-  f.mask = ptr<const void>(c.mask);
-  f.mask_type = c.maskType;
-  f.mask_shape = c.maskShape;
-  f.key_padding = ptr<const std::uint8_t>(c.keyPadding);
-  f.batch = c.batch;
-  f.seq_q = c.seqQ;
-  f.seq_k = c.seqK;
-  f.causal = c.causal;
-  f.align = c.align;
-  f.positions = ptr<const std::int32_t>(c.positions);
-  f.positions_batch_stride = c.positionsBatchStride;
-  return f;
-}
-
-std::string mha_configure(attn::MultiHeadAttention& m, const JsMhaConfig& c) {
-  attn::MhaConfig config{c.embedDim, c.numHeads, c.numKvHeads, c.kdim, c.vdim, c.bias};
-  config.rotary_dim = c.rotaryDim;
-  config.rotary_base = c.rotaryBase;
-  config.rotary_interleaved = c.rotaryInterleaved;
-  config.window_left = c.windowLeft;
-  config.window_right = c.windowRight;
-  config.softcap = c.softcap;
-  config.sinks = c.sinks;
-  return message(m.configure(config));
-}
-
-std::string mha_set_rotary_tables(attn::MultiHeadAttention& m, std::uintptr_t cos, std::uintptr_t sin, int positions,
-                                  double budget) {
-  const float *c = ptr<const float>(cos), *s = ptr<const float>(sin);
-  return within_budget(m.rotary_tables_bytes(c, s, positions), budget,
-                       [&] { return m.set_rotary_tables(c, s, positions); });
-}
-
-std::string mha_set_alibi(attn::MultiHeadAttention& m, std::uintptr_t slopes, double budget) {
-  const float* a = ptr<const float>(slopes);
-  return within_budget(m.alibi_bytes(a), budget, [&] { return m.set_alibi(a); });
-}
-
-std::string mha_get_sinks(const attn::MultiHeadAttention& m, std::uintptr_t out) {
-  return message(m.get_sinks(ptr<float>(out)));
-}
-
-std::string mha_get_adam_sinks(const attn::MultiHeadAttention& m, std::uintptr_t m1, std::uintptr_t m2) {
-  return message(m.get_adam_sinks(ptr<float>(m1), ptr<float>(m2)));
-}
-
-// The layer's forward f (with a cache or a tape, if set), unless what it allocates for itself
-// (its work buffer, the kernel's workspace and a tape's buffers) exceeds `budget`.
-std::string forward_within(const attn::MultiHeadAttention& m, const attn::MhaForward& f, double budget) {
-  return within_budget(m.forward_workspace_bytes(f), budget, [&] { return m.forward(f); });
-}
-
-std::string mha_forward(const attn::MultiHeadAttention& m, const JsMhaCall& c) {
-  return forward_within(m, to_forward(c), c.budget);
-}
-
-std::string mha_forward_cached(const attn::MultiHeadAttention& m, const JsMhaCall& c, attn::KvCache& cache) {
-  attn::MhaForward f = to_forward(c);
-  f.cache = &cache;
-  return forward_within(m, f, c.budget);
-}
-
-// The layer's gradient buffers (src/js/mha-training.mjs), or its weights or Adam moments as
-// dWq … dBo (src/js/mha-weights.mjs, mha-optimizer.mjs).
-struct JsMhaGrads {
-  std::uintptr_t dOut = 0, dQuery = 0, dKey = 0, dValue = 0;
-  std::uintptr_t dWq = 0, dWk = 0, dWv = 0, dWo = 0, dBq = 0, dBk = 0, dBv = 0, dBo = 0, dSinks = 0;
-};
-
-attn::MhaGrads to_grads(const JsMhaGrads& c) {
-  attn::MhaGrads g;
-  g.d_query = ptr<float>(c.dQuery);
-  g.d_key = ptr<float>(c.dKey);
-  g.d_value = ptr<float>(c.dValue);
-  const std::uintptr_t w[4] = {c.dWq, c.dWk, c.dWv, c.dWo}, b[4] = {c.dBq, c.dBk, c.dBv, c.dBo};
-  for (int i = 0; i < 4; ++i) {
-    g.d_w[i] = ptr<float>(w[i]);
-    g.d_b[i] = ptr<float>(b[i]);
-  }
-  g.d_sinks = ptr<float>(c.dSinks);
-  return g;
-}
-
-std::string mha_forward_train(const attn::MultiHeadAttention& m, const JsMhaCall& c, attn::MhaTape& tape) {
-  attn::MhaForward f = to_forward(c);
-  f.tape = &tape;
-  return forward_within(m, f, c.budget);
-}
-
-std::string mha_backward(const attn::MultiHeadAttention& m, const attn::MhaTape& tape, const JsMhaGrads& c,
-                         double budget) {
-  return within_budget(m.backward_workspace_bytes(tape), budget,
-                       [&] { return m.backward(tape, ptr<const float>(c.dOut), to_grads(c)); });
-}
-
-// Four projections' arrays staged by mha.mjs (weights, or Adam moments), as dWq … dBo of a JsMhaGrads.
-attn::ProjectionArrays to_arrays(const JsMhaGrads& c) {
-  const attn::MhaGrads g = to_grads(c);
-  attn::ProjectionArrays a;
-  for (int i = 0; i < 4; ++i) {
-    a.w[i] = g.d_w[i];
-    a.b[i] = g.d_b[i];
-  }
-  a.sinks = g.d_sinks;
-  return a;
-}
-
-std::string mha_set_weights(attn::MultiHeadAttention& m, const JsMhaGrads& c, double budget) {
-  return within_budget(m.set_weights_bytes(), budget, [&] { return m.set_weights(to_arrays(c)); });
-}
-
-std::string mha_get_weight(const attn::MultiHeadAttention& m, attn::Projection which, std::uintptr_t w,
-                           std::uintptr_t b) {
-  return message(m.get_weight(which, ptr<float>(w), ptr<float>(b)));
-}
-
-std::string mha_get_adam_state(const attn::MultiHeadAttention& m, attn::Projection which, std::uintptr_t m_w,
-                               std::uintptr_t m_b, std::uintptr_t v_w, std::uintptr_t v_b) {
-  return message(m.get_adam_state(which, ptr<float>(m_w), ptr<float>(m_b), ptr<float>(v_w), ptr<float>(v_b)));
-}
-
-std::string mha_set_adam_state(attn::MultiHeadAttention& m, const JsMhaGrads& moment1, const JsMhaGrads& moment2,
-                               double budget) {
-  const attn::ProjectionArrays m1 = to_arrays(moment1);
-  return within_budget(m.set_adam_state_bytes(m1), budget, [&] { return m.set_adam_state(m1, to_arrays(moment2)); });
-}
-
-// Allocates nothing (so it takes no budget).
-std::string mha_sgd_step(attn::MultiHeadAttention& m, const JsMhaGrads& c, float lr) {
-  m.sgd_step(to_grads(c), lr);
-  return "";
-}
-
-std::string mha_adam_step(attn::MultiHeadAttention& m, const JsMhaGrads& c, float lr, float beta1, float beta2,
-                          float eps, int step, double budget) {
-  return within_budget(m.adam_step_bytes(), budget,
-                       [&] { return m.adam_step(to_grads(c), lr, beta1, beta2, eps, step); });
-}
-
-// A cache's sizes, as newCache() in src/js/kvcache.mjs (for createKVCache() and the layer's
-// createCache()) passes them.
-struct JsKvCacheConfig {
-  int batch = 1, kvHeads = 1, headDim = 1, valueDim = 1, maxSeq = 1;
-  attn::KvType dtype = attn::KvType::f32;
-  int window = 0;
-};
-
-attn::KvCacheConfig to_cache_config(const JsKvCacheConfig& c) {
-  attn::KvCacheConfig config;
-  config.batch = c.batch;
-  config.kv_heads = c.kvHeads;
-  config.head_dim = c.headDim;
-  config.value_dim = c.valueDim;
-  config.max_seq = c.maxSeq;
-  config.dtype = c.dtype;
-  config.window = c.window;
-  return config;
-}
-
-std::string cache_allocate(attn::KvCache& cache, const JsKvCacheConfig& c) {
-  return message(cache.allocate(to_cache_config(c)));
-}
-
-// What a cache of config c will take (attn::cache_bytes), for the memory check before allocating.
-struct JsCacheBytes {
-  double total = 0, largest = 0;
-};
-
-JsCacheBytes cache_bytes_for(const JsKvCacheConfig& c) {
-  const attn::KvCacheBytes b = attn::cache_bytes(to_cache_config(c));
-  return {b.total(), b.largest()};
-}
-
-// What a call over a cache asks for (attn::CacheCall), from src/js/api.mjs: sizes 0 = not given.
-struct JsCacheCall {
-  int batch = 0, heads = 1, kvHeads = 0, headDim = 0, valueDim = 0, seqK = 0, seqQ = 1;
-  bool causal = false;
-  attn::Align align = attn::Align::lower_right;
-  int windowLeft = attn::kNoLimit, windowRight = attn::kNoLimit;
-};
-
-// attn::CacheCheck for JS, which words the message: call and cache are the two values.
-struct JsCacheCheck {
-  attn::CacheConflict conflict = attn::CacheConflict::none;
-  double call = 0, cache = 0;
-};
-
-JsCacheCheck to_js(const attn::CacheCheck& c) {
-  return {c.conflict, static_cast<double>(c.call), static_cast<double>(c.cache)};
-}
-
-// lib.attention(query, cache, …) checks its options here before anything is staged.
-JsCacheCheck cache_check(const attn::KvCache& cache, const JsCacheCall& c) {
-  attn::CacheCall call;
-  call.batch = c.batch;
-  call.heads = c.heads;
-  call.kv_heads = c.kvHeads;
-  call.head_dim = c.headDim;
-  call.value_dim = c.valueDim;
-  call.seq_k = c.seqK;
-  call.seq_q = c.seqQ;
-  call.causal = c.causal;
-  call.align = c.align;
-  call.window_left = c.windowLeft;
-  call.window_right = c.windowRight;
-  attn::AttentionParams unused;
-  return to_js(attn::resolve(call, cache, unused));
-}
-
-// MultiHeadAttention.createCache checks the layer against the cache's config here.
-JsCacheCheck mha_check_cache(const attn::MultiHeadAttention& m, const JsKvCacheConfig& c) {
-  return to_js(m.check_cache(to_cache_config(c)));
-}
-
-// key and value: [batch, kvHeads, seq, dim] or, with bshd, [batch, seq, kvHeads, dim].
-std::string cache_append(attn::KvCache& cache, std::uintptr_t key, std::uintptr_t value, int seq, bool bshd) {
-  const attn::KvCacheConfig& c = cache.config();
-  const auto dense = bshd ? attn::dense_bshd : attn::dense_bhsd;
-  return message(cache.append(ptr<const float>(key), dense(c.kv_heads, seq, c.head_dim), ptr<const float>(value),
-                              dense(c.kv_heads, seq, c.value_dim), seq));
-}
-
-// Where the value a float16 cache refused is (KVCache.append and the layer's forward say it).
-struct JsF16Overflow {
-  bool key = true;
-  int batch = 0, head = 0, row = 0, element = 0;
-  float value = 0.0f;
-};
-
-JsF16Overflow cache_f16_overflow(const attn::KvCache& cache) {
-  const attn::F16Overflow& o = cache.f16_overflow();
-  return {o.key, o.batch, o.head, o.row, o.element, o.value};
-}
-
-std::string cache_truncate(attn::KvCache& cache, int n) { return message(cache.truncate(n)); }
-double cache_bytes(const attn::KvCache& cache) { return static_cast<double>(cache.bytes()); }
-// Where its keys start in wasm memory (tests check caches placed past 2 GiB).
-double cache_address(const attn::KvCache& cache) { return static_cast<double>(cache.key_address()); }
-
-// attention() over a cache: the call's query, outputs, masks and variants; K, V from the cache,
-// the score rule the call's own once resolve() has checked it against the cache.
-std::string run_attention_cached(const JsAttentionCall& c, const attn::KvCache& cache) {
-  attn::AttentionParams p = to_params(c);
-  const attn::CacheCheck check = attn::resolve(attn::cache_call(p), cache, p);
-  if (!check.ok()) return attn::message(check);
-  return attend(p, c.budget);  // sized with the keys where the cache has them
-}
-
-std::string run_linear(std::uintptr_t x, std::uintptr_t w, std::uintptr_t b, std::uintptr_t y, int rows,
-                       int in_features, int out_features, double budget) {
-  return within_budget(attn::linear_workspace_bytes(rows, in_features, out_features), budget, [&] {
-    return attn::linear(ptr<const float>(x), ptr<const float>(w), ptr<const float>(b), ptr<float>(y), rows, in_features,
-                        out_features);
-  });
-}
-
-// Mirrors the object built by rotary() in src/js/rotary.mjs: one chunk of rows, rotated in place.
-struct JsRotaryCall {
-  std::uintptr_t x = 0, positions = 0, cos = 0, sin = 0;
-  int batch = 1, heads = 1, seq = 1, headDim = 1, rotaryDim = 2, tablePositions = 0;
-  int positionsBatchStride = 0;  // 0: one [seq] array for every batch entry
-  bool bshd = false, interleaved = false;
-  double positionOffset = 0, base = 10000;
-  double budget = 0;  // bytes the kernel may allocate (its tables), as in AttentionCall
-};
-
-std::string run_rotary(const JsRotaryCall& c) {
-  attn::RotaryParams p;
-  p.in = p.out = ptr<float>(c.x);
-  p.batch = c.batch;
-  p.heads = c.heads;
-  p.seq = c.seq;
-  p.head_dim = c.headDim;
-  p.rotary_dim = c.rotaryDim;
-  p.x = p.o = (c.bshd ? attn::dense_bshd : attn::dense_bhsd)(c.heads, c.seq, c.headDim);
-  p.interleaved = c.interleaved;
-  p.positions = ptr<const std::int32_t>(c.positions);
-  p.positions_batch_stride = c.positionsBatchStride;
-  p.position_offset = static_cast<std::int64_t>(c.positionOffset);
-  p.base = c.base;
-  p.cos = ptr<const float>(c.cos);
-  p.sin = ptr<const float>(c.sin);
-  p.table_positions = c.tablePositions;
-  return within_budget(attn::rotary_workspace_bytes(p), c.budget, [&] { return attn::rotary(p); });
-}
-
-std::string version() { return ATTN_VERSION; }
-
-// Bytes currently allocated by malloc in this module (leak checks in the tests). mallinfo's
-// fields are declared int but hold dlmalloc's size_t: read unsigned, or past 2 GiB it is negative.
-double heap_in_use() { return static_cast<double>(static_cast<std::uint32_t>(mallinfo().uordblks)); }
-// The most the heap can grow to (-sMAXIMUM_MEMORY: 4 GiB less one 64 KiB page).
-double heap_max() { return static_cast<double>(emscripten_get_heap_max()); }
-// Bytes of the last allocation inside the C++ core that failed (for out-of-memory messages).
-double last_failed_allocation() { return static_cast<double>(attn::g_last_failed_allocation.load()); }
-// The module's SIMD level for lib.info.simd: the kernel reports its instruction set, and a
-// relaxed-SIMD build (f32x4.relaxed_madd in simd::madd) says so on top of it.
-std::string simd_name() {
-#if defined(__wasm_relaxed_simd__)
-  return "relaxed-simd";
-#else
-  return attn::simd_name();
-#endif
-}
-
-}  // namespace
-
-EMSCRIPTEN_BINDINGS(attention_wasm) {
+EMSCRIPTEN_BINDINGS(attention) {
   using namespace emscripten;
-  // The enums the boundary carries, by the names the JS side uses for them.
+  // The enums by the names the JS side uses for them (the layer's calls take them too).
   enum_<attn::MaskType>("MaskType")
       .value("none", attn::MaskType::none)
       .value("additive", attn::MaskType::additive)
@@ -488,32 +155,6 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .value("perBatch", attn::MaskShape::per_batch)
       .value("perHead", attn::MaskShape::per_head);
   enum_<attn::Align>("Align").value("lowerRight", attn::Align::lower_right).value("upperLeft", attn::Align::upper_left);
-  enum_<attn::KvType>("KvType")  // the dtype names of createKVCache()
-      .value("float32", attn::KvType::f32)
-      .value("float16", attn::KvType::f16)
-      .value("bfloat16", attn::KvType::bf16)
-      .value("int8", attn::KvType::i8);
-  enum_<attn::Projection>("Projection")  // named as setWeights() names the weights
-      .value("wq", attn::Projection::q)
-      .value("wk", attn::Projection::k)
-      .value("wv", attn::Projection::v)
-      .value("wo", attn::Projection::o);
-  enum_<attn::CacheConflict>("CacheConflict")
-      .value("none", attn::CacheConflict::none)
-      .value("notAllocated", attn::CacheConflict::not_allocated)
-      .value("batch", attn::CacheConflict::batch)
-      .value("kvHeads", attn::CacheConflict::kv_heads)
-      .value("headDim", attn::CacheConflict::head_dim)
-      .value("valueDim", attn::CacheConflict::value_dim)
-      .value("heads", attn::CacheConflict::heads)
-      .value("seqK", attn::CacheConflict::seq_k)
-      .value("empty", attn::CacheConflict::empty)
-      .value("seqQ", attn::CacheConflict::seq_q)
-      .value("upperLeft", attn::CacheConflict::upper_left)
-      .value("windowUnbounded", attn::CacheConflict::window_unbounded)
-      .value("windowWider", attn::CacheConflict::window_wider)
-      .value("overwritten", attn::CacheConflict::overwritten)
-      .value("noRoom", attn::CacheConflict::no_room);
 
   value_object<JsAttentionCall>("AttentionCall")
       .field("query", &JsAttentionCall::query)
@@ -553,7 +194,235 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .field("savedOut", &JsAttentionGrads::savedOut);
   function("attention", &run_attention);
   function("attentionBackward", &run_attention_backward);
-  function("linear", &run_linear);
+}
+
+// ---- the KV cache: KVCache, lib.createKVCache, lib.attention(query, cache, …) (src/js/kvcache.mjs) ----
+
+// A cache's sizes, as newCache() in src/js/kvcache.mjs (for createKVCache() and the layer's
+// createCache()) passes them.
+struct JsKvCacheConfig {
+  int batch = 1, kvHeads = 1, headDim = 1, valueDim = 1, maxSeq = 1;
+  attn::KvType dtype = attn::KvType::f32;
+  int window = 0;
+};
+
+attn::KvCacheConfig to_cache_config(const JsKvCacheConfig& c) {
+  attn::KvCacheConfig config;
+  config.batch = c.batch;
+  config.kv_heads = c.kvHeads;
+  config.head_dim = c.headDim;
+  config.value_dim = c.valueDim;
+  config.max_seq = c.maxSeq;
+  config.dtype = c.dtype;
+  config.window = c.window;
+  return config;
+}
+
+// What a cache of config c will take (attn::cache_bytes), for the memory check before allocating.
+struct JsCacheBytes {
+  double total = 0, largest = 0;
+};
+
+JsCacheBytes cache_bytes_for(const JsKvCacheConfig& c) {
+  const attn::KvCacheBytes b = attn::cache_bytes(to_cache_config(c));
+  return {b.total(), b.largest()};
+}
+
+// What a call over a cache asks for (attn::CacheCall), from src/js/api.mjs: sizes 0 = not given.
+struct JsCacheCall {
+  int batch = 0, heads = 1, kvHeads = 0, headDim = 0, valueDim = 0, seqK = 0, seqQ = 1;
+  bool causal = false;
+  attn::Align align = attn::Align::lower_right;
+  int windowLeft = attn::kNoLimit, windowRight = attn::kNoLimit;
+};
+
+// attn::CacheCheck for JS, which words the message: call and cache are the two values.
+struct JsCacheCheck {
+  attn::CacheConflict conflict = attn::CacheConflict::none;
+  double call = 0, cache = 0;
+};
+
+JsCacheCheck to_js(const attn::CacheCheck& c) {
+  return {c.conflict, static_cast<double>(c.call), static_cast<double>(c.cache)};
+}
+
+// Where the value a float16 cache refused is (KVCache.append and the layer's forward say it).
+struct JsF16Overflow {
+  bool key = true;
+  int batch = 0, head = 0, row = 0, element = 0;
+  float value = 0.0f;
+};
+
+std::string cache_allocate(attn::KvCache& cache, const JsKvCacheConfig& c) {
+  return message(cache.allocate(to_cache_config(c)));
+}
+
+// key and value: [batch, kvHeads, seq, dim] or, with bshd, [batch, seq, kvHeads, dim].
+std::string cache_append(attn::KvCache& cache, std::uintptr_t key, std::uintptr_t value, int seq, bool bshd) {
+  const attn::KvCacheConfig& c = cache.config();
+  const auto dense = bshd ? attn::dense_bshd : attn::dense_bhsd;
+  return message(cache.append(ptr<const float>(key), dense(c.kv_heads, seq, c.head_dim), ptr<const float>(value),
+                              dense(c.kv_heads, seq, c.value_dim), seq));
+}
+
+JsF16Overflow cache_f16_overflow(const attn::KvCache& cache) {
+  const attn::F16Overflow& o = cache.f16_overflow();
+  return {o.key, o.batch, o.head, o.row, o.element, o.value};
+}
+
+std::string cache_truncate(attn::KvCache& cache, int n) { return message(cache.truncate(n)); }
+double cache_bytes(const attn::KvCache& cache) { return static_cast<double>(cache.bytes()); }
+// Where its keys start in wasm memory (tests check caches placed past 2 GiB).
+double cache_address(const attn::KvCache& cache) { return static_cast<double>(cache.key_address()); }
+
+// lib.attention(query, cache, …) checks its options here before anything is staged.
+JsCacheCheck cache_check(const attn::KvCache& cache, const JsCacheCall& c) {
+  attn::CacheCall call;
+  call.batch = c.batch;
+  call.heads = c.heads;
+  call.kv_heads = c.kvHeads;
+  call.head_dim = c.headDim;
+  call.value_dim = c.valueDim;
+  call.seq_k = c.seqK;
+  call.seq_q = c.seqQ;
+  call.causal = c.causal;
+  call.align = c.align;
+  call.window_left = c.windowLeft;
+  call.window_right = c.windowRight;
+  return to_js(attn::check_call(call, cache));
+}
+
+// attention() over a cache: the call's query, outputs, masks and variants; K, V from the cache,
+// the score rule the call's own once resolve() has checked it against the cache.
+std::string run_attention_cached(const JsAttentionCall& c, const attn::KvCache& cache) {
+  attn::AttentionParams p = to_params(c);
+  const attn::CacheCheck check = attn::resolve(attn::cache_call(p), cache, p);
+  if (!check.ok()) return attn::message(check);
+  return attend(p, c.budget);  // sized with the keys where the cache has them
+}
+
+EMSCRIPTEN_BINDINGS(kv_cache) {
+  using namespace emscripten;
+  enum_<attn::KvType>("KvType")  // the dtype names of createKVCache()
+      .value("float32", attn::KvType::f32)
+      .value("float16", attn::KvType::f16)
+      .value("bfloat16", attn::KvType::bf16)
+      .value("int8", attn::KvType::i8);
+  enum_<attn::CacheConflict>("CacheConflict")
+      .value("none", attn::CacheConflict::none)
+      .value("notAllocated", attn::CacheConflict::not_allocated)
+      .value("batch", attn::CacheConflict::batch)
+      .value("kvHeads", attn::CacheConflict::kv_heads)
+      .value("headDim", attn::CacheConflict::head_dim)
+      .value("valueDim", attn::CacheConflict::value_dim)
+      .value("heads", attn::CacheConflict::heads)
+      .value("seqK", attn::CacheConflict::seq_k)
+      .value("empty", attn::CacheConflict::empty)
+      .value("seqQ", attn::CacheConflict::seq_q)
+      .value("upperLeft", attn::CacheConflict::upper_left)
+      .value("windowUnbounded", attn::CacheConflict::window_unbounded)
+      .value("windowWider", attn::CacheConflict::window_wider)
+      .value("overwritten", attn::CacheConflict::overwritten)
+      .value("noRoom", attn::CacheConflict::no_room);
+
+  value_object<JsKvCacheConfig>("KvCacheConfig")
+      .field("batch", &JsKvCacheConfig::batch)
+      .field("kvHeads", &JsKvCacheConfig::kvHeads)
+      .field("headDim", &JsKvCacheConfig::headDim)
+      .field("valueDim", &JsKvCacheConfig::valueDim)
+      .field("maxSeq", &JsKvCacheConfig::maxSeq)
+      .field("dtype", &JsKvCacheConfig::dtype)
+      .field("window", &JsKvCacheConfig::window);
+  value_object<JsCacheBytes>("CacheBytes")
+      .field("total", &JsCacheBytes::total)
+      .field("largest", &JsCacheBytes::largest);
+  value_object<JsCacheCall>("CacheCall")
+      .field("batch", &JsCacheCall::batch)
+      .field("heads", &JsCacheCall::heads)
+      .field("kvHeads", &JsCacheCall::kvHeads)
+      .field("headDim", &JsCacheCall::headDim)
+      .field("valueDim", &JsCacheCall::valueDim)
+      .field("seqK", &JsCacheCall::seqK)
+      .field("seqQ", &JsCacheCall::seqQ)
+      .field("causal", &JsCacheCall::causal)
+      .field("align", &JsCacheCall::align)
+      .field("windowLeft", &JsCacheCall::windowLeft)
+      .field("windowRight", &JsCacheCall::windowRight);
+  value_object<JsCacheCheck>("CacheCheck")
+      .field("conflict", &JsCacheCheck::conflict)
+      .field("call", &JsCacheCheck::call)
+      .field("cache", &JsCacheCheck::cache);
+  value_object<JsF16Overflow>("F16Overflow")
+      .field("key", &JsF16Overflow::key)
+      .field("batch", &JsF16Overflow::batch)
+      .field("head", &JsF16Overflow::head)
+      .field("row", &JsF16Overflow::row)
+      .field("element", &JsF16Overflow::element)
+      .field("value", &JsF16Overflow::value);
+
+  function("cacheBytes", &cache_bytes_for);
+  class_<attn::KvCache>("KvCacheCore")
+      .constructor<>()
+      .function("allocate", &cache_allocate)
+      .function("append", &cache_append)
+      .function("reset", &attn::KvCache::reset)
+      .function("truncate", &cache_truncate)
+      .function("length", &attn::KvCache::length)
+      .function("held", &attn::KvCache::held)
+      .function("room", &attn::KvCache::room)
+      .function("bytes", &cache_bytes)
+      .function("address", &cache_address)
+      .function("check", &cache_check)
+      .function("f16Overflow", &cache_f16_overflow);
+  function("attentionCached", &run_attention_cached);
+}
+
+// ---- linear: lib.linear (src/js/api.mjs) ----
+
+std::string run_linear(std::uintptr_t x, std::uintptr_t w, std::uintptr_t b, std::uintptr_t y, int rows,
+                       int in_features, int out_features, double budget) {
+  return within_budget(attn::linear_workspace_bytes(rows, in_features, out_features), budget, [&] {
+    return attn::linear(ptr<const float>(x), ptr<const float>(w), ptr<const float>(b), ptr<float>(y), rows, in_features,
+                        out_features);
+  });
+}
+
+EMSCRIPTEN_BINDINGS(linear) { emscripten::function("linear", &run_linear); }
+
+// ---- rotary: lib.rotary (src/js/rotary.mjs) ----
+
+// Mirrors the object built by rotary() in src/js/rotary.mjs: one chunk of rows, rotated in place.
+struct JsRotaryCall {
+  std::uintptr_t x = 0, positions = 0, cos = 0, sin = 0;
+  int batch = 1, heads = 1, seq = 1, headDim = 1, rotaryDim = 2, tablePositions = 0;
+  int positionsBatchStride = 0;  // 0: one [seq] array for every batch entry
+  bool bshd = false, interleaved = false;
+  double positionOffset = 0, base = 10000;
+  double budget = 0;  // bytes the kernel may allocate (its tables), as in AttentionCall
+};
+
+std::string run_rotary(const JsRotaryCall& c) {
+  attn::RotaryParams p;
+  p.in = p.out = ptr<float>(c.x);
+  p.batch = c.batch;
+  p.heads = c.heads;
+  p.seq = c.seq;
+  p.head_dim = c.headDim;
+  p.rotary_dim = c.rotaryDim;
+  p.x = p.o = (c.bshd ? attn::dense_bshd : attn::dense_bhsd)(c.heads, c.seq, c.headDim);
+  p.interleaved = c.interleaved;
+  p.positions = ptr<const std::int32_t>(c.positions);
+  p.positions_batch_stride = c.positionsBatchStride;
+  p.position_offset = static_cast<std::int64_t>(c.positionOffset);
+  p.base = c.base;
+  p.cos = ptr<const float>(c.cos);
+  p.sin = ptr<const float>(c.sin);
+  p.table_positions = c.tablePositions;
+  return within_budget(attn::rotary_workspace_bytes(p), c.budget, [&] { return attn::rotary(p); });
+}
+
+EMSCRIPTEN_BINDINGS(rotary) {
+  using namespace emscripten;
   value_object<JsRotaryCall>("RotaryCall")
       .field("x", &JsRotaryCall::x)
       .field("positions", &JsRotaryCall::positions)
@@ -565,13 +434,207 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .field("headDim", &JsRotaryCall::headDim)
       .field("rotaryDim", &JsRotaryCall::rotaryDim)
       .field("tablePositions", &JsRotaryCall::tablePositions)
+      .field("positionsBatchStride", &JsRotaryCall::positionsBatchStride)
       .field("bshd", &JsRotaryCall::bshd)
       .field("interleaved", &JsRotaryCall::interleaved)
-      .field("positionsBatchStride", &JsRotaryCall::positionsBatchStride)
       .field("positionOffset", &JsRotaryCall::positionOffset)
       .field("base", &JsRotaryCall::base)
       .field("budget", &JsRotaryCall::budget);
   function("rotary", &run_rotary);
+}
+
+// ---- the multi-head layer: MultiHeadAttention (src/js/mha*.mjs) ----
+
+// The layer's config, as configureCore() in src/js/mha-config.mjs builds it.
+struct JsMhaConfig {
+  int embedDim = 0, numHeads = 0, numKvHeads = 0, kdim = 0, vdim = 0;
+  bool bias = true;
+  int rotaryDim = 0;  // rotary embeddings (0: none), window sides (−1: no limit), softcap, sinks
+  double rotaryBase = 10000.0;
+  bool rotaryInterleaved = false;
+  int windowLeft = -1, windowRight = -1;
+  float softcap = 0.0f;
+  bool sinks = false;
+};
+
+// A forward call of the layer, as forwardArgs() in src/js/mha-forward.mjs builds it.
+struct JsMhaCall {
+  std::uintptr_t query = 0, key = 0, value = 0, out = 0, weights = 0, mask = 0, keyPadding = 0;
+  attn::MaskType maskType = attn::MaskType::none;
+  attn::MaskShape maskShape = attn::MaskShape::plane;
+  int batch = 1, seqQ = 1, seqK = 1;
+  bool causal = false;
+  attn::Align align = attn::Align::lower_right;
+  std::uintptr_t positions = 0;  // rotary positions, int32 [seqQ] or [batch, seqQ]
+  int positionsBatchStride = 0;
+  double budget = std::numeric_limits<double>::infinity();  // bytes the forward may take (over_budget)
+};
+
+// The four projections' arrays and the sinks in setWeights layout (src/js/mha-weights.mjs): the
+// weights of setWeights, Adam's moments of setAdamState, the weights' gradients of backward and
+// of the optimizer steps.
+struct JsProjectionArrays {
+  std::uintptr_t wq = 0, wk = 0, wv = 0, wo = 0, bq = 0, bk = 0, bv = 0, bo = 0, sinks = 0;
+};
+
+// The gradients of backward's tensors (src/js/mha-training.mjs): dL/d(out) in; the inputs'
+// out (dKey and dValue 0 when the key or value defaulted).
+struct JsMhaGrads {
+  std::uintptr_t dOut = 0, dQuery = 0, dKey = 0, dValue = 0;
+};
+
+attn::MhaForward to_forward(const JsMhaCall& c) {
+  attn::MhaForward f;
+  f.query = ptr<const float>(c.query);
+  f.key = ptr<const float>(c.key);
+  f.value = ptr<const float>(c.value);
+  f.out = ptr<float>(c.out);
+  f.weights = ptr<float>(c.weights);
+  f.mask = ptr<const void>(c.mask);
+  f.mask_type = c.maskType;
+  f.mask_shape = c.maskShape;
+  f.key_padding = ptr<const std::uint8_t>(c.keyPadding);
+  f.batch = c.batch;
+  f.seq_q = c.seqQ;
+  f.seq_k = c.seqK;
+  f.causal = c.causal;
+  f.align = c.align;
+  f.positions = ptr<const std::int32_t>(c.positions);
+  f.positions_batch_stride = c.positionsBatchStride;
+  return f;
+}
+
+attn::ProjectionArrays to_arrays(const JsProjectionArrays& c) {
+  attn::ProjectionArrays a;
+  const std::uintptr_t w[4] = {c.wq, c.wk, c.wv, c.wo}, b[4] = {c.bq, c.bk, c.bv, c.bo};
+  for (int i = 0; i < 4; ++i) {
+    a.w[i] = ptr<const float>(w[i]);
+    a.b[i] = ptr<const float>(b[i]);
+  }
+  a.sinks = ptr<const float>(c.sinks);
+  return a;
+}
+
+// The weights' gradients `weights` (written by backward, read by the steps) and the tensors' `d`.
+attn::MhaGrads to_grads(const JsProjectionArrays& weights, const JsMhaGrads& d = {}) {
+  attn::MhaGrads g;
+  g.d_query = ptr<float>(d.dQuery);
+  g.d_key = ptr<float>(d.dKey);
+  g.d_value = ptr<float>(d.dValue);
+  const std::uintptr_t w[4] = {weights.wq, weights.wk, weights.wv, weights.wo};
+  const std::uintptr_t b[4] = {weights.bq, weights.bk, weights.bv, weights.bo};
+  for (int i = 0; i < 4; ++i) {
+    g.d_w[i] = ptr<float>(w[i]);
+    g.d_b[i] = ptr<float>(b[i]);
+  }
+  g.d_sinks = ptr<float>(weights.sinks);
+  return g;
+}
+
+std::string mha_configure(attn::MultiHeadAttention& m, const JsMhaConfig& c) {
+  attn::MhaConfig config{c.embedDim, c.numHeads, c.numKvHeads, c.kdim, c.vdim, c.bias};
+  config.rotary_dim = c.rotaryDim;
+  config.rotary_base = c.rotaryBase;
+  config.rotary_interleaved = c.rotaryInterleaved;
+  config.window_left = c.windowLeft;
+  config.window_right = c.windowRight;
+  config.softcap = c.softcap;
+  config.sinks = c.sinks;
+  return message(m.configure(config));
+}
+
+std::string mha_set_rotary_tables(attn::MultiHeadAttention& m, std::uintptr_t cos, std::uintptr_t sin, int positions,
+                                  double budget) {
+  const float *c = ptr<const float>(cos), *s = ptr<const float>(sin);
+  return within_budget(m.rotary_tables_bytes(c, s, positions), budget,
+                       [&] { return m.set_rotary_tables(c, s, positions); });
+}
+
+std::string mha_set_alibi(attn::MultiHeadAttention& m, std::uintptr_t slopes, double budget) {
+  const float* a = ptr<const float>(slopes);
+  return within_budget(m.alibi_bytes(a), budget, [&] { return m.set_alibi(a); });
+}
+
+std::string mha_set_weights(attn::MultiHeadAttention& m, const JsProjectionArrays& weights, double budget) {
+  return within_budget(m.set_weights_bytes(), budget, [&] { return m.set_weights(to_arrays(weights)); });
+}
+
+std::string mha_get_weight(const attn::MultiHeadAttention& m, attn::Projection which, std::uintptr_t w,
+                           std::uintptr_t b) {
+  return message(m.get_weight(which, ptr<float>(w), ptr<float>(b)));
+}
+
+std::string mha_get_sinks(const attn::MultiHeadAttention& m, std::uintptr_t out) {
+  return message(m.get_sinks(ptr<float>(out)));
+}
+
+// The layer's forward f (with a cache or a tape, if set), unless what it allocates for itself
+// (its work buffer, the kernel's workspace and a tape's buffers) exceeds `budget`.
+std::string forward_within(const attn::MultiHeadAttention& m, const attn::MhaForward& f, double budget) {
+  return within_budget(m.forward_workspace_bytes(f), budget, [&] { return m.forward(f); });
+}
+
+std::string mha_forward(const attn::MultiHeadAttention& m, const JsMhaCall& c) {
+  return forward_within(m, to_forward(c), c.budget);
+}
+
+std::string mha_forward_cached(const attn::MultiHeadAttention& m, const JsMhaCall& c, attn::KvCache& cache) {
+  attn::MhaForward f = to_forward(c);
+  f.cache = &cache;
+  return forward_within(m, f, c.budget);
+}
+
+// MultiHeadAttention.createCache checks the layer against the cache's config here.
+JsCacheCheck mha_check_cache(const attn::MultiHeadAttention& m, const JsKvCacheConfig& c) {
+  return to_js(m.check_cache(to_cache_config(c)));
+}
+
+std::string mha_forward_train(const attn::MultiHeadAttention& m, const JsMhaCall& c, attn::MhaTape& tape) {
+  attn::MhaForward f = to_forward(c);
+  f.tape = &tape;
+  return forward_within(m, f, c.budget);
+}
+
+std::string mha_backward(const attn::MultiHeadAttention& m, const attn::MhaTape& tape, const JsMhaGrads& d,
+                         const JsProjectionArrays& weights, double budget) {
+  return within_budget(m.backward_workspace_bytes(tape), budget,
+                       [&] { return m.backward(tape, ptr<const float>(d.dOut), to_grads(weights, d)); });
+}
+
+// Allocates nothing (so it takes no budget).
+std::string mha_sgd_step(attn::MultiHeadAttention& m, const JsProjectionArrays& grads, float lr) {
+  m.sgd_step(to_grads(grads), lr);
+  return "";
+}
+
+std::string mha_adam_step(attn::MultiHeadAttention& m, const JsProjectionArrays& grads, float lr, float beta1,
+                          float beta2, float eps, int step, double budget) {
+  return within_budget(m.adam_step_bytes(), budget,
+                       [&] { return m.adam_step(to_grads(grads), lr, beta1, beta2, eps, step); });
+}
+
+std::string mha_get_adam_state(const attn::MultiHeadAttention& m, attn::Projection which, std::uintptr_t m_w,
+                               std::uintptr_t m_b, std::uintptr_t v_w, std::uintptr_t v_b) {
+  return message(m.get_adam_state(which, ptr<float>(m_w), ptr<float>(m_b), ptr<float>(v_w), ptr<float>(v_b)));
+}
+
+std::string mha_get_adam_sinks(const attn::MultiHeadAttention& m, std::uintptr_t m1, std::uintptr_t m2) {
+  return message(m.get_adam_sinks(ptr<float>(m1), ptr<float>(m2)));
+}
+
+std::string mha_set_adam_state(attn::MultiHeadAttention& m, const JsProjectionArrays& moment1,
+                               const JsProjectionArrays& moment2, double budget) {
+  const attn::ProjectionArrays m1 = to_arrays(moment1);
+  return within_budget(m.set_adam_state_bytes(m1), budget, [&] { return m.set_adam_state(m1, to_arrays(moment2)); });
+}
+
+EMSCRIPTEN_BINDINGS(multi_head_attention) {
+  using namespace emscripten;
+  enum_<attn::Projection>("Projection")  // named as setWeights() names the weights
+      .value("wq", attn::Projection::q)
+      .value("wk", attn::Projection::k)
+      .value("wv", attn::Projection::v)
+      .value("wo", attn::Projection::o);
 
   value_object<JsMhaConfig>("MhaConfig")
       .field("embedDim", &JsMhaConfig::embedDim)
@@ -605,89 +668,59 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
       .field("positions", &JsMhaCall::positions)
       .field("positionsBatchStride", &JsMhaCall::positionsBatchStride)
       .field("budget", &JsMhaCall::budget);
+  value_object<JsProjectionArrays>("ProjectionArrays")
+      .field("wq", &JsProjectionArrays::wq)
+      .field("wk", &JsProjectionArrays::wk)
+      .field("wv", &JsProjectionArrays::wv)
+      .field("wo", &JsProjectionArrays::wo)
+      .field("bq", &JsProjectionArrays::bq)
+      .field("bk", &JsProjectionArrays::bk)
+      .field("bv", &JsProjectionArrays::bv)
+      .field("bo", &JsProjectionArrays::bo)
+      .field("sinks", &JsProjectionArrays::sinks);
   value_object<JsMhaGrads>("MhaGrads")
       .field("dOut", &JsMhaGrads::dOut)
       .field("dQuery", &JsMhaGrads::dQuery)
       .field("dKey", &JsMhaGrads::dKey)
-      .field("dValue", &JsMhaGrads::dValue)
-      .field("dWq", &JsMhaGrads::dWq)
-      .field("dWk", &JsMhaGrads::dWk)
-      .field("dWv", &JsMhaGrads::dWv)
-      .field("dWo", &JsMhaGrads::dWo)
-      .field("dBq", &JsMhaGrads::dBq)
-      .field("dBk", &JsMhaGrads::dBk)
-      .field("dBv", &JsMhaGrads::dBv)
-      .field("dBo", &JsMhaGrads::dBo)
-      .field("dSinks", &JsMhaGrads::dSinks);
+      .field("dValue", &JsMhaGrads::dValue);
+
   class_<attn::MultiHeadAttention>("MultiHeadAttentionCore")
       .constructor<>()
       .function("configure", &mha_configure)
       .function("setRotaryTables", &mha_set_rotary_tables)
       .function("setAlibi", &mha_set_alibi)
-      .function("getSinks", &mha_get_sinks)
-      .function("getAdamSinks", &mha_get_adam_sinks)
       .function("setWeights", &mha_set_weights)
       .function("getWeight", &mha_get_weight)
-      .function("hasAdamState", &attn::MultiHeadAttention::has_adam_state)
-      .function("getAdamState", &mha_get_adam_state)
-      .function("setAdamState", &mha_set_adam_state)
+      .function("getSinks", &mha_get_sinks)
       .function("forward", &mha_forward)
       .function("forwardCached", &mha_forward_cached)
       .function("checkCache", &mha_check_cache)
       .function("forwardTrain", &mha_forward_train)
       .function("backward", &mha_backward)
       .function("sgdStep", &mha_sgd_step)
-      .function("adamStep", &mha_adam_step);
+      .function("adamStep", &mha_adam_step)
+      .function("hasAdamState", &attn::MultiHeadAttention::has_adam_state)
+      .function("getAdamState", &mha_get_adam_state)
+      .function("getAdamSinks", &mha_get_adam_sinks)
+      .function("setAdamState", &mha_set_adam_state);
   class_<attn::MhaTape>("MhaTapeCore").constructor<>().function("filled", &attn::MhaTape::filled);
-  value_object<JsKvCacheConfig>("KvCacheConfig")
-      .field("batch", &JsKvCacheConfig::batch)
-      .field("kvHeads", &JsKvCacheConfig::kvHeads)
-      .field("headDim", &JsKvCacheConfig::headDim)
-      .field("valueDim", &JsKvCacheConfig::valueDim)
-      .field("maxSeq", &JsKvCacheConfig::maxSeq)
-      .field("dtype", &JsKvCacheConfig::dtype)
-      .field("window", &JsKvCacheConfig::window);
-  class_<attn::KvCache>("KvCacheCore")
-      .constructor<>()
-      .function("allocate", &cache_allocate)
-      .function("append", &cache_append)
-      .function("reset", &attn::KvCache::reset)
-      .function("truncate", &cache_truncate)
-      .function("length", &attn::KvCache::length)
-      .function("held", &attn::KvCache::held)
-      .function("room", &attn::KvCache::room)
-      .function("bytes", &cache_bytes)
-      .function("address", &cache_address)
-      .function("check", &cache_check)
-      .function("f16Overflow", &cache_f16_overflow);
-  value_object<JsF16Overflow>("F16Overflow")
-      .field("key", &JsF16Overflow::key)
-      .field("batch", &JsF16Overflow::batch)
-      .field("head", &JsF16Overflow::head)
-      .field("row", &JsF16Overflow::row)
-      .field("element", &JsF16Overflow::element)
-      .field("value", &JsF16Overflow::value);
-  value_object<JsCacheBytes>("CacheBytes")
-      .field("total", &JsCacheBytes::total)
-      .field("largest", &JsCacheBytes::largest);
-  function("cacheBytes", &cache_bytes_for);
-  value_object<JsCacheCall>("CacheCall")
-      .field("batch", &JsCacheCall::batch)
-      .field("heads", &JsCacheCall::heads)
-      .field("kvHeads", &JsCacheCall::kvHeads)
-      .field("headDim", &JsCacheCall::headDim)
-      .field("valueDim", &JsCacheCall::valueDim)
-      .field("seqK", &JsCacheCall::seqK)
-      .field("seqQ", &JsCacheCall::seqQ)
-      .field("causal", &JsCacheCall::causal)
-      .field("align", &JsCacheCall::align)
-      .field("windowLeft", &JsCacheCall::windowLeft)
-      .field("windowRight", &JsCacheCall::windowRight);
-  value_object<JsCacheCheck>("CacheCheck")
-      .field("conflict", &JsCacheCheck::conflict)
-      .field("call", &JsCacheCheck::call)
-      .field("cache", &JsCacheCheck::cache);
-  function("attentionCached", &run_attention_cached);
+}
+
+// ---- the module: version, memory, threads, SIMD level (src/js/api.mjs, loader.mjs) ----
+
+std::string version() { return ATTN_VERSION; }
+// Bytes currently allocated by malloc in this module (leak checks in the tests). mallinfo's
+// fields are declared int but hold dlmalloc's size_t: read unsigned, or past 2 GiB it is negative.
+double heap_in_use() { return static_cast<double>(static_cast<std::uint32_t>(mallinfo().uordblks)); }
+// The most the heap can grow to (-sMAXIMUM_MEMORY: 4 GiB less one 64 KiB page).
+double heap_max() { return static_cast<double>(emscripten_get_heap_max()); }
+// Bytes of the last allocation inside the C++ core that failed (for out-of-memory messages).
+double last_failed_allocation() { return static_cast<double>(attn::g_last_failed_allocation.load()); }
+// lib.info.simd: 'simd128' or 'relaxed-simd'.
+std::string simd_name() { return attn::simd_name(); }
+
+EMSCRIPTEN_BINDINGS(runtime) {
+  using namespace emscripten;
   function("version", &version);
   function("heapInUse", &heap_in_use);
   function("heapMax", &heap_max);
@@ -696,3 +729,5 @@ EMSCRIPTEN_BINDINGS(attention_wasm) {
   function("numThreads", &attn::num_threads);
   function("simdName", &simd_name);
 }
+
+}  // namespace

@@ -48,7 +48,7 @@ CacheCheck check_config(const CacheCall& call, const KvCacheConfig& c) {
   return {};
 }
 
-CacheCheck resolve(const CacheCall& call, const KvCache& cache, AttentionParams& p) {
+CacheCheck check_call(const CacheCall& call, const KvCache& cache) {
   if (!cache.allocated()) return conflict(CacheConflict::not_allocated, 0, 0);
   const KvCacheConfig& c = cache.config();
   if (const CacheCheck check = check_config(call, c); !check.ok()) return check;
@@ -63,7 +63,11 @@ CacheCheck resolve(const CacheCall& call, const KvCache& cache, AttentionParams&
   const int first = cache.first_held(call.staged);
   if (call.window_left != kNoLimit && std::max<std::int64_t>(0, keys - call.seq_q - call.window_left) < first)
     return conflict(CacheConflict::overwritten, call.seq_q, first);
+  return {};
+}
 
+CacheCheck resolve(const CacheCall& call, const KvCache& cache, AttentionParams& p) {
+  if (const CacheCheck check = check_call(call, cache); !check.ok()) return check;
   cache.describe(p, call.staged);
   p.seq_q = call.seq_q;
   p.causal = call.causal;

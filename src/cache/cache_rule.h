@@ -68,9 +68,12 @@ struct CacheCheck {
 CacheCheck check_config(const CacheCall& call, const KvCacheConfig& config);
 
 // Everything: check_config, then the positions (length, a ring's overwritten ones, room for the
-// staged ones). When ok(), fills p with the cache's keys and values (describe()), seq_k and the
+// staged ones). Works before or after the staged positions are written.
+CacheCheck check_call(const CacheCall& call, const KvCache& cache);
+
+// check_call, and when ok() fills p with the cache's keys and values (describe()), seq_k and the
 // call's score rule (causal, align, window); the caller adds the queries, outputs and variants.
-// p is unchanged otherwise. Works before or after the staged positions are written.
+// p is unchanged otherwise.
 CacheCheck resolve(const CacheCall& call, const KvCache& cache, AttentionParams& p);
 
 // A static message for C++ callers ("kv cache: …"); the JS side words its own, with the values.

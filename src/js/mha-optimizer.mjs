@@ -2,7 +2,7 @@
 // moments live in the C++ layer, the step count here), and saving and restoring Adam's state.
 import { coreError } from './heap.mjs';
 import { checkKnownKeys, describe } from './shapes.mjs';
-import { checkArrays, copyAllOut, gradAddresses, PROJECTIONS, weightSizes } from './mha-weights.mjs';
+import { checkArrays, copyAllOut, PROJECTIONS, projectionAddresses, weightSizes } from './mha-weights.mjs';
 
 const SGD_OPTIONS = ['lr'];
 const ADAM_OPTIONS = ['lr', 'beta1', 'beta2', 'eps'];
@@ -35,7 +35,7 @@ export class Optimizer {
     checkKnownKeys(fn, options, SGD_OPTIONS, 'options', ' with lr');
     const rate = learningRate(fn, options.lr);
     this.#withGrads(fn, grads, (call) => {
-      const error = core.sgdStep(gradAddresses(call), rate);
+      const error = core.sgdStep(projectionAddresses(call, 'g_'), rate);
       if (error) throw coreError(this.#M, error);
     });
   }
@@ -52,7 +52,7 @@ export class Optimizer {
     if (this.#adamSteps >= MAX_STEP) throw new RangeError(`${fn}: ${MAX_STEP} steps taken, the most Adam's step counter holds`);
     const step = this.#adamSteps + 1;
     this.#withGrads(fn, grads, (call) => {
-      const error = core.adamStep(gradAddresses(call), rate, beta1, beta2, eps, step, call.budget);
+      const error = core.adamStep(projectionAddresses(call, 'g_'), rate, beta1, beta2, eps, step, call.budget);
       if (error) throw call.error(error);  // nothing changed, the step is not counted
     });
     this.#adamSteps = step;
@@ -101,7 +101,7 @@ export class Optimizer {
       inputs[`v_${name}`] = v[name];
     }
     this.#arena.call(fn, inputs, {}, (call) => {
-      const error = core.setAdamState(gradAddresses(call, {}, 'm_'), gradAddresses(call, {}, 'v_'), call.budget);
+      const error = core.setAdamState(projectionAddresses(call, 'm_'), projectionAddresses(call, 'v_'), call.budget);
       if (error) throw call.error(error);
     });
     this.#adamSteps = step;

@@ -2,7 +2,7 @@
 // (the C++ MhaTapeCore, made on the first training forward, and the shapes of that forward), and
 // whether the weights changed since, which makes its gradients wrong.
 import { checkFloat32, given } from './shapes.mjs';
-import { copyAllOut, gradAddresses, weightSizes } from './mha-weights.mjs';
+import { copyAllOut, projectionAddresses, weightSizes } from './mha-weights.mjs';
 
 const FN = 'MultiHeadAttention.backward';
 
@@ -54,7 +54,8 @@ export class TrainingTape {
     for (const [name, n] of Object.entries(gradSizes)) outputs[`g_${name}`] = n;
     // The C++ entry checks its work buffer and the kernel's workspace against the call's budget.
     return this.#arena.call(FN, { dOut }, outputs, (call) => {
-      const error = core.backward(this.#tape, gradAddresses(call, { dOut: 'dOut', dQuery: 'dQuery', dKey: 'dKey', dValue: 'dValue' }), call.budget);
+      const grads = { dOut: call.address('dOut'), dQuery: call.address('dQuery'), dKey: call.address('dKey'), dValue: call.address('dValue') };
+      const error = core.backward(this.#tape, grads, projectionAddresses(call, 'g_'), call.budget);
       if (error) throw call.error(error);
       return { ...copyAllOut(call, sizes), weights: copyAllOut(call, gradSizes, 'g_') };
     });

@@ -16,18 +16,10 @@ export function weightSizes(config) {
   return sizes;
 }
 
-// The addresses of four staged projections' arrays and the sinks (names `${prefix}wq` …
-// `${prefix}bo`, `${prefix}sinks`, plus `extra`) for the C++ MhaGrads, which also carries
-// weights and Adam moments.
-export function gradAddresses(call, extra = {}, prefix = 'g_') {
-  const all = { dOut: 0, dQuery: 0, dKey: 0, dValue: 0, dSinks: call.address(`${prefix}sinks`) };
-  for (const [w, b] of PROJECTIONS) {
-    all[`dW${w[1]}`] = call.address(prefix + w);
-    all[`dB${w[1]}`] = call.address(prefix + b);
-  }
-  for (const [field, name] of Object.entries(extra)) all[field] = call.address(name);
-  return all;
-}
+// The ProjectionArrays (src/bindings.cpp) of four staged projections' arrays and the sinks, named
+// `${prefix}wq` … `${prefix}bo`, `${prefix}sinks`: weights, Adam moments or the weights' gradients.
+export const projectionAddresses = (call, prefix) =>
+  Object.fromEntries([...PROJECTIONS.flat(), 'sinks'].map((name) => [name, call.address(prefix + name)]));
 
 // Fresh arrays, name → copy of the staged `${prefix}${name}`, for every name of `sizes`.
 export const copyAllOut = (call, sizes, prefix = '') =>
@@ -77,7 +69,7 @@ export function writeWeights(M, arena, core, config, weights) {
   const inputs = Object.fromEntries([...PROJECTIONS.flat(), 'sinks'].map((name) => [`w_${name}`, given(weights[name]) ? weights[name] : undefined]));
   // The C++ entry checks what it packs against the call's budget.
   arena.call(fn, inputs, {}, (call) => {
-    const error = core.setWeights(gradAddresses(call, {}, 'w_'), call.budget);
+    const error = core.setWeights(projectionAddresses(call, 'w_'), call.budget);
     if (error) throw call.error(error);
   });
 }

@@ -136,7 +136,7 @@ const char* attention_backward(const AttentionParams& forward, const AttentionGr
       const score::Scaling sc = score::scaling(p, query_abs_max(rb, d), ws.k_max);
       pack_queries(rb, d, sc.pack, ws.qpack);
       for (int i = 0; i < rb.rows; ++i) {
-        dsum[i] = kv::dot(d_out_rows[i], out_rows[i], dv);
+        dsum[i] = simd::dot(d_out_rows[i], out_rows[i], dv);
         std::copy(rb.q[i], rb.q[i] + d, qraw + i * d_ld);
         std::copy(d_out_rows[i], d_out_rows[i] + dv, doraw + i * dv_ld);
         // d(sink) = −Σ_rows P(sink) · rowsum(dO ⊙ O)

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "kernel/attention.h"
+#include "kernel/few_rows.h"
 #include "kernel/kv_storage.h"
 #include "kernel/microkernel.h"
 #include "kernel/score_rule.h"
@@ -22,6 +23,7 @@ using kernel::kTileCols;
 using kernel::kTileRows;
 using score::kLog2e;
 using score::kNegInf;
+using simd::round_up;
 using simd::vfloat;
 using simd::W;
 
@@ -50,7 +52,6 @@ inline int stage_keys(int rows) { return rows <= 8 ? 8 : kStageKeys; }
 constexpr int kSplitKeys = 2 * kFewKeys;
 constexpr int kMaxBlockRows = std::max(kRowsPerBlock, kFewRows);
 
-inline int round_up(int x, int m) { return (x + m - 1) / m * m; }
 inline int block_of(int key) { return key / kKeysPerBlock; }
 
 // One block of query rows of one (batch, kv head): the rows may come from different query
@@ -137,13 +138,21 @@ inline FewRowsSplit few_rows_split(const AttentionParams& p) {
   return s;
 }
 
-// The blocked path's work items per (batch, kv head) on `threads` threads: chunks of row blocks
-// when there are too few heads to keep every thread busy (see run in attention_forward.cpp).
-inline int blocked_chunks(const AttentionParams& p, int threads) {
-  const int rows_per_kv_head = p.heads / p.kv_heads * p.seq_q;
-  const int blocks_per_head = (rows_per_kv_head + kRowsPerBlock - 1) / kRowsPerBlock;
+// The blocked path's work on `threads` threads: every (batch, kv head) has `rows` query rows
+// (group · seq_q) in `blocks` row blocks, split into `chunks` work items of whole row blocks when
+// there are too few heads to keep every thread busy (see run in attention_forward.cpp). The
+// kernel and attention_workspace_bytes() both use it.
+struct BlockedSplit {
+  int rows = 0, blocks = 0, chunks = 1;
+};
+
+inline BlockedSplit blocked_split(const AttentionParams& p, int threads) {
+  BlockedSplit s;
+  s.rows = p.heads / p.kv_heads * p.seq_q;
+  s.blocks = (s.rows + kRowsPerBlock - 1) / kRowsPerBlock;
   const int kv_heads_total = p.batch * p.kv_heads;
-  return threads == 1 ? 1 : std::clamp((2 * threads + kv_heads_total - 1) / kv_heads_total, 1, blocks_per_head);
+  s.chunks = threads == 1 ? 1 : std::clamp((2 * threads + kv_heads_total - 1) / kv_heads_total, 1, s.blocks);
+  return s;
 }
 
 // The arrays of a Workspace (below), in floats: the one layout reserve() allocates from and
@@ -174,8 +183,10 @@ inline WorkspaceLayout workspace_layout(const AttentionParams& p, bool few) {
   l.flags = few ? 0 : U(l.blocks);
   // A key block of K or V rows as floats; few rows: staged, K padded to whole vectors, V to acc_ld.
   l.rows = U(kKeysPerBlock) * std::max(U(round_up(std::max(p.head_dim, p.value_dim), kTileCols)), U(l.acc_ld));
-  // The queries; few rows: in tiles of 4 rows, head_dim padded to 16 (int16 for int8 keys fit).
-  l.qpack = few ? U(round_up(kFewRows, 4)) * U(round_up(p.head_dim, 16)) : U(kRowsPerBlock) * U(p.head_dim);
+  // The queries; few rows: in tiles of few_rows::kQueryTile rows, head_dim padded to 16 (int16 for
+  // int8 keys fit).
+  l.qpack = few ? U(round_up(kFewRows, few_rows::kQueryTile)) * U(round_up(p.head_dim, 16))
+                : U(kRowsPerBlock) * U(p.head_dim);
   l.scores = l.rows_cap * U(l.scores_ld);
   l.acc = l.rows_cap * U(l.acc_ld);
   return l;
@@ -200,7 +211,7 @@ struct Workspace {
   float* packed = nullptr;  // per key block: 1 once kt and vp hold it
   float* rows = nullptr;    // one key block of K or V rows as floats (before transposing, or staged)
   // The block's query rows: tile by tile, [tile][head_dim][kTileRows] (blocked), or as
-  // few_rows.h packs them (one row as it is; tiles of 4 rows; int16 for int8 keys).
+  // few_rows.h packs them (one row as it is; tiles of few_rows::kQueryTile rows; int16 for int8 keys).
   float* qpack = nullptr;
   float* scores = nullptr;  // [rows][scores_ld]
   float* acc = nullptr;     // [rows][acc_ld]

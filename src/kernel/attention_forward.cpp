@@ -163,8 +163,8 @@ FewQueries few_queries(const AttentionParams& p, const RowBlock& rb, float facto
   if constexpr (std::is_same_v<T, std::int8_t>) {
     if (n <= kv::kMaxInt8Dot) {
       auto* packed = reinterpret_cast<std::int16_t*>(ws.qpack);
-      const int tiles = (rb.rows + few_rows::kTileRows - 1) / few_rows::kTileRows;
-      std::fill(packed, packed + tiles * few_rows::kTileRows * round_up(n, 16), std::int16_t{0});
+      const int tiles = (rb.rows + few_rows::kQueryTile - 1) / few_rows::kQueryTile;
+      std::fill(packed, packed + tiles * few_rows::kQueryTile * round_up(n, 16), std::int16_t{0});
       alignas(16) std::int16_t row16[kv::kMaxInt8Dot];
       bool ok = true;
       for (int i = 0; i < rb.rows && ok; ++i) {
@@ -209,7 +209,7 @@ void attend_few_rows(const AttentionParams& p, const RowBlock& rb, const kv::Hea
   // Raw dot products times scale·log2 e (or scale/softcap) when that factor is finite, else by
   // its parts in the score rule: one finite operand at a time, so a product may overflow to ±∞
   // but never become NaN.
-  const score::Scaling sc = score::direct_scaling(p);
+  const score::Scaling sc = score::few_rows_scaling(p);
   const FewQueries fq = few_queries<T>(p, rb, sc.pack, ws);
   for (int kb = begin; kb < end; kb += kFewKeys) {
     const int len = std::min(kFewKeys, end - kb);
@@ -304,15 +304,13 @@ const char* run_few_rows(const AttentionParams& p) {
 const char* run(const AttentionParams& p) {
   if (takes_few_rows(p)) return run_few_rows(p);
   const int group = p.heads / p.kv_heads;
-  const int rows_per_kv_head = group * p.seq_q;
-  const int blocks_per_head = (rows_per_kv_head + kRowsPerBlock - 1) / kRowsPerBlock;
-  const int kv_heads_total = p.batch * p.kv_heads;
-  // Work items: one (batch, kv head) each, split into chunks of row blocks when there are too
-  // few heads to keep every thread busy (each chunk then packs the key blocks it needs itself).
-  // Items never share output rows and compute them exactly as a serial run would.
-  const int chunks = blocked_chunks(p, num_threads());
+  // Work items: one (batch, kv head) each, or chunks of its row blocks (each chunk then packs the
+  // key blocks it needs itself). Items never share output rows and compute them exactly as a
+  // serial run would.
+  const BlockedSplit split = blocked_split(p, num_threads());
+  const int chunks = split.chunks;
   std::atomic<const char*> error{nullptr};
-  parallel_for(kv_heads_total * chunks, [&](int item) {
+  parallel_for(p.batch * p.kv_heads * chunks, [&](int item) {
     const int b = item / chunks / p.kv_heads, kvh = item / chunks % p.kv_heads, chunk = item % chunks;
     Workspace ws;
     if (!ws.reserve(p)) {
@@ -320,10 +318,10 @@ const char* run(const AttentionParams& p) {
       return;
     }
     const kv::Head h = kv::head(p, b, kvh);
-    const int first = chunk * blocks_per_head / chunks, last = (chunk + 1) * blocks_per_head / chunks;
+    const int first = chunk * split.blocks / chunks, last = (chunk + 1) * split.blocks / chunks;
     if (first < last) {  // the largest |k| this item's rows may see
       const int qi0 = first * kRowsPerBlock / group;
-      const int qi1 = (std::min(last * kRowsPerBlock, rows_per_kv_head) - 1) / group;
+      const int qi1 = (std::min(last * kRowsPerBlock, split.rows) - 1) / group;
       const score::KeyRange r0 = score::key_range(p, qi0), r1 = score::key_range(p, qi1);
       ws.k_max = kv::key_abs_max(h, std::min(r0.begin, r1.begin), std::max(r0.end, r1.end), p.head_dim);
     }
@@ -355,7 +353,7 @@ double attention_workspace_bytes(const AttentionParams& p, bool backward) {
   const auto at_once = [threads](std::int64_t items) { return double(std::min<std::int64_t>(items, threads)); };
   const std::int64_t heads = std::int64_t(p.batch) * p.kv_heads;
   if (!takes_few_rows(p))
-    return 4.0 * at_once(heads * blocked_chunks(p, threads)) * double(workspace_layout(p, false).floats());
+    return 4.0 * at_once(heads * blocked_split(p, threads).chunks) * double(workspace_layout(p, false).floats());
   const WorkspaceLayout ws = workspace_layout(p, true);
   const FewRowsSplit split = few_rows_split(p);
   if (split.chunks == 1) return 4.0 * at_once(heads) * double(ws.floats());

@@ -38,15 +38,14 @@ using simd::lane_sum;
 #if !defined(ATTN_SCALAR)
 using simd::sum4;
 #endif
+using simd::round_up;
 using simd::vfloat;
 using simd::W;
 
 // Query rows per tile (their packed queries interleave, see pack_queries), and keys per group of
 // a staged K block (see stage_keys).
-constexpr int kTileRows = 4;
+constexpr int kQueryTile = 4;
 constexpr int kGroup = 4;
-
-inline int round_up(int x, int m) { return (x + m - 1) / m * m; }
 
 // ---- one query row, K and V in place ----
 
@@ -98,7 +97,7 @@ void value_row(const float* p, int len, const T* v, std::ptrdiff_t v_row, int co
 
 // ---- several query rows, over a block of float rows staged in L1 ----
 //
-// Packed queries: tiles of kTileRows rows, each [dpad / W][kTileRows][W] (dpad = head_dim
+// Packed queries: tiles of kQueryTile rows, each [dpad / W][kQueryTile][W] (dpad = head_dim
 // rounded up to W, zeros past it and in a last tile's missing rows), so a step's query vectors
 // sit at constant offsets. Staged K: groups of kGroup keys, each [dpad / W][kGroup][W] (zeros
 // past head_dim and past the block's last key). Staged V: [key][vpad] (vpad: value_dim rounded
@@ -107,11 +106,11 @@ void value_row(const float* p, int len, const T* v, std::ptrdiff_t v_row, int co
 // The rows' queries times `factor`, packed.
 inline void pack_queries(int rows, const float* const* q, int n, float factor, float* out) {
   const int dpad = round_up(n, W);
-  for (int t = 0; t * kTileRows < rows; ++t, out += dpad * kTileRows)
-    for (int r = 0; r < kTileRows; ++r) {
-      const float* src = t * kTileRows + r < rows ? q[t * kTileRows + r] : nullptr;
+  for (int t = 0; t * kQueryTile < rows; ++t, out += dpad * kQueryTile)
+    for (int r = 0; r < kQueryTile; ++r) {
+      const float* src = t * kQueryTile + r < rows ? q[t * kQueryTile + r] : nullptr;
       for (int d = 0; d < dpad; ++d)
-        out[(d / W) * kTileRows * W + r * W + d % W] = src && d < n ? src[d] * factor : 0.0f;
+        out[(d / W) * kQueryTile * W + r * W + d % W] = src && d < n ? src[d] * factor : 0.0f;
     }
 }
 
@@ -159,7 +158,7 @@ inline void score_tile(const float* qt, const float* group, int c0, int dpad, fl
   vfloat acc[R][C];
   ATTN_UNROLL for (int r = 0; r < R; ++r) ATTN_UNROLL for (int c = 0; c < C; ++c) acc[r][c] = vfloat(0.0f);
   const float* k = group + c0 * W;
-  for (int d = 0; d < dpad; d += W, qt += kTileRows * W, k += kGroup * W) {
+  for (int d = 0; d < dpad; d += W, qt += kQueryTile * W, k += kGroup * W) {
     vfloat kv[C];
     ATTN_UNROLL for (int c = 0; c < C; ++c) kv[c] = simd::load(k + c * W);
     ATTN_UNROLL for (int r = 0; r < R; ++r) {
@@ -193,10 +192,10 @@ inline void score_groups(const float* qt, const float* k, int keys, int n, float
 template <int LDP>
 void scores(int rows, const float* qpack, const float* k, int keys, int n, float* s) {
   const int dpad = round_up(n, W);
-  for (int r0 = 0; r0 < rows; r0 += kTileRows) {
-    const float* qt = qpack + (r0 / kTileRows) * dpad * kTileRows;
+  for (int r0 = 0; r0 < rows; r0 += kQueryTile) {
+    const float* qt = qpack + (r0 / kQueryTile) * dpad * kQueryTile;
     float* st = s + r0 * LDP;
-    switch (std::min(kTileRows, rows - r0)) {
+    switch (std::min(kQueryTile, rows - r0)) {
       case 4: score_groups<4, LDP>(qt, k, keys, n, st); break;
       case 3: score_groups<3, LDP>(qt, k, keys, n, st); break;
       case 2: score_groups<2, LDP>(qt, k, keys, n, st); break;
@@ -239,10 +238,10 @@ inline void value_columns(const float* p, int len, const float* v, int vpad, flo
 // block of `len` rows.
 template <int LDP>
 void values(int rows, const float* p, int len, const float* v, int vpad, float* acc, std::ptrdiff_t ld_acc) {
-  for (int r0 = 0; r0 < rows; r0 += kTileRows) {
+  for (int r0 = 0; r0 < rows; r0 += kQueryTile) {
     const float* pt = p + r0 * LDP;
     float* at = acc + r0 * ld_acc;
-    switch (std::min(kTileRows, rows - r0)) {
+    switch (std::min(kQueryTile, rows - r0)) {
       case 4: value_columns<4, LDP>(pt, len, v, vpad, at, ld_acc); break;
       case 3: value_columns<3, LDP>(pt, len, v, vpad, at, ld_acc); break;
       case 2: value_columns<2, LDP>(pt, len, v, vpad, at, ld_acc); break;
@@ -254,12 +253,12 @@ void values(int rows, const float* p, int len, const float* v, int vpad, float* 
 // ---- int8 keys in place, any number of rows ----
 
 // Queries quantised to int16 (kv::quantize_i16), packed like the float queries but 16 at a
-// time: tiles of kTileRows rows, each [npad / 16][kTileRows][16] (npad = head_dim rounded up to
+// time: tiles of kQueryTile rows, each [npad / 16][kQueryTile][16] (npad = head_dim rounded up to
 // 16, zeros past it). Puts row `row` (n values) in place; `out` was zeroed.
 inline void pack_query_i16(const std::int16_t* q16, int row, int n, std::int16_t* out) {
   const int npad = round_up(n, 16);
-  out += (row / kTileRows) * npad * kTileRows + (row % kTileRows) * 16;
-  for (int d = 0; d < n; ++d) out[(d / 16) * kTileRows * 16 + d % 16] = q16[d];
+  out += (row / kQueryTile) * npad * kQueryTile + (row % kQueryTile) * 16;
+  for (int d = 0; d < n; ++d) out[(d / 16) * kQueryTile * 16 + d % 16] = q16[d];
 }
 
 // s[r·LDP] = Σ q16·k for the R rows of a packed tile and one int8 key, in int32 (exact up to
@@ -274,7 +273,7 @@ inline void score_key_i8(const std::int16_t* qt, const std::int8_t* k, int n, fl
 #else
   __m128i acc[R];
   ATTN_UNROLL for (int r = 0; r < R; ++r) acc[r] = _mm_setzero_si128();
-  for (; d + 16 <= n; d += 16, qt += kTileRows * 16) {
+  for (; d + 16 <= n; d += 16, qt += kQueryTile * 16) {
     __m128i lo, hi;
     kv::widen_i8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(k + d)), lo, hi);
     ATTN_UNROLL for (int r = 0; r < R; ++r) {
@@ -292,7 +291,7 @@ inline void score_key_i8(const std::int16_t* qt, const std::int8_t* k, int n, fl
 #endif
   for (int e = d; e < n; ++e)  // qt is at d's group of 16
     ATTN_UNROLL for (int r = 0; r < R; ++r) sum[r] +=
-        std::int32_t(qt[(e - d) / 16 * kTileRows * 16 + r * 16 + (e - d) % 16]) * k[e];
+        std::int32_t(qt[(e - d) / 16 * kQueryTile * 16 + r * 16 + (e - d) % 16]) * k[e];
   ATTN_UNROLL for (int r = 0; r < R; ++r) s[r * LDP] = float(sum[r]);
 }
 
@@ -304,7 +303,7 @@ inline __m128i score_keys_i8(const std::int16_t* qt, const std::int8_t* k, std::
   __m128i acc[4];
   ATTN_UNROLL for (int g = 0; g < 4; ++g) acc[g] = _mm_setzero_si128();
   int d = 0;
-  for (; d + 16 <= n; d += 16, qt += kTileRows * 16) {
+  for (; d + 16 <= n; d += 16, qt += kQueryTile * 16) {
     const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qt));
     const __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qt + 8));
     ATTN_UNROLL for (int g = 0; g < 4; ++g) {
@@ -347,10 +346,10 @@ void scores_i8(int rows, const std::int16_t* qpack, const std::int8_t* k, std::p
   if (rows == 1) return score_row_i8<LDP>(qpack, k, k_row, keys, n, s);
   const int npad = round_up(n, 16);
   for (int j = 0; j < keys; ++j, k += k_row)
-    for (int r0 = 0; r0 < rows; r0 += kTileRows) {
-      const std::int16_t* qt = qpack + (r0 / kTileRows) * npad * kTileRows;
+    for (int r0 = 0; r0 < rows; r0 += kQueryTile) {
+      const std::int16_t* qt = qpack + (r0 / kQueryTile) * npad * kQueryTile;
       float* st = s + r0 * LDP + j;
-      switch (std::min(kTileRows, rows - r0)) {
+      switch (std::min(kQueryTile, rows - r0)) {
         case 4: score_key_i8<4, LDP>(qt, k, n, st); break;
         case 3: score_key_i8<3, LDP>(qt, k, n, st); break;
         case 2: score_key_i8<2, LDP>(qt, k, n, st); break;

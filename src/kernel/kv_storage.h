@@ -1,7 +1,7 @@
 // How the kernel reads keys and values of each storage type (KvType): one (batch, kv head) at a
-// time, converting in registers. The direct (decode) path takes dot products and axpys straight
-// from the stored rows; the blocked path packs blocks of them into float32 panels (see
-// attention_blocks.h). Adding a storage type means a Stored<T> specialisation here.
+// time, converting in registers. The few-rows path (few_rows.h) reads the stored rows in place;
+// the blocked path packs blocks of them into float32 panels (see attention_blocks.h). Adding a
+// storage type means a Stored<T> specialisation here.
 #pragma once
 
 #include <algorithm>
@@ -20,7 +20,7 @@ namespace attn::kv {
 using simd::vfloat;
 using simd::W;
 
-// W stored elements -> W floats, and one element -> a float; and for the direct path's loops,
+// W stored elements -> W floats, and one element -> a float; and for the few-rows path's loops,
 // the widest read of the type: kVectors vectors (kVectors·W elements) from one 128-bit load.
 template <class T>
 struct Stored;
@@ -132,42 +132,6 @@ struct Stored<std::int8_t> {
 #endif
   static float one(const std::int8_t* p) { return static_cast<float>(*p); }
 };
-
-// a·x over n elements, x stored as T: steps of kSteps vectors (at least 4 chains, whole
-// chunks), then single vectors, then a scalar tail.
-template <class T>
-inline float dot(const float* a, const T* x, int n) {
-  constexpr int V = Stored<T>::kVectors, S = V < 4 ? 4 : V;
-  vfloat acc[S];
-  ATTN_UNROLL for (int k = 0; k < S; ++k) acc[k] = vfloat(0.0f);
-  int c = 0;
-  for (; c + S * W <= n; c += S * W) {
-    vfloat xv[S];
-    ATTN_UNROLL for (int k = 0; k < S; k += V) Stored<T>::load_chunk(x + c + k * W, xv + k);
-    ATTN_UNROLL for (int k = 0; k < S; ++k) acc[k] = simd::madd(simd::load(a + c + k * W), xv[k], acc[k]);
-  }
-  for (; c + W <= n; c += W) acc[0] = simd::madd(simd::load(a + c), Stored<T>::load(x + c), acc[0]);
-  ATTN_UNROLL for (int k = 1; k < S; ++k) acc[0] += acc[k];
-  float sum = simd::reduce_add(acc[0]);
-  for (; c < n; ++c) sum += a[c] * Stored<T>::one(x + c);
-  return sum;
-}
-
-// y += alpha · x over n elements, x stored as T (whole chunks, single vectors, a scalar tail).
-template <class T>
-inline void axpy(float alpha, const T* x, float* y, int n) {
-  constexpr int V = Stored<T>::kVectors;
-  const vfloat va(alpha);
-  int c = 0;
-  for (; c + V * W <= n; c += V * W) {
-    vfloat xv[V];
-    Stored<T>::load_chunk(x + c, xv);
-    ATTN_UNROLL for (int k = 0; k < V; ++k)
-        simd::store(y + c + k * W, simd::madd(va, xv[k], simd::load(y + c + k * W)));
-  }
-  for (; c + W <= n; c += W) simd::store(y + c, simd::madd(va, Stored<T>::load(x + c), simd::load(y + c)));
-  for (; c < n; ++c) y[c] += alpha * Stored<T>::one(x + c);
-}
 
 // int8 keys in integers: a query row quantised to int16 (q ≈ scale · q16, |q16| ≤ 32767; its
 // rounding, ≤ 2^-16 of max |q|, is far below the keys' own int8 rounding) makes each q·k one

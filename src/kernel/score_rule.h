@@ -1,5 +1,5 @@
 // The score rule: everything that happens to a row's raw q·k scores before the softmax, in one
-// place for the blocked forward, the direct (decode) path, the weights output and the backward:
+// place for the blocked forward, the few-rows path, the weights output and the backward:
 //   s = scale·q·k → s = softcap·tanh(s / softcap) → s += alibi → masks (additive added; boolean,
 //   key padding, causal, window and keys a ring no longer holds set −∞).
 // Scores leave in log2 units (natural score × log2 e), the unit the online softmax's exp2 wants.
@@ -85,9 +85,10 @@ inline float post_scale(const Scaling& sc, float s) {
   return sc.divisor != 0.0f ? s / sc.divisor : s * kLog2e;
 }
 
-// For raw dot products multiplied by `pack` once computed (the direct path, which reads the
-// queries in place): the factor itself when finite, else 1 and its parts afterwards.
-inline Scaling direct_scaling(const AttentionParams& p) {
+// For raw dot products multiplied by `pack` once computed (the few-rows path, whose queries
+// carry it only when |pack| ≤ 1: few_queries in attention_forward.cpp): the factor itself when
+// finite, else 1 and its parts afterwards.
+inline Scaling few_rows_scaling(const AttentionParams& p) {
   Scaling s = scaling(p, 0.0f, 0.0f);  // bound 0: the factor itself whenever it is finite
   if (s.post) s.pack = s.unit = s.unit2 = 1.0f;
   return s;

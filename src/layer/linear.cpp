@@ -15,10 +15,9 @@ namespace {
 
 using kernel::Init;
 using kernel::kTileRows;
+using simd::round_up;
 constexpr int kPanel = kernel::kTileCols;  // output columns per packed panel
 constexpr int kDepth = 256;                           // K per block: a panel block is 8 KiB
-
-inline std::uint64_t round_up(std::uint64_t x, std::uint64_t m) { return (x + m - 1) / m * m; }
 
 // Floats of the packed weights and of the bias: out_features rounded up to whole panels.
 std::uint64_t packed_floats(int out_features, int in_features) {

@@ -202,7 +202,7 @@ double rotary_workspace_bytes(const RotaryParams& p) {
   if (validate(p)) return 0;
   const double h = p.rotary_dim / 2;
   const double frequencies = p.cos ? 0 : 3 * h * sizeof(double);
-  const double block = double(kRowsPerBlock) * table_row_floats(p) * sizeof(float) + 2 * h * sizeof(double);
+  const double block = double(kRowsPerBlock) * double(table_row_floats(p)) * sizeof(float) + 2 * h * sizeof(double);
   const std::int64_t items = std::int64_t(per_batch_tables(p) ? p.batch : 1) * row_blocks(p);
   return frequencies + double(std::min<std::int64_t>(items, num_threads())) * block;
 }

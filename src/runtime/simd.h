@@ -122,6 +122,12 @@ inline vfloat sum4(vfloat a, vfloat b, vfloat c, vfloat d) {
 
 constexpr int W = static_cast<int>(vfloat::size);
 
+// x rounded up to a multiple of m: sizes padded to whole vectors, tiles or panels.
+template <class T>
+constexpr T round_up(T x, int m) {
+  return (x + T(m) - 1) / T(m) * T(m);
+}
+
 // dst[0, n) = src[0, n), by vectors. Emscripten's memcpy (and std::copy) hands copies of 512
 // bytes and more to JavaScript (emscripten_memcpy_big): per row of a kernel, that call cost more
 // than the copy.
@@ -129,6 +135,22 @@ inline void copy(const float* src, int n, float* dst) {
   int c = 0;
   for (; c + W <= n; c += W) store(dst + c, load(src + c));
   for (; c < n; ++c) dst[c] = src[c];
+}
+
+// a·b over n elements: 4 chains of vectors, then single vectors, then a scalar tail.
+inline float dot(const float* a, const float* b, int n) {
+  constexpr int S = 4;
+  vfloat acc[S];
+  ATTN_UNROLL for (int k = 0; k < S; ++k) acc[k] = vfloat(0.0f);
+  int c = 0;
+  for (; c + S * W <= n; c += S * W) {
+    ATTN_UNROLL for (int k = 0; k < S; ++k) acc[k] = madd(load(a + c + k * W), load(b + c + k * W), acc[k]);
+  }
+  for (; c + W <= n; c += W) acc[0] = madd(load(a + c), load(b + c), acc[0]);
+  ATTN_UNROLL for (int k = 1; k < S; ++k) acc[0] += acc[k];
+  float sum = reduce_add(acc[0]);
+  for (; c < n; ++c) sum += a[c] * b[c];
+  return sum;
 }
 
 // 2^x ≈ 2^n · P(f) with n = round(x), f = x − n ∈ [−½, ½] and P Cephes' degree-6 minimax

@@ -284,7 +284,7 @@ std::vector<EntryPoint> entry_points() {
          p.lse = f.lse.data();
          return attn::attention(p);
        }},
-      {"attention, direct (decode) path", kNothing, [](Fixture& f) { return attn::attention(f.attention_params(1)); }},
+      {"attention, few-rows path", kNothing, [](Fixture& f) { return attn::attention(f.attention_params(1)); }},
       {"attention with float16 K/V in a ring, window, softcap, ALiBi and sinks", kNothing,
        [](Fixture& f) {
          attn::AttentionParams p = f.attention_params(SQ);

@@ -153,7 +153,7 @@ TEST_CASE("each dtype against the reference on the unquantised keys and values",
   append(cache, d, 0, d.seq);
   attn::AttentionParams causal;
   causal.causal = true;
-  for (int seq_q : {1, 20}) {  // a decode step (direct path) and a prefill block
+  for (int seq_q : {1, 20}) {  // a decode step (few-rows path) and a prefill block
     const auto got = attend(cache, d, seq_q, causal);
     const auto want = reference(d, seq_q);
     const double e = nmse(got, want);

@@ -304,7 +304,7 @@ TEST_CASE("float16, bfloat16 and int8 keys and values", "[kv]") {
   c.weights = true;
   c.lse = true;
   check_case(c);
-  c.heads = c.kv_heads;  // direct path
+  c.heads = c.kv_heads;  // few-rows path
   c.seq_q = 2;
   check_case(c);
   c.weights_only = true;
@@ -312,7 +312,7 @@ TEST_CASE("float16, bfloat16 and int8 keys and values", "[kv]") {
 }
 
 TEST_CASE("int8 keys past the integer dot product's length, and tiny queries, stay exact in float", "[kv]") {
-  // The direct path's int8 dot products run in integers up to kv::kMaxInt8Dot elements with
+  // The few-rows path's int8 dot products run in integers up to kv::kMaxInt8Dot elements with
   // queries of max |q| ≥ 2^-100; beyond either it converts the keys to float.
   Case c;
   c.heads = c.kv_heads = 2;

@@ -20,7 +20,7 @@ namespace {
 
 constexpr int kInf = attn::kNoLimit;
 
-// Each case on the blocked path and, with one query row per kv head, on the direct path.
+// Each case on the blocked path and, with one query row per kv head, on the few-rows path.
 void check_both_paths(Case c) {
   check_case(c);
   c.heads = c.kv_heads;
@@ -247,7 +247,7 @@ TEST_CASE("every variant at once, random shapes", "[variants]") {
   }
 }
 
-TEST_CASE("scores that overflow float32 never give NaN (blocked and direct paths)", "[variants]") {
+TEST_CASE("scores that overflow float32 never give NaN (blocked and few-rows paths)", "[variants]") {
   // q = 1e9, k = [0, 1], v = [1, 2], scale 1e30: scores 0 and 1.4e39 → +∞: an argmax, out = 2.
   for (int seq_q : {5, 4, 1, 40}) {
     attn::AttentionParams p;
@@ -320,7 +320,7 @@ TEST_CASE("finite inputs and finite scales never give NaN", "[variants]") {
 TEST_CASE("huge finite masks and ALiBi slopes on overflowed scores give no NaN (fuzzer find)", "[variants]") {
   // A score that overflowed to −∞ (scale −1.7e38) plus an additive mask of 3e38 (whose log2-unit
   // value alone overflows) was ∞ − ∞; the same for ALiBi slopes near float32's limit.
-  for (int seq_q : {18, 1}) {  // blocked and direct paths
+  for (int seq_q : {18, 1}) {  // blocked and few-rows paths
     for (int alibi : {0, 1}) {
       Case c;
       c.seq_q = seq_q;

@@ -13,7 +13,7 @@ const allNaN = (xs) => xs.every(Number.isNaN);
 const allFinite = (xs) => xs.every(Number.isFinite);
 
 test('NaN in a query row: exactly that output row is NaN', () => {
-  for (const seqQ of [2, 40]) {  // the direct (decode) path and the blocked path
+  for (const seqQ of [2, 40]) {  // the few-rows (decode) path and the blocked path
     const opts = { heads: 2, seqQ, seqK: 70, headDim: 8 };
     const { query, key, value } = makeInputs(opts);
     query[(1 * seqQ + 1) * 8 + 3] = NaN;  // head 1, row 1

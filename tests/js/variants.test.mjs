@@ -138,7 +138,7 @@ test('bad variant options throw before any work, naming the function and the opt
 });
 
 test('finite inputs never give NaN: scores that overflow float32, on both paths', () => {
-  for (const seqQ of [5, 4]) {  // 5 query rows: the blocked path; 4: the direct path
+  for (const seqQ of [5, 4]) {  // 5 query rows: the blocked path; 4: the few-rows path
     const out = lib.attention(new Float32Array(seqQ).fill(1e9), Float32Array.from([0, 1]), Float32Array.from([1, 2]),
       { heads: 1, seqQ, seqK: 2, headDim: 1, scale: 1e30 });
     assert.deepEqual([...out], new Array(seqQ).fill(2));

@@ -1,13 +1,14 @@
 // The library object that loadAttention() resolves to: checks arguments, copies tensors into
 // one reused heap block, runs the kernel, copies the results out into caller-owned arrays.
+import { cacheCallError, conflictName } from './cache-rule.mjs';
 import { HeapArena, wasmMemoryLimit } from './heap.mjs';
-import { conflictName, isAnyKVCache, makeKVCacheClass } from './kvcache.mjs';
+import { isAnyKVCache, makeKVCacheClass } from './kvcache.mjs';
 import { makeMultiHeadAttention } from './mha.mjs';
 import { makeRotary } from './rotary.mjs';
 import { VARIANT_OPTIONS, resolveVariants, resolveVisibility } from './variants.mjs';
 import {
   checkFloat32, checkKnownKeys, checkMask, checkOptionalTensor, checkTensor, describe, dim, elementCount, given, kindOf,
-  plural, resolveShape, tensorParts,
+  resolveShape, tensorParts,
 } from './shapes.mjs';
 
 const ATTENTION_OPTIONS = ['batch', 'heads', 'kvHeads', 'seqQ', 'seqK', 'headDim', 'valueDim', 'layout',
@@ -17,6 +18,18 @@ const BACKWARD_OPTIONS = ['batch', 'heads', 'kvHeads', 'seqQ', 'seqK', 'headDim'
 const LINEAR_OPTIONS = ['inFeatures', 'outFeatures', 'rows', 'bias', 'out'];
 const WEIGHTS_OPTIONS = ['batch', 'heads', 'kvHeads', 'seqQ', 'seqK', 'headDim', 'layout', 'scale', 'causal',
   'mask', ...VARIANT_OPTIONS, 'out'];
+
+// What attention(), attentionWeights() and attentionBackward() start with: the call's shape (from
+// `options` and, over a cache, the cache's `sizes`), its score variants (`visibility`: already
+// resolved) and its tensors' parts; then `tensors` (name → array; dOut has out's parts) and the
+// mask, checked in that order.
+function resolveCall(fn, options, known, tensors, { sizes, visibility } = {}) {
+  const shape = resolveShape(fn, sizes ? { ...options, ...sizes } : options, known);
+  const variants = resolveVariants(shape, options, visibility);
+  const parts = tensorParts(shape);
+  for (const name in tensors) checkTensor(shape, name, tensors[name], parts[name === 'dOut' ? 'out' : name]);
+  return { shape, variants, parts, mask: checkMask(options.mask, shape) };
+}
 
 // `threads` is the thread count the loader starts (default: the module's now); `threadsReason` /
 // `simdReason` say why this build and this many threads; `onDispose` runs once when dispose()
@@ -32,11 +45,12 @@ export function createLibrary(module, { threads = module.numThreads(), threadsRe
   const info = Object.freeze({ version: M.version(), simd: M.simdName(), simdReason, threads, threadsReason });
   let disposed = false;
 
-  // Stages the tensors and runs the forward kernel (with `cacheCore`, over the keys and values of
-  // that KV cache) or, with `backward`, the backward; returns copyOut(name, target) for the results.
-  // The calls are the AttentionCall and AttentionGrads of src/bindings.cpp; the C++ entry checks
-  // the kernel's workspace against the call's budget (what wasm32 has left after the staging).
-  function run(fn, shape, variants, inputs, mask, outputs, { cacheCore = null, backward = false } = {}) {
+  // Stages the tensors of a call resolved by resolveCall and runs the forward kernel (with
+  // `cacheCore`, over the keys and values of that KV cache) or, with `backward`, the backward;
+  // returns copyOut(name, target) for the results. The calls are the AttentionCall and
+  // AttentionGrads of src/bindings.cpp; the C++ entry checks the kernel's workspace against the
+  // call's budget (what wasm32 has left after the staging).
+  function run(fn, { shape, variants, mask }, inputs, outputs, { cacheCore = null, backward = false } = {}) {
     const call = arena.stage(fn, { ...inputs, mask: mask?.array, alibi: variants.alibi, sinks: variants.sinks }, outputs);
     const { address } = call;
     const forward = {
@@ -76,26 +90,22 @@ export function createLibrary(module, { threads = module.numThreads(), threadsRe
   function attention(query, key, value, options) {
     if (isAnyKVCache(key)) return attentionOverCache(query, key, value, options);
     refuseCaches('attention', { query, value }, 'a cache goes in the key argument, with value null: attention(query, cache, null, options)');
-    const shape = resolveShape('attention', options, ATTENTION_OPTIONS);
-    const variants = resolveVariants(shape, options);
-    const parts = tensorParts(shape);
-    checkTensor(shape, 'query', query, parts.query);
-    checkTensor(shape, 'key', key, parts.key);
-    checkTensor(shape, 'value', value, parts.value);
-    return attendAndCopy('attention', shape, variants, parts, { query, key, value }, options, null);
+    const tensors = { query, key, value };
+    return attendAndCopy('attention', resolveCall('attention', options, ATTENTION_OPTIONS, tensors), tensors, options, null);
   }
 
-  // The forward of attention() with or without a cache: checks the mask and the caller's
-  // outputs, runs the kernel, copies out the output (and weightsOut / lseOut when given).
-  function attendAndCopy(fn, shape, variants, parts, inputs, options, cacheCore) {
-    const mask = checkMask(options.mask, shape);
+  // The forward of attention() with or without a cache, once resolveCall has checked the call:
+  // checks the caller's outputs, runs the kernel, copies out the output (and weightsOut / lseOut
+  // when given).
+  function attendAndCopy(fn, resolved, inputs, options, cacheCore) {
+    const { shape, parts } = resolved;
     const out = checkOptionalTensor(shape, 'options.out', options.out, parts.out);
     const weightsOut = checkOptionalTensor(shape, 'options.weightsOut', options.weightsOut, parts.weights);
     const lseOut = checkOptionalTensor(shape, 'options.lseOut', options.lseOut, parts.lse);
     const outputs = { out: elementCount(parts.out) };
     if (weightsOut) outputs.weights = weightsOut.length;
     if (lseOut) outputs.lse = lseOut.length;
-    const copyOut = run(fn, shape, variants, inputs, mask, outputs, { cacheCore });
+    const copyOut = run(fn, resolved, inputs, outputs, { cacheCore });
     if (weightsOut) copyOut('weights', weightsOut);
     if (lseOut) copyOut('lse', lseOut);
     return copyOut('out', out ?? new Float32Array(outputs.out));
@@ -118,46 +128,33 @@ export function createLibrary(module, { threads = module.numThreads(), threadsRe
     const check = core.check(call);
     const conflict = conflictName(M, check.conflict);
     if (conflict !== 'none') throw cacheCallError(fn, conflict, check, cache, options, core.length());
-    const fromCache = { batch: cache.batch, kvHeads: cache.kvHeads, headDim: cache.headDim, valueDim: cache.valueDim, seqK: core.length() };
-    const shape = resolveShape(fn, { ...options, ...fromCache }, ATTENTION_OPTIONS);
-    const variants = resolveVariants(shape, options, visibility);
-    const parts = tensorParts(shape);
-    checkTensor(shape, 'query', query, parts.query);
-    return attendAndCopy(fn, shape, variants, parts, { query }, options, core);
+    const sizes = { batch: cache.batch, kvHeads: cache.kvHeads, headDim: cache.headDim, valueDim: cache.valueDim, seqK: core.length() };
+    const resolved = resolveCall(fn, options, ATTENTION_OPTIONS, { query }, { sizes, visibility });
+    return attendAndCopy(fn, resolved, { query }, options, core);
   }
 
   function attentionWeights(query, key, options) {
     refuseCaches('attentionWeights', { query, key }, `${TAKES_NO_CACHE('attentionWeights')}: pass the keys as a Float32Array, ` +
       'or use attention(query, cache, null, { heads, seqQ, weightsOut }) for the weights over a cache');
-    const shape = resolveShape('attentionWeights', options, WEIGHTS_OPTIONS);
-    const variants = resolveVariants(shape, options);
-    const parts = tensorParts(shape);
-    checkTensor(shape, 'query', query, parts.query);
-    checkTensor(shape, 'key', key, parts.key);
-    const mask = checkMask(options.mask, shape);
+    const resolved = resolveCall('attentionWeights', options, WEIGHTS_OPTIONS, { query, key });
+    const { shape, parts } = resolved;
     const out = checkOptionalTensor(shape, 'options.out', options.out, parts.weights);
     const count = elementCount(parts.weights);
-    const copyOut = run('attentionWeights', shape, variants, { query, key }, mask, { weights: count });
+    const copyOut = run('attentionWeights', resolved, { query, key }, { weights: count });
     return copyOut('weights', out ?? new Float32Array(count));
   }
 
   function attentionBackward(query, key, value, dOut, options) {
     refuseCaches('attentionBackward', { query, key, value, dOut }, `${TAKES_NO_CACHE('attentionBackward')}: the backward pass ` +
       'needs the keys and values as Float32Arrays (a cache holds them for decoding, which has no gradients)');
-    const shape = resolveShape('attentionBackward', options, BACKWARD_OPTIONS);
-    const variants = resolveVariants(shape, options);
-    const parts = tensorParts(shape);
-    checkTensor(shape, 'query', query, parts.query);
-    checkTensor(shape, 'key', key, parts.key);
-    checkTensor(shape, 'value', value, parts.value);
-    checkTensor(shape, 'dOut', dOut, parts.out);
-    const mask = checkMask(options.mask, shape);
+    const resolved = resolveCall('attentionBackward', options, BACKWARD_OPTIONS, { query, key, value, dOut });
+    const { shape, parts, variants } = resolved;
     const lse = checkOptionalTensor(shape, 'options.lse', options.lse, parts.lse);
     const savedOut = checkOptionalTensor(shape, 'options.out', options.out, parts.out);
     if (!lse !== !savedOut) throw new TypeError('attentionBackward: options.lse and options.out go together (both from the forward call)');
     const sizes = { dQuery: query.length, dKey: key.length, dValue: value.length };
     if (variants.sinks) sizes.dSinks = shape.heads;
-    const copyOut = run('attentionBackward', shape, variants, { query, key, value, dOut, lse, savedOut }, mask, sizes, { backward: true });
+    const copyOut = run('attentionBackward', resolved, { query, key, value, dOut, lse, savedOut }, sizes, { backward: true });
     return Object.fromEntries(Object.entries(sizes).map(([name, n]) => [name, copyOut(name, new Float32Array(n))]));
   }
 
@@ -261,40 +258,4 @@ function releasable(module) {
   const view = {};
   for (const key of Object.keys(module)) Object.defineProperty(view, key, { get: () => held[key], enumerable: true });
   return { view, release: () => { held = null; } };
-}
-
-const shownWindow = (w) => (given(w) && Array.isArray(w) ? `[${w.map(String).join(', ')}]` : 'none');
-
-// The RangeError for attention(query, cache, null, options) refused by the cache rule: `check`
-// is { conflict, call, cache } (the call's value and the cache's), `conflict` named as the
-// module's CacheConflict names it, `length` the cache's.
-function cacheCallError(fn, conflict, { call, cache: have }, cache, options, length) {
-  if (['batch', 'kvHeads', 'headDim', 'valueDim'].includes(conflict)) {
-    return new RangeError(`${fn}: options.${conflict} (${describe(options[conflict])}) differs from the KV cache's ${conflict} ${have}`);
-  }
-  const W = cache.window;
-  const ring = `this ring (window ${W}, maxSeq ${cache.maxSeq})`;
-  const hf = `[${W - 1}, 0] (Hugging Face's sliding_window ${W})`;
-  switch (conflict) {
-    case 'heads': return new RangeError(`${fn}: options.heads (${call}) must be a multiple of the KV cache's kvHeads (${have})`);
-    case 'seqK': return new RangeError(`${fn}: options.seqK (${describe(options.seqK)}) differs from the KV cache's length ${have}`);
-    case 'empty': return new RangeError(`${fn}: the KV cache is empty; append keys and values before attending over it`);
-    case 'seqQ':
-      return new RangeError(`${fn}: options.seqQ (${call}) is more than the KV cache's length ${have}: the queries are the last seqQ positions appended`);
-    case 'upperLeft':
-      return new RangeError(`${fn}: options.causal 'upper-left' does not apply to a KV cache, whose queries are its last seqQ positions ('lower-right')`);
-    case 'windowUnbounded':
-      return new RangeError(`${fn}: ${ring} keeps only the ${plural(W - 1, 'position')} before each query, so options.window must limit how far ` +
-        `back a query looks: window ${hf} or narrower, got ${shownWindow(options.window)}; for attention over every position use a linear cache (maxSeq)`);
-    case 'windowWider':
-      return new RangeError(`${fn}: options.window ${shownWindow(options.window)} looks back ${call} positions, more than ${ring} keeps ` +
-        `(the ${W - 1} before each query); use window ${hf} or narrower, or a ring with window ≥ ${call + 1}`);
-    case 'overwritten': {
-      const seqQ = call, left = options.window[0];
-      return new RangeError(`${fn}: ${ring} no longer holds every key the last ${seqQ} positions see: the first of them looks back to ` +
-        `position ${length - seqQ - left}, and the ring holds positions ${have} … ${length - 1}; attend with at most ` +
-        `${length - left - have} queries at a time, or use maxSeq ≥ ${left + seqQ} (the window's left side + seqQ)`);
-    }
-    default: return new RangeError(`${fn}: the KV cache cannot serve this call (conflict ${conflict})`);
-  }
 }

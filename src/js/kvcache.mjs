@@ -3,8 +3,9 @@
 // a standalone one (append your own projected, rotated K and V; attend with
 // lib.attention(query, cache, null, options)); MultiHeadAttention.createCache() makes the same
 // kind for a layer.
+import { checkRoom, truncateError } from './cache-rule.mjs';
 import { checkMemory, coreError } from './heap.mjs';
-import { checkFloat32, checkKnownKeys, describe, dim, given, plural } from './shapes.mjs';
+import { checkFloat32, checkKnownKeys, describe, dim, given } from './shapes.mjs';
 
 export const DTYPES = ['float32', 'float16', 'bfloat16', 'int8'];  // the names of the module's KvType
 const CACHE_OPTIONS = ['batch', 'kvHeads', 'headDim', 'valueDim', 'maxSeq', 'dtype', 'window'];
@@ -14,8 +15,6 @@ const APPEND_OPTIONS = ['seq', 'layout'];
 // maxSeq, dtype, window }).
 export const coreConfig = (M, sizes) => ({ ...sizes, dtype: M.KvType[sizes.dtype] });
 
-// The name (as the module's CacheConflict names it) of a conflict a cache's check returned.
-export const conflictName = (M, conflict) => Object.keys(M.CacheConflict).find((name) => M.CacheConflict[name] === conflict);
 const SMALLER = "store it smaller: dtype 'float16' or 'bfloat16' halves it, 'int8' quarters it, fewer positions (maxSeq) shrink it";
 
 // dtype and window options (shared by createKVCache and MultiHeadAttention.createCache).
@@ -39,24 +38,6 @@ const EVERY_CACHE = new WeakSet();
 export const isAnyKVCache = (value) => EVERY_CACHE.has(value);
 export const FOREIGN_CACHE = 'a KVCache of another attention-wasm instance (another loadAttention() or createAttention() ' +
   'call); a cache lives in the wasm memory of the instance that made it';
-
-// Throws a RangeError naming `fn` unless `seq` more positions fit in `cache` (its sizes) with C++
-// core `core` (its room(): a ring must keep, besides them, the positions before them that their
-// window reaches, the last min(length, window − 1)). `names` says how the message calls the
-// cache, the ring and the count (for append: the cache, this ring, seq).
-export function checkRoom(fn, { maxSeq, window }, core, seq, names = { cache: 'the cache', ring: 'this ring', seq: 'seq' }) {
-  const room = core.room(), length = core.length();
-  if (seq <= room) return;
-  if (window) {
-    const before = maxSeq - room, always = maxSeq - (window - 1);
-    throw new RangeError(`${fn}: appending ${seq} positions at length ${length} to ${names.ring} (window ${window}, maxSeq ${maxSeq}) ` +
-      `needs ${before + seq} slots, more than maxSeq: ${seq} for them and ${before} for the positions before them that their window ` +
-      `reaches (the last min(length, window − 1) = ${before}); append at most ${room} now` +
-      (room !== always ? ` (${always} once the ring holds ${plural(window - 1, 'position')})` : '') +
-      `, or make maxSeq ≥ ${window - 1 + seq} (window − 1 + ${seq}) to append ${seq} at any length`);
-  }
-  throw new RangeError(`${fn}: ${names.cache} has room for ${room} more positions (maxSeq ${maxSeq}, length ${length}), got ${names.seq} ${seq}`);
-}
 
 // Where a float16 cache's refused value is, for a message: 'key[batch 0, kvHead 1, position 13,
 // element 5] = 70000' (`rows`: what the appended rows are called, e.g. 'the projected key').
@@ -137,12 +118,7 @@ export function makeKVCacheClass(M, arena, registry) {
       if (!Number.isInteger(n) || n < 0 || n > length) {
         throw new RangeError(`KVCache.truncate: n must be an integer from 0 to length ${length}, got ${describe(n)}`);
       }
-      const error = core.truncate(n);
-      if (error) {
-        const earliest = core.length() - core.held() + this.window - 1;
-        throw new RangeError(`KVCache.truncate: this ring (window ${this.window}, maxSeq ${this.maxSeq}) no longer holds the ` +
-          `${this.window - 1} positions before ${n}; it can go back to ${earliest} at the earliest (or to 0, a reset)`);
-      }
+      if (core.truncate(n)) throw truncateError(this, core, n);
     }
 
     /** Frees the cache's wasm memory. Harmless to call twice. */

@@ -1,6 +1,7 @@
 // MultiHeadAttention.forward's arguments: checked (before the heap is touched) and resolved into
 // a plan — the sizes and what to stage — and then the C++ args.
-import { checkRoom, isAnyKVCache } from './kvcache.mjs';
+import { checkRoom } from './cache-rule.mjs';
+import { isAnyKVCache } from './kvcache.mjs';
 import { bool, checkFloat32, checkKnownKeys, checkMask, describe, dim, given, kindOf } from './shapes.mjs';
 import { resolveCausal } from './variants.mjs';
 

@@ -4,13 +4,14 @@
 // weights (mha-weights.mjs), forward's arguments (mha-forward.mjs), the training tape and
 // backward (mha-training.mjs), the optimizer steps and state (mha-optimizer.mjs). Its KV caches
 // are the library's KVCache (kvcache.mjs). Tensors are staged through the library's heap arena.
-import { conflictName, coreConfig, float16OverflowError, resolveStorage } from './kvcache.mjs';
+import { conflictName, layerCacheError } from './cache-rule.mjs';
+import { coreConfig, float16OverflowError, resolveStorage } from './kvcache.mjs';
 import { configureCore, resolveConfig } from './mha-config.mjs';
 import { forwardArgs, planForward } from './mha-forward.mjs';
 import { Optimizer } from './mha-optimizer.mjs';
 import { TrainingTape } from './mha-training.mjs';
 import { readWeights, writeWeights } from './mha-weights.mjs';
-import { checkKnownKeys, dim, given, plural } from './shapes.mjs';
+import { checkKnownKeys, dim, given } from './shapes.mjs';
 
 const CACHE_OPTIONS = ['batch', 'maxSeq', 'dtype', 'window'];
 
@@ -166,21 +167,4 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
   }
 
   return { MultiHeadAttention };
-}
-
-// Why a ring cannot serve a layer (the cache rule of src/cache/cache_rule.h): the ring keeps the
-// window − 1 positions before each query, and the layer's config.window may look back no further.
-// `conflict` is named as the module's CacheConflict names it.
-function layerCacheError(fn, conflict, { call }, config, window) {
-  const hf = `Hugging Face's sliding_window W is config.window [W − 1, 0] and a ring of window W`;
-  if (conflict === 'windowUnbounded') {
-    const has = config.window ? `config.window [${config.window.join(', ')}] has no left limit` : 'it has no config.window';
-    return new RangeError(`${fn}: this layer attends to every earlier position (${has}), but a ring (options.window ${window}) keeps only ` +
-      `the ${plural(window - 1, 'position')} before each query; use a linear cache ({ maxSeq }), or a layer with config.window [${window - 1}, 0] (${hf})`);
-  }
-  if (conflict === 'windowWider') {
-    return new RangeError(`${fn}: config.window [${config.window.join(', ')}] looks back ${call} positions, more than a ring with ` +
-      `options.window ${window} keeps (the ${window - 1} before each query); use options.window ≥ ${call + 1} (${hf})`);
-  }
-  return new RangeError(`${fn}: this layer cannot decode with such a cache (conflict ${conflict})`);
 }

@@ -5,7 +5,7 @@
 // kind for a layer.
 import { checkRoom, truncateError } from './cache-rule.mjs';
 import { checkMemory, coreError } from './heap.mjs';
-import { checkFloat32, checkKnownKeys, describe, dim, given } from './shapes.mjs';
+import { checkFloat32, checkKnownKeys, describe, dim, given, resolveLayout } from './shapes.mjs';
 
 export const DTYPES = ['float32', 'float16', 'bfloat16', 'int8'];  // the names of the module's KvType
 const CACHE_OPTIONS = ['batch', 'kvHeads', 'headDim', 'valueDim', 'maxSeq', 'dtype', 'window'];
@@ -81,8 +81,7 @@ export function makeKVCacheClass(M, arena, registry) {
       checkKnownKeys(fn, options ?? {}, APPEND_OPTIONS);
       const opts = options ?? {};
       const { batch, kvHeads, headDim, valueDim } = this;
-      const layout = given(opts.layout) ? opts.layout : 'bhsd';
-      if (layout !== 'bhsd' && layout !== 'bshd') throw new RangeError(`${fn}: options.layout must be 'bhsd' or 'bshd', got ${describe(layout)}`);
+      const layout = resolveLayout(fn, opts);
       const perPosition = batch * kvHeads * headDim;
       let seq;
       if (given(opts.seq)) seq = dim(opts, 'seq', undefined, 'options', fn);

@@ -1,7 +1,7 @@
 // lib.rotary(): rotary position embeddings (RoPE) on a [batch, heads, seq, headDim] or
 // [batch, seq, heads, headDim] tensor, by the C++ kernel in src/layer/rotary.cpp. Every argument is
 // checked here before the heap is touched.
-import { bool, checkFloat32, checkKnownKeys, describe, dim, elementCount, formula, given, kindOf } from './shapes.mjs';
+import { bool, checkFloat32, checkKnownKeys, describe, dim, elementCount, formula, given, kindOf, resolveLayout } from './shapes.mjs';
 
 const FN = 'rotary';
 const OPTIONS = ['batch', 'heads', 'seq', 'headDim', 'layout', 'rotaryDim', 'base', 'interleaved', 'positionOffset',
@@ -77,10 +77,7 @@ function resolveRotary(x, options) {
   const seq = size('seq');
   const headDim = size('headDim');
   const batch = size('batch', 1);
-  const layout = given(options.layout) ? options.layout : 'bhsd';
-  if (layout !== 'bhsd' && layout !== 'bshd') {
-    throw new RangeError(`${FN}: options.layout must be 'bhsd' or 'bshd', got ${describe(layout)}`);
-  }
+  const layout = resolveLayout(FN, options);
   const parts = layout === 'bshd'
     ? [['batch', batch], ['seq', seq], ['heads', heads], ['headDim', headDim]]
     : [['batch', batch], ['heads', heads], ['seq', seq], ['headDim', headDim]];

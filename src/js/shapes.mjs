@@ -82,6 +82,15 @@ export function checkLength(name, array, expected, formula, fn = '', hint = '') 
 export const elementCount = (parts) => parts.reduce((n, [, v]) => n * v, 1);
 export const formula = (parts) => parts.map(([k, v]) => `${k} ${v}`).join(' × ');
 
+// options.layout: 'bhsd' (the default) or 'bshd'.
+export function resolveLayout(fn, options) {
+  const layout = given(options.layout) ? options.layout : 'bhsd';
+  if (layout !== 'bhsd' && layout !== 'bshd') {
+    throw new RangeError(`${fn}: options.layout must be 'bhsd' or 'bshd', got ${describe(layout)}`);
+  }
+  return layout;
+}
+
 // Resolves and checks the options shared by attention() and attentionWeights().
 // `known` lists the option names the calling function accepts.
 export function resolveShape(fn, options, known) {
@@ -97,11 +106,7 @@ export function resolveShape(fn, options, known) {
   if (heads % kvHeads !== 0) {
     throw new RangeError(`${fn}: options.heads (${heads}) must be a multiple of options.kvHeads (${kvHeads})`);
   }
-
-  const layout = given(options.layout) ? options.layout : 'bhsd';
-  if (layout !== 'bhsd' && layout !== 'bshd') {
-    throw new RangeError(`${fn}: options.layout must be 'bhsd' or 'bshd', got ${describe(layout)}`);
-  }
+  const layout = resolveLayout(fn, options);
 
   let scale = 1 / Math.sqrt(headDim);
   if (given(options.scale)) {

@@ -38,16 +38,9 @@ static_assert(kKeysPerBlock % kTileCols == 0, "key blocks hold whole panels");
 constexpr int kFewRows = 32;
 // Keys per block of the few-rows path: its rows' scores for them, then their softmax, then P·V
 // (the K then the V rows of a block read in order; alternating K and V every 64 keys streamed
-// 9 % slower); K and V rows staged for tiles (more than one row) stage_keys(rows) at a time (in L1).
+// 9 % slower). A block is two runs of kFewKeys / 2 keys read side by side (see KeyBlock in
+// attention_forward.cpp).
 constexpr int kFewKeys = 512;
-constexpr int kStageKeys = kKeysPerBlock;  // the most; the staging buffer holds this many rows
-// Up to 8 rows (a tile or two), each staged K or V row feeds little arithmetic: 8 keys at a time
-// (4 KiB of float32 rows) keep a staged block in L1 even when other work shares the cache (a
-// decode step of 4 or 8 positions over 32 kv heads of 4096 keys, against 64: 0.97-0.98 of the
-// time on an otherwise idle 2-core machine, 0.6-0.8 while its other core was busy compiling),
-// while more rows keep 64 (8 keys made 16 and 32 rows 1.26× slower: every tile pass reloads its
-// accumulators per staged block).
-inline int stage_keys(int rows) { return rows <= 8 ? 8 : kStageKeys; }
 // Few rows: keys per chunk of a split over keys (flash-decoding; see attention_forward.cpp).
 constexpr int kSplitKeys = 2 * kFewKeys;
 constexpr int kMaxBlockRows = std::max(kRowsPerBlock, kFewRows);
@@ -164,9 +157,9 @@ struct WorkspaceLayout {
   int acc_ld = 0;           // value_dim rounded up to kTileCols (0 without values)
   int scores_ld = 0;        // kKeysPerBlock, or kFewKeys for few rows
   std::uint64_t rows_cap = 0;  // query rows of one block
-  std::uint64_t kt = 0, vp = 0, flags = 0, rows = 0, qpack = 0, scores = 0, acc = 0;
+  std::uint64_t kt = 0, vp = 0, flags = 0, rows = 0, zeros = 0, qpack = 0, scores = 0, acc = 0;
   // Floats in all: the arrays above, then row_max, row_sum and row_scale (rows_cap each).
-  std::uint64_t floats() const { return kt + vp + flags + rows + qpack + scores + acc + 3 * rows_cap; }
+  std::uint64_t floats() const { return kt + vp + flags + rows + zeros + qpack + scores + acc + 3 * rows_cap; }
 };
 
 inline WorkspaceLayout workspace_layout(const AttentionParams& p, bool few) {
@@ -181,10 +174,13 @@ inline WorkspaceLayout workspace_layout(const AttentionParams& p, bool few) {
   l.kt = few ? 0 : U(l.blocks) * kKeysPerBlock * U(p.head_dim);
   l.vp = few ? 0 : U(l.blocks) * kKeysPerBlock * U(l.acc_ld);
   l.flags = few ? 0 : U(l.blocks);
-  // A key block of K or V rows as floats; few rows: staged, K padded to whole vectors, V to acc_ld.
-  l.rows = U(kKeysPerBlock) * std::max(U(round_up(std::max(p.head_dim, p.value_dim), kTileCols)), U(l.acc_ld));
-  // The queries; few rows: in tiles of few_rows::kQueryTile rows, head_dim padded to 16 (int16 for
-  // int8 keys fit).
+  // A key block of K or V rows as floats; few rows: one row of scratch, and a row of zeros (a K
+  // or V row of any storage type: all-zero bits are zeros in each) to pair a block's last key with.
+  const U row = std::max(U(round_up(std::max(p.head_dim, p.value_dim), kTileCols)), U(l.acc_ld));
+  l.rows = few ? row : U(kKeysPerBlock) * row;
+  l.zeros = few ? row : 0;
+  // The queries; few rows: in tiles of at most few_rows::kQueryTile rows, head_dim padded to 16
+  // (int16 for int8 keys fit).
   l.qpack = few ? U(round_up(kFewRows, few_rows::kQueryTile)) * U(round_up(p.head_dim, 16))
                 : U(kRowsPerBlock) * U(p.head_dim);
   l.scores = l.rows_cap * U(l.scores_ld);
@@ -209,9 +205,10 @@ struct Workspace {
   float* kt = nullptr;      // Kᵀ of one kv head, block by block, see pack_block
   float* vp = nullptr;      // V of one kv head, block by block
   float* packed = nullptr;  // per key block: 1 once kt and vp hold it
-  float* rows = nullptr;    // one key block of K or V rows as floats (before transposing, or staged)
+  float* rows = nullptr;    // one key block of K or V rows as floats (before transposing); few rows: one row
+  float* zeros = nullptr;   // few rows: a row of zeros, as long as the longest K or V row
   // The block's query rows: tile by tile, [tile][head_dim][kTileRows] (blocked), or as
-  // few_rows.h packs them (one row as it is; tiles of few_rows::kQueryTile rows; int16 for int8 keys).
+  // few_rows.h packs them (tiles of 4 and 1 rows; int16 for int8 keys).
   float* qpack = nullptr;
   float* scores = nullptr;  // [rows][scores_ld]
   float* acc = nullptr;     // [rows][acc_ld]
@@ -235,7 +232,9 @@ struct Workspace {
     packed = vp + l.vp;
     std::fill(packed, packed + l.flags, 0.0f);
     rows = packed + l.flags;
-    qpack = rows + l.rows;
+    zeros = rows + l.rows;
+    std::fill(zeros, zeros + l.zeros, 0.0f);
+    qpack = zeros + l.zeros;
     scores = qpack + l.qpack;
     acc = scores + l.scores;
     row_max = acc + l.acc;

@@ -54,92 +54,31 @@ void blocks::attend_block(const AttentionParams& p, const RowBlock& rb, const kv
 
 namespace {
 
-// float16 known finite, read by one row without the rebias (half::FiniteRaw): its loops never
-// stage rows (the staged path would need the rebias), see attend_few_rows.
+// float16 known finite, read by one row without the rebias (half::FiniteRaw): see
+// attend_few_rows.
 template <class T>
 constexpr bool kRawHalf = std::is_same_v<T, half::FiniteRaw>;
 
-// Scores of the block's rows for keys [kb, kb + len) into ws.scores: dot products (of queries
-// that may carry the factor already, see few_queries) times the query's scale (int8 through
-// integers), the key's scale (int8 read in place) and `factor`, in that order (each a product of
-// a finite score and a finite operand: ±∞ at worst, never NaN).
-// One row reads K in place in its storage type; more rows a block of K staged as floats; int8
-// keys with quantised queries (q16) go through integers, in place, for any number of rows.
-template <class T>
-void few_scores(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, bool q16, float factor, int kb,
-                int len, Workspace& ws) {
-  const int n = p.head_dim;
-  const bool in_place = q16 || rb.rows == 1;
-  if (in_place) {
-    kv::for_each_piece(h, kb, kb + len, [&](int j0, int j1, int s0) {
-      float* s = ws.scores + (j0 - kb);
-      if constexpr (std::is_same_v<T, std::int8_t>) {
-        if (q16) {
-          const auto* qpack = reinterpret_cast<const std::int16_t*>(ws.qpack);
-          return few_rows::scores_i8<kFewKeys>(rb.rows, qpack, h.key_at_slot<T>(s0), h.key_row, j1 - j0, n, s);
-        }
-      }
-      few_rows::score_row<T>(ws.qpack, h.key_at_slot<T>(s0), h.key_row, j1 - j0, n, s);
-    });
-  } else if constexpr (!kRawHalf<T>) {
-    const int stage = stage_keys(rb.rows);
-    for (int sb = 0; sb < len; sb += stage) {  // staged `stage` keys at a time, in L1
-      const int sl = std::min(stage, len - sb);
-      for (int j = 0; j < sl; ++j) {
-        const int s = h.slot(kb + sb + j);
-        few_rows::stage_key<T>(h.key_at_slot<T>(s), h.key_scale_at_slot(s), n, j, ws.rows);
-      }
-      few_rows::stage_key_padding(sl, n, ws.rows);
-      few_rows::scores<kFewKeys>(rb.rows, ws.qpack, ws.rows, sl, n, ws.scores + sb);
-    }
-  }
-  if (std::is_same_v<T, std::int8_t> && in_place) {  // int8's scales (staging applied the keys')
-    for (int i = 0; i < rb.rows; ++i) {
-      float* s = ws.scores + i * ws.scores_ld;
-      const float rs = q16 ? ws.row_scale[i] : 1.0f;
-      kv::for_each_piece(h, kb, kb + len, [&](int j0, int j1, int s0) {
-        const float* ks = h.key_scale + s0 * h.key_scale_row;
-        float* sp = s + (j0 - kb);
-        for (int t = 0; t < j1 - j0; ++t) sp[t] = sp[t] * rs * ks[t * h.key_scale_row] * factor;
-      });
-    }
-  } else if (factor != 1.0f) {
-    for (int i = 0; i < rb.rows; ++i) {
-      float* s = ws.scores + i * ws.scores_ld;
-      for (int j = 0; j < len; ++j) s[j] *= factor;
-    }
-  }
-}
+// The keys of one block of the few-rows path: two runs of logical keys, [start[r], start[r] +
+// len[r]) for r = 0, 1, with len[1] ≤ len[0] ≤ len[1] + 1 — the same stretch of each half of a
+// unit's keys (see attend_few_rows). Key start[0] + t is read with key start[1] + t: memory then
+// streams two runs of rows at once, which kept more lines in flight than one. Their scores share
+// a row of ws.scores: run 0's from 0, run 1's from len[0].
+struct KeyBlock {
+  int start[2] = {0, 0}, len[2] = {0, 0};
+  int size() const { return len[0] + len[1]; }
+  int offset(int run) const { return run ? len[0] : 0; }
+};
 
-// acc += P·V for keys [kb, kb + len): one row reads V in place (int8's value scales folded into
-// the probabilities), more rows a block of V staged as floats.
-template <class T>
-void few_values(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, int kb, int len, Workspace& ws) {
-  if (rb.rows == 1) {
-    float* pr = ws.scores;
-    if constexpr (std::is_same_v<T, std::int8_t>) {
-      kv::for_each_piece(h, kb, kb + len, [&](int j0, int j1, int s0) {
-        const float* vs = h.value_scale + s0 * h.value_scale_row;
-        float* pp = pr + (j0 - kb);
-        for (int t = 0; t < j1 - j0; ++t) pp[t] *= vs[t * h.value_scale_row];
-      });
-    }
-    if constexpr (kRawHalf<T>) {  // the rebias the values lack (probabilities are at most 1)
-      for (int j = 0; j < len; ++j) pr[j] *= half::kRebias;
-    }
-    kv::for_each_piece(h, kb, kb + len, [&](int j0, int j1, int s0) {
-      few_rows::value_row<T>(pr + (j0 - kb), j1 - j0, h.value_at_slot<T>(s0), h.value_row, p.value_dim, ws.acc);
-    });
-  } else if constexpr (!kRawHalf<T>) {
-    const int stage = stage_keys(rb.rows);
-    for (int sb = 0; sb < len; sb += stage) {
-      const int sl = std::min(stage, len - sb);
-      for (int j = 0; j < sl; ++j) {
-        const int s = h.slot(kb + sb + j);
-        few_rows::stage_value<T>(h.value_at_slot<T>(s), h.value_scale_at_slot(s), p.value_dim, ws.acc_ld, j, ws.rows);
-      }
-      few_rows::values<kFewKeys>(rb.rows, ws.scores + sb, sl, ws.rows, ws.acc_ld, ws.acc, ws.acc_ld);
-    }
+// Calls fn(t, a, b) for t < len[0]: a and b the slots of keys start[0] + t and start[1] + t, b
+// −1 where run 1 has no key t (its last, when len[0] = len[1] + 1).
+template <class Fn>
+inline void for_each_pair(const kv::Head& h, const KeyBlock& kb, Fn&& fn) {
+  int a = h.slot(kb.start[0]), b = h.slot(kb.start[1]);
+  for (int t = 0; t < kb.len[0]; ++t) {
+    fn(t, a, t < kb.len[1] ? b : -1);
+    if (++a == h.ring) a = 0;
+    if (++b == h.ring) b = 0;
   }
 }
 
@@ -150,13 +89,108 @@ struct FewQueries {
   float factor;
 };
 
-// The rows' queries as the loops read them (ws.qpack): one row as it is; more rows packed in
-// tiles (few_rows::pack_queries). Float queries carry the scores' `factor` when |factor| ≤ 1 (the
-// usual scale·log2 e): then no product q·factor or partial sum of q·factor·k can overflow where
-// the raw ones would not, and no pass over the scores is left to scale them. int8 keys:
-// quantised to int16 (kv::quantize_i16; scales in ws.row_scale) and packed for the integer dot
-// products, the factor applied to the scores; floats instead when that does not apply: a query
-// with a non-finite element, or head_dim > kv::kMaxInt8Dot.
+// Scores of the block's rows for the keys of kb into ws.scores: dot products (of queries that
+// may carry the factor already, see few_queries) times the query's scale (int8 through integers),
+// the key's scale (int8) and `factor`, in that order (each a product of a finite score and a
+// finite operand: ±∞ at worst, never NaN). Float queries: a pair of K rows at a time, in place,
+// tile by tile (a last key alone is paired with a row of zeros, its partner's scores written past
+// the block's and never read); int8 keys with quantised queries: integers, run by run.
+template <class T>
+void few_scores(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, const FewQueries& fq,
+                const KeyBlock& kb, Workspace& ws) {
+  const int n = p.head_dim;
+  const std::ptrdiff_t lds = ws.scores_ld;
+  bool done = false;
+  if constexpr (std::is_same_v<T, std::int8_t>) {
+    if (fq.q16) {
+      const auto* qpack = reinterpret_cast<const std::int16_t*>(ws.qpack);
+      for (int run = 0; run < 2; ++run)
+        kv::for_each_piece(h, kb.start[run], kb.start[run] + kb.len[run], [&](int j0, int j1, int s0) {
+          float* s = ws.scores + kb.offset(run) + (j0 - kb.start[run]);
+          few_rows::scores_i8<kFewKeys>(rb.rows, qpack, h.key_at_slot<T>(s0), h.key_row, j1 - j0, n, s);
+        });
+      done = true;
+    }
+  }
+  if (!done) {
+    const int dpad = round_up(n, W);
+    const T* zeros = reinterpret_cast<const T*>(ws.zeros);
+    for_each_pair(h, kb, [&](int t, int a, int b) {
+      const T* ka = h.key_at_slot<T>(a);
+      const T* kb1 = b >= 0 ? h.key_at_slot<T>(b) : zeros;
+      float* sa = ws.scores + t;
+      float* sb = ws.scores + kb.len[0] + t;
+      if constexpr (kRawHalf<T>) {  // one row only
+        few_rows::score_pair<T, 1>(ws.qpack, ka, kb1, n, sa, sb, lds);
+      } else {
+        few_rows::for_each_tile(rb.rows, [&](auto tile, int r0) {
+          constexpr int R = decltype(tile)::value;
+          few_rows::score_pair<T, R>(ws.qpack + r0 * dpad, ka, kb1, n, sa + r0 * lds, sb + r0 * lds, lds);
+        });
+      }
+    });
+  }
+  if constexpr (std::is_same_v<T, std::int8_t>) {  // the queries' and the keys' scales
+    for (int i = 0; i < rb.rows; ++i) {
+      float* s = ws.scores + i * lds;
+      const float rs = fq.q16 ? ws.row_scale[i] : 1.0f;
+      for_each_pair(h, kb, [&](int t, int a, int b) {
+        s[t] = s[t] * rs * h.key_scale_at_slot(a) * fq.factor;
+        if (b >= 0) s[kb.len[0] + t] = s[kb.len[0] + t] * rs * h.key_scale_at_slot(b) * fq.factor;
+      });
+    }
+  } else if (fq.factor != 1.0f) {
+    for (int i = 0; i < rb.rows; ++i) {
+      float* s = ws.scores + i * lds;
+      for (int j = 0; j < kb.size(); ++j) s[j] *= fq.factor;
+    }
+  }
+}
+
+// acc += P·V for the keys of kb: a pair of V rows at a time, in place, tile by tile (a last key
+// alone is paired with a row of zeros and a probability of 0); int8's value scales folded into
+// the probabilities first, and the rebias the raw float16 values lack.
+template <class T>
+void few_values(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, const KeyBlock& kb, Workspace& ws) {
+  const std::ptrdiff_t lds = ws.scores_ld;
+  for (int i = 0; i < rb.rows; ++i) {
+    float* pr = ws.scores + i * lds;
+    if constexpr (std::is_same_v<T, std::int8_t>) {
+      for_each_pair(h, kb, [&](int t, int a, int b) {
+        pr[t] *= h.value_scale_at_slot(a);
+        if (b >= 0) pr[kb.len[0] + t] *= h.value_scale_at_slot(b);
+      });
+    }
+    if constexpr (kRawHalf<T>) {  // probabilities are at most 1: exact
+      for (int j = 0; j < kb.size(); ++j) pr[j] *= half::kRebias;
+    }
+    if (kb.len[0] > kb.len[1]) pr[kb.size()] = 0.0f;  // the zero row's probability
+  }
+  const T* zeros = reinterpret_cast<const T*>(ws.zeros);
+  for_each_pair(h, kb, [&](int t, int a, int b) {
+    const T* va = h.value_at_slot<T>(a);
+    const T* vb = b >= 0 ? h.value_at_slot<T>(b) : zeros;
+    const float* pa = ws.scores + t;
+    const float* pb = ws.scores + kb.len[0] + t;
+    if constexpr (kRawHalf<T>) {
+      few_rows::value_pair<T, 1>(pa, pb, lds, va, vb, p.value_dim, ws.acc, ws.acc_ld);
+    } else {
+      few_rows::for_each_tile(rb.rows, [&](auto tile, int r0) {
+        constexpr int R = decltype(tile)::value;
+        few_rows::value_pair<T, R>(pa + r0 * lds, pb + r0 * lds, lds, va, vb, p.value_dim, ws.acc + r0 * ws.acc_ld,
+                                   ws.acc_ld);
+      });
+    }
+  });
+}
+
+// The rows' queries as the loops read them (ws.qpack), packed in tiles (few_rows::pack_queries).
+// Float queries carry the scores' `factor` when |factor| ≤ 1 (the usual scale·log2 e): then no
+// product q·factor or partial sum of q·factor·k can overflow where the raw ones would not, and no
+// pass over the scores is left to scale them. int8 keys: quantised to int16 (kv::quantize_i16;
+// scales in ws.row_scale) and packed for the integer dot products, the factor applied to the
+// scores; floats instead when that does not apply: a query with a non-finite element, or
+// head_dim > kv::kMaxInt8Dot.
 template <class T>
 FewQueries few_queries(const AttentionParams& p, const RowBlock& rb, float factor, Workspace& ws) {
   const int n = p.head_dim;
@@ -175,13 +209,8 @@ FewQueries few_queries(const AttentionParams& p, const RowBlock& rb, float facto
     }
   }
   const float fold = std::fabs(factor) <= 1.0f ? factor : 1.0f;
-  if constexpr (kRawHalf<T>) {  // and the rebias the keys lack (exact: see attend_few_rows)
-    for (int d = 0; d < n; ++d) ws.qpack[d] = rb.q[0][d] * fold * half::kRebias;
-  } else if (rb.rows == 1) {
-    for (int d = 0; d < n; ++d) ws.qpack[d] = rb.q[0][d] * fold;
-  } else {
-    few_rows::pack_queries(rb.rows, rb.q, n, fold, ws.qpack);
-  }
+  // (and for raw float16, the rebias the keys lack: exact, see attend_few_rows)
+  few_rows::pack_queries(rb.rows, rb.q, n, kRawHalf<T> ? fold * half::kRebias : fold, ws.qpack);
   return {false, fold == factor ? 1.0f : factor};
 }
 
@@ -193,8 +222,10 @@ inline bool fits_rebias(const float* q, int n) {
 }
 
 // The few-rows path (see kFewRows) over keys [begin, end): every row of the kv head in one block,
-// over key blocks of kFewKeys, with the blocked path's score rule and online softmax; K and V
-// read by few_rows.h's loops. Leaves the rows' statistics (max, sum, unnormalised acc) in ws.
+// with the blocked path's score rule and online softmax over blocks of up to kFewKeys keys, K and
+// V read by few_rows.h's loops. Block i holds the i-th stretch of kFewKeys / 2 keys of each half
+// of [begin, end), read side by side (KeyBlock). Leaves the rows' statistics (max, sum,
+// unnormalised acc) in ws.
 template <class T>
 void attend_few_rows(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, int begin, int end,
                      Workspace& ws) {
@@ -211,15 +242,25 @@ void attend_few_rows(const AttentionParams& p, const RowBlock& rb, const kv::Hea
   // but never become NaN.
   const score::Scaling sc = score::few_rows_scaling(p);
   const FewQueries fq = few_queries<T>(p, rb, sc.pack, ws);
-  for (int kb = begin; kb < end; kb += kFewKeys) {
-    const int len = std::min(kFewKeys, end - kb);
-    few_scores<T>(p, rb, h, fq.q16, fq.factor, kb, len, ws);
+  const int keys = end - begin, half = (keys + 1) / 2;
+  constexpr int kRun = kFewKeys / 2;
+  for (int t0 = 0; t0 < half; t0 += kRun) {
+    KeyBlock kb;
+    kb.start[0] = begin + t0;
+    kb.len[0] = std::min(kRun, half - t0);
+    kb.start[1] = begin + half + t0;
+    kb.len[1] = std::clamp(keys - half - t0, 0, kRun);
+    few_scores<T>(p, rb, h, fq, kb, ws);
     for (int i = 0; i < rb.rows; ++i) {
       float* s = ws.scores + i * ws.scores_ld;
-      score::apply(p, sc, rb.rule[i], rb.key_padding, kb, len, s);
-      softmax_update(p, i, len, s, rb.w[i] ? rb.w[i] + kb : nullptr, ws);
+      for (int run = 0; run < 2; ++run) {
+        float* sr = s + kb.offset(run);
+        score::apply(p, sc, rb.rule[i], rb.key_padding, kb.start[run], kb.len[run], sr);
+        if (rb.w[i]) std::copy(sr, sr + kb.len[run], rb.w[i] + kb.start[run]);
+      }
+      softmax_update(p, i, kb.size(), s, nullptr, ws);
     }
-    if (p.value) few_values<T>(p, rb, h, kb, len, ws);
+    if (p.value) few_values<T>(p, rb, h, kb, ws);
   }
 }
 

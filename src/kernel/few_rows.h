@@ -4,23 +4,25 @@
 // path does, would cost more than it saves. attention_forward.cpp drives them block by block.
 //
 // Three facts of the machines this runs on shape them:
-//   - Memory streams one row at a time. Reading two or more adjacent K (or V) rows side by side
-//     — a tile of keys, or a tile of value columns across a block of keys — streamed at well
-//     under half the speed of reading each row whole before the next (134 MiB of 512-byte rows,
-//     native SSE: 24 GB/s one at a time, 9-11 GB/s two or more side by side). Rows that come
-//     from memory are only ever read whole, in order.
+//   - Memory streams rows read whole, one after the other. Reading two or more adjacent K (or
+//     V) rows side by side — a tile of keys, or a tile of value columns across a block of keys —
+//     streamed at well under half the speed (134 MiB of 512-byte rows, native SSE: 24 GB/s one
+//     at a time, 9-11 GB/s two or more side by side). Rows far apart are separate streams:
+//     reading one row of each of two runs of keys at a time keeps two streams in flight.
 //   - V8 issues every load of a loop iteration before its arithmetic: an iteration's loaded
 //     vectors and its accumulators must fit its 15 vector registers together, or they spill (8
 //     accumulators of one key spilled, and ran 1.3× slower than 4).
 //   - V8 computes every wasm address it loads from (an add per pointer and step, and a stack
 //     check per iteration): a loop does best with few pointers and several vectors at constant
 //     offsets from each, which the layouts below give it.
-// Hence, for one query row, K and V are read in place in their storage type (kv_storage.h's
-// readers) by the one-row loops, 4 vectors a step. For more rows, the driver first copies a block
-// of K (then of V) rows into L1 as floats, in order (converting each element once, and laying K
-// out in groups of kGroup keys), and register tiles of rows × keys (or rows × value columns)
-// read it from there. int8 keys are read in place by integer dot products for any number of rows
-// (for one row, four short keys at a time: they are one run of memory).
+// Hence K and V are read in place, in their storage type (kv_storage.h's readers), a pair of
+// rows at a time: row t of each of the block's two runs of keys (see KeyBlock in
+// attention_forward.cpp), each row read whole and once from memory for every query row of the kv
+// head — a tile of up to 4 rows reads it from memory, the next tiles from L1. A tile of R rows
+// keeps 2·R accumulators of scores (one per row and key) or reads and writes the rows'
+// accumulators of P·V in L1 (2·R probabilities and the two rows' vectors in registers). int8
+// keys are read in place by integer dot products for any number of rows (for one row, four short
+// keys at a time: they are one run of memory).
 #pragma once
 
 #include <algorithm>
@@ -42,211 +44,121 @@ using simd::round_up;
 using simd::vfloat;
 using simd::W;
 
-// Query rows per tile (their packed queries interleave, see pack_queries), and keys per group of
-// a staged K block (see stage_keys).
+// Query rows per tile, at most (the integer path's int16 queries interleave in tiles of this many,
+// see pack_query_i16).
 constexpr int kQueryTile = 4;
-constexpr int kGroup = 4;
 
-// ---- one query row, K and V in place ----
-
-// Vectors per step of the one-row loops: 4, or one widest read of T if that is more.
-template <class T>
-constexpr int kRowStep = Stored<T>::kVectors < 4 ? 4 : Stored<T>::kVectors;
-
-// s[j] = q · k_j over n elements for `keys` K rows of type T, k_row apart: each row read whole,
-// kRowStep accumulators (a step's loads and the accumulators fit V8's registers), summed at the
-// end.
-template <class T>
-void score_row(const float* q, const T* k, std::ptrdiff_t k_row, int keys, int n, float* s) {
-  constexpr int V = Stored<T>::kVectors, U = kRowStep<T>;
-  for (int j = 0; j < keys; ++j, k += k_row) {
-    vfloat acc[U];
-    ATTN_UNROLL for (int u = 0; u < U; ++u) acc[u] = vfloat(0.0f);
-    int d = 0;
-    for (; d + U * W <= n; d += U * W) {
-      vfloat kv[U];
-      ATTN_UNROLL for (int u = 0; u < U; u += V) Stored<T>::load_chunk(k + d + u * W, kv + u);
-      ATTN_UNROLL for (int u = 0; u < U; ++u) acc[u] = simd::madd(simd::load(q + d + u * W), kv[u], acc[u]);
-    }
-    for (; d + W <= n; d += W) acc[0] = simd::madd(simd::load(q + d), Stored<T>::load(k + d), acc[0]);
-    ATTN_UNROLL for (int u = 1; u < U; ++u) acc[0] += acc[u];
-    float sum = lane_sum(acc[0]);
-    for (; d < n; ++d) sum += q[d] * Stored<T>::one(k + d);
-    s[j] = sum;
-  }
-}
-
-// acc[c] += Σ_j p[j] · v_j[c] over c < cols for `len` V rows of type T, v_row apart: each row
-// read whole, kRowStep vectors a step, the accumulator row (in L1) updated in place.
-template <class T>
-void value_row(const float* p, int len, const T* v, std::ptrdiff_t v_row, int cols, float* acc) {
-  constexpr int V = Stored<T>::kVectors, U = kRowStep<T>;
-  for (int j = 0; j < len; ++j, v += v_row) {
-    const vfloat pj(p[j]);
-    int c = 0;
-    for (; c + U * W <= cols; c += U * W) {
-      vfloat x[U];
-      ATTN_UNROLL for (int u = 0; u < U; u += V) Stored<T>::load_chunk(v + c + u * W, x + u);
-      ATTN_UNROLL for (int u = 0; u < U; ++u)
-          simd::store(acc + c + u * W, simd::madd(pj, x[u], simd::load(acc + c + u * W)));
-    }
-    for (; c + W <= cols; c += W) simd::store(acc + c, simd::madd(pj, Stored<T>::load(v + c), simd::load(acc + c)));
-    for (; c < cols; ++c) acc[c] += p[j] * Stored<T>::one(v + c);
-  }
-}
-
-// ---- several query rows, over a block of float rows staged in L1 ----
+// ---- float rows, a pair of K or V rows at a time ----
 //
-// Packed queries: tiles of kQueryTile rows, each [dpad / W][kQueryTile][W] (dpad = head_dim
-// rounded up to W, zeros past it and in a last tile's missing rows), so a step's query vectors
-// sit at constant offsets. Staged K: groups of kGroup keys, each [dpad / W][kGroup][W] (zeros
-// past head_dim and past the block's last key). Staged V: [key][vpad] (vpad: value_dim rounded
-// up to the accumulators' width, zeros past value_dim). Probabilities: rows LDP apart.
+// Tiles: of 4 rows while 4 remain, then of 1 (a tile's rows are its accumulators'
+// rows; nothing is computed for rows that are not there). Packed queries: tile by tile, a tile
+// of R rows starting at its first row r0, at r0 · dpad floats, laid out [dpad / W][R][W] (dpad =
+// head_dim rounded up to W, zeros past head_dim): one row is its query as it is, zero-padded.
 
-// The rows' queries times `factor`, packed.
+// Calls fn(std::integral_constant<int, R>{}, r0) for each tile of `rows`: R rows from r0.
+template <class Fn>
+inline void for_each_tile(int rows, Fn&& fn) {
+  int r0 = 0;
+  for (; r0 + 4 <= rows; r0 += 4) fn(std::integral_constant<int, 4>{}, r0);
+  for (; r0 < rows; ++r0) fn(std::integral_constant<int, 1>{}, r0);
+}
+
+// The rows' queries times `factor`, packed tile by tile.
 inline void pack_queries(int rows, const float* const* q, int n, float factor, float* out) {
   const int dpad = round_up(n, W);
-  for (int t = 0; t * kQueryTile < rows; ++t, out += dpad * kQueryTile)
-    for (int r = 0; r < kQueryTile; ++r) {
-      const float* src = t * kQueryTile + r < rows ? q[t * kQueryTile + r] : nullptr;
-      for (int d = 0; d < dpad; ++d)
-        out[(d / W) * kQueryTile * W + r * W + d % W] = src && d < n ? src[d] * factor : 0.0f;
-    }
+  for_each_tile(rows, [&](auto tile, int r0) {
+    constexpr int R = decltype(tile)::value;
+    float* t = out + static_cast<std::ptrdiff_t>(r0) * dpad;
+    for (int r = 0; r < R; ++r)
+      for (int d = 0; d < dpad; ++d) t[(d / W) * R * W + r * W + d % W] = d < n ? q[r0 + r][d] * factor : 0.0f;
+  });
 }
 
-// Staged K row `key` of the block (element d at its group's offset), from a row of type T.
+// Vectors of T one step of the pair loops reads per row: its widest read, at most 2 (int8's 4,
+// for two rows, would not fit the registers beside the accumulators).
 template <class T>
-inline void stage_key(const T* src, float scale, int n, int key, float* block) {
-  const int dpad = round_up(n, W);
-  float* g = block + (key / kGroup) * dpad * kGroup + (key % kGroup) * W;
-  const vfloat vs(scale);
+constexpr int kPairVectors = Stored<T>::kVectors < 2 ? Stored<T>::kVectors : 2;
+
+template <class T, int V>
+inline void load_vectors(const T* p, vfloat* v) {
+  if constexpr (V == Stored<T>::kVectors) {
+    Stored<T>::load_chunk(p, v);
+  } else {
+    ATTN_UNROLL for (int u = 0; u < V; ++u) v[u] = Stored<T>::load(p + u * W);
+  }
+}
+
+// s_a[r·lds] = q_r · k_a and s_b[r·lds] = q_r · k_b over n elements, for the R rows of a packed
+// query tile and two K rows of type T read whole (ka == kb is allowed). Accumulators per row and
+// key: 1 for 4 rows, else 2 (alternate vectors), so that a step has 8 independent chains of
+// multiply-adds and its loads and accumulators fit V8's registers. Each key's score is summed the
+// same way whichever key it is paired with.
+template <class T, int R>
+inline void score_pair(const float* qt, const T* ka, const T* kb, int n, float* sa, float* sb, std::ptrdiff_t lds) {
+  constexpr int V = kPairVectors<T>, A = R == 4 ? 1 : 2, U = V > A ? V : A;
+  vfloat acc[R][2][A];
+  ATTN_UNROLL for (int r = 0; r < R; ++r) ATTN_UNROLL for (int k = 0; k < 2; ++k)
+      ATTN_UNROLL for (int a = 0; a < A; ++a) acc[r][k][a] = vfloat(0.0f);
   int d = 0;
-  if constexpr (std::is_same_v<T, float>) {
-    for (; d + W <= n; d += W) simd::store(g + d * kGroup, simd::load(src + d));
-  } else {
-    for (; d + W <= n; d += W) simd::store(g + d * kGroup, Stored<T>::load(src + d) * vs);
-  }
-  for (; d < dpad; ++d) g[(d / W) * kGroup * W + d % W] = d < n ? Stored<T>::one(src + d) * scale : 0.0f;
-}
-
-// Zeros for the keys [len, round_up(len, kGroup)) of a staged K block.
-inline void stage_key_padding(int len, int n, float* block) {
-  const int dpad = round_up(n, W);
-  for (int key = len; key % kGroup != 0; ++key) {
-    float* g = block + (key / kGroup) * dpad * kGroup + (key % kGroup) * W;
-    for (int d = 0; d < dpad; d += W) simd::store(g + d * kGroup, vfloat(0.0f));
-  }
-}
-
-// Staged V row `key` (vpad floats), from a row of type T.
-template <class T>
-inline void stage_value(const T* src, float scale, int cols, int vpad, int key, float* block) {
-  float* dst = block + static_cast<std::ptrdiff_t>(key) * vpad;
-  const vfloat vs(scale);
-  int c = 0;
-  if constexpr (std::is_same_v<T, float>) {
-    for (; c + W <= cols; c += W) simd::store(dst + c, simd::load(src + c));
-  } else {
-    for (; c + W <= cols; c += W) simd::store(dst + c, Stored<T>::load(src + c) * vs);
-  }
-  for (; c < vpad; ++c) dst[c] = c < cols ? Stored<T>::one(src + c) * scale : 0.0f;
-}
-
-// s[r·LDP + c] = Σ_d q·k for the R rows of a query tile and keys c0 … c0 + C − 1 of a group.
-template <int R, int C, int LDP>
-inline void score_tile(const float* qt, const float* group, int c0, int dpad, float* s) {
-  vfloat acc[R][C];
-  ATTN_UNROLL for (int r = 0; r < R; ++r) ATTN_UNROLL for (int c = 0; c < C; ++c) acc[r][c] = vfloat(0.0f);
-  const float* k = group + c0 * W;
-  for (int d = 0; d < dpad; d += W, qt += kQueryTile * W, k += kGroup * W) {
-    vfloat kv[C];
-    ATTN_UNROLL for (int c = 0; c < C; ++c) kv[c] = simd::load(k + c * W);
-    ATTN_UNROLL for (int r = 0; r < R; ++r) {
-      const vfloat qv = simd::load(qt + r * W);
-      ATTN_UNROLL for (int c = 0; c < C; ++c) acc[r][c] = simd::madd(qv, kv[c], acc[r][c]);
+  for (; d + U * W <= n; d += U * W) {
+    vfloat xa[U], xb[U];
+    ATTN_UNROLL for (int u = 0; u < U; u += V) {
+      load_vectors<T, V>(ka + d + u * W, xa + u);
+      load_vectors<T, V>(kb + d + u * W, xb + u);
+    }
+    ATTN_UNROLL for (int u = 0; u < U; ++u) ATTN_UNROLL for (int r = 0; r < R; ++r) {
+      const vfloat qv = simd::load(qt + (d / W + u) * R * W + r * W);
+      acc[r][0][u % A] = simd::madd(qv, xa[u], acc[r][0][u % A]);
+      acc[r][1][u % A] = simd::madd(qv, xb[u], acc[r][1][u % A]);
     }
   }
-  ATTN_UNROLL for (int r = 0; r < R; ++r) {
+  float* out[2] = {sa, sb};
+  const T* key[2] = {ka, kb};
+  ATTN_UNROLL for (int k = 0; k < 2; ++k) {
+    alignas(16) float sum[R < 4 ? 4 : R];
+    ATTN_UNROLL for (int r = 0; r < R; ++r) ATTN_UNROLL for (int a = 1; a < A; ++a) acc[r][k][0] += acc[r][k][a];
 #if !defined(ATTN_SCALAR)
-    if constexpr (C == 4) {
-      simd::store(s + r * LDP + c0, sum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]));
-      continue;
-    }
+    if constexpr (R == 4) {
+      simd::store(sum, sum4(acc[0][k][0], acc[1][k][0], acc[2][k][0], acc[3][k][0]));
+    } else
 #endif
-    ATTN_UNROLL for (int c = 0; c < C; ++c) s[r * LDP + c0 + c] = lane_sum(acc[r][c]);
+    {
+      ATTN_UNROLL for (int r = 0; r < R; ++r) sum[r] = lane_sum(acc[r][k][0]);
+    }
+    for (int e = d; e < n; ++e) {
+      const float x = Stored<T>::one(key[k] + e);
+      ATTN_UNROLL for (int r = 0; r < R; ++r) sum[r] += qt[(e / W) * R * W + r * W + e % W] * x;
+    }
+    ATTN_UNROLL for (int r = 0; r < R; ++r) out[k][r * lds] = sum[r];
   }
 }
 
-template <int R, int LDP>
-inline void score_groups(const float* qt, const float* k, int keys, int n, float* s) {
-  constexpr int C = R <= 2 ? 4 : 2;  // 8 accumulators (6 for 3 rows): at most 14 registers a step
-  const int dpad = round_up(n, W);
-  for (int j = 0; j < keys; j += kGroup) {
-    const float* group = k + (j / kGroup) * dpad * kGroup;
-    ATTN_UNROLL for (int c0 = 0; c0 < kGroup; c0 += C) score_tile<R, C, LDP>(qt, group, c0, dpad, s + j);
+// acc_r[c] += p_a[r·ldp] · v_a[c] + p_b[r·ldp] · v_b[c] over c < cols, for R rows of
+// accumulators (ld_acc apart) and two V rows of type T read whole: a step reads both rows' vectors
+// once and updates each row's accumulators in L1 (a key's p may be 0 with a row of zeros).
+template <class T, int R>
+inline void value_pair(const float* pa, const float* pb, std::ptrdiff_t ldp, const T* va, const T* vb, int cols,
+                       float* acc, std::ptrdiff_t ld_acc) {
+  constexpr int V = kPairVectors<T>;
+  vfloat wa[R], wb[R];
+  ATTN_UNROLL for (int r = 0; r < R; ++r) {
+    wa[r] = vfloat(pa[r * ldp]);
+    wb[r] = vfloat(pb[r * ldp]);
   }
-}
-
-// S[rows × keys] (rows LDP apart) = Q·Kᵀ from packed queries and a staged K block; the scores of
-// the padding keys past `keys` (up to a whole group) are written too, and are zeros.
-template <int LDP>
-void scores(int rows, const float* qpack, const float* k, int keys, int n, float* s) {
-  const int dpad = round_up(n, W);
-  for (int r0 = 0; r0 < rows; r0 += kQueryTile) {
-    const float* qt = qpack + (r0 / kQueryTile) * dpad * kQueryTile;
-    float* st = s + r0 * LDP;
-    switch (std::min(kQueryTile, rows - r0)) {
-      case 4: score_groups<4, LDP>(qt, k, keys, n, st); break;
-      case 3: score_groups<3, LDP>(qt, k, keys, n, st); break;
-      case 2: score_groups<2, LDP>(qt, k, keys, n, st); break;
-      default: score_groups<1, LDP>(qt, k, keys, n, st); break;
+  int c = 0;
+  for (; c + V * W <= cols; c += V * W) {
+    vfloat xa[V], xb[V];
+    load_vectors<T, V>(va + c, xa);
+    load_vectors<T, V>(vb + c, xb);
+    ATTN_UNROLL for (int u = 0; u < V; ++u) ATTN_UNROLL for (int r = 0; r < R; ++r) {
+      float* a = acc + r * ld_acc + c + u * W;
+      simd::store(a, simd::madd(wb[r], xb[u], simd::madd(wa[r], xa[u], simd::load(a))));
     }
   }
-}
-
-// acc[r·ld_acc + (0 … N·W)] += Σ_j p[r·LDP + j] · v[j·vpad + (0 … N·W)] over keys j < len.
-template <int R, int N, int LDP>
-inline void value_tile(const float* p, int len, const float* v, int vpad, float* acc, std::ptrdiff_t ld_acc) {
-  vfloat a[R][N];
-  ATTN_UNROLL for (int r = 0; r < R; ++r) ATTN_UNROLL for (int c = 0; c < N; ++c) a[r][c] =
-      simd::load(acc + r * ld_acc + c * W);
-  for (int j = 0; j < len; ++j, v += vpad, ++p) {
-    vfloat x[N];
-    ATTN_UNROLL for (int c = 0; c < N; ++c) x[c] = simd::load(v + c * W);
-    ATTN_UNROLL for (int r = 0; r < R; ++r) {
-      const vfloat pj(p[r * LDP]);
-      ATTN_UNROLL for (int c = 0; c < N; ++c) a[r][c] = simd::madd(pj, x[c], a[r][c]);
-    }
-  }
-  ATTN_UNROLL for (int r = 0; r < R; ++r) ATTN_UNROLL for (int c = 0; c < N; ++c)
-      simd::store(acc + r * ld_acc + c * W, a[r][c]);
-}
-
-// Value columns per tile: 8 accumulators (6 for 3 rows), at most 14 registers a step; the
-// staged V rows and the accumulators are this many vectors wide.
-template <int R>
-constexpr int kValueVectors = R <= 2 ? 4 : 2;
-constexpr int kValueColumns = 4 * W;  // the widest tile's columns: vpad is a multiple of it
-
-template <int R, int LDP>
-inline void value_columns(const float* p, int len, const float* v, int vpad, float* acc, std::ptrdiff_t ld_acc) {
-  constexpr int N = kValueVectors<R>;
-  for (int c = 0; c < vpad; c += N * W) value_tile<R, N, LDP>(p, len, v + c, vpad, acc + c, ld_acc);
-}
-
-// acc[rows × vpad] (rows ld_acc apart) += P·V: probabilities (rows LDP apart) over a staged V
-// block of `len` rows.
-template <int LDP>
-void values(int rows, const float* p, int len, const float* v, int vpad, float* acc, std::ptrdiff_t ld_acc) {
-  for (int r0 = 0; r0 < rows; r0 += kQueryTile) {
-    const float* pt = p + r0 * LDP;
-    float* at = acc + r0 * ld_acc;
-    switch (std::min(kQueryTile, rows - r0)) {
-      case 4: value_columns<4, LDP>(pt, len, v, vpad, at, ld_acc); break;
-      case 3: value_columns<3, LDP>(pt, len, v, vpad, at, ld_acc); break;
-      case 2: value_columns<2, LDP>(pt, len, v, vpad, at, ld_acc); break;
-      default: value_columns<1, LDP>(pt, len, v, vpad, at, ld_acc); break;
-    }
+  for (; c < cols; ++c) {
+    const float xa = Stored<T>::one(va + c), xb = Stored<T>::one(vb + c);
+    ATTN_UNROLL for (int r = 0; r < R; ++r) acc[r * ld_acc + c] =
+        acc[r * ld_acc + c] + pa[r * ldp] * xa + pb[r * ldp] * xb;
   }
 }
 

@@ -1,12 +1,14 @@
 // The few-rows path (few_rows.h, driven by attention_forward.cpp): query rows per kv head up to
-// kFewRows, K and V read in place (one row) or staged block by block (more rows), keys split into
-// chunks of kSplitKeys and merged. Against the double-precision reference on both sides of every
-// edge it has: rows 1–17 and 31–33 (tiles of 4, the kFewRows limit), groups 1–32, key counts 1, 2
-// and around the staging groups (4), the staged blocks (8 keys up to 8 rows, 64 for more), the key
-// blocks (512) and the chunks (1024), scale factors folded into the queries or applied after, head dims 8 … 576 (odd
-// ones, and past int8's integer limit 512), value dims that differ, every storage type, rings that wrapped, every score
-// variant, and chunks whose keys are all masked, +∞ or NaN. Shapes are spread over the combinations (not their full
-// product) to keep the suite fast in every build.
+// kFewRows, K and V read in place a pair of rows at a time (row t of each half of a unit's keys, in
+// blocks of kFewKeys / 2 from each half, a lone last key paired with a row of zeros), tiles of 4
+// rows and then of 1, keys split into chunks of kSplitKeys and merged. Against the double-precision
+// reference on both sides of every edge it has: rows 1–17 and 31–33 (tiles of 4, the kFewRows
+// limit), groups 1–32, key counts 1, 2, 3 and around the halves' blocks (511–515), the key blocks
+// (512) and the chunks (1024), scale factors folded into the queries or applied after, head dims 8 …
+// 576 (odd ones, past a step of 2 vectors, and past int8's integer limit 512), value dims that
+// differ, every storage type, rings that wrapped, every score variant, and chunks whose keys are
+// all masked, +∞ or NaN. Shapes are spread over the combinations (not their full product) to keep
+// the suite fast in every build.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -81,6 +83,54 @@ TEST_CASE("few rows: key counts around every block edge, head dims 8-576, every 
         ++n;
         check_case(c);
       }
+}
+
+TEST_CASE("few rows: the halves of a unit's keys, their blocks, and a lone last key", "[few]") {
+  // A unit of n keys is read as two halves, ceil(n/2) and floor(n/2) keys, side by side, in
+  // blocks of 256 keys of each; an odd n leaves the first half's last key alone (paired with a
+  // row of zeros). Key counts on both sides of each edge, for tiles of 4 and of 1 rows, every
+  // storage type, head dims on both sides of a step of 2 vectors.
+  const int seq_ks[] = {1, 2, 3, 4, 255, 256, 257, 511, 512, 513, 514, 515, 1023, 1025, 1026, 2051};
+  const int dims[][2] = {{7, 7}, {8, 8}, {9, 12}, {16, 9}, {23, 24}, {129, 128}};
+  int n = 0;
+  for (const auto type : kTypes)
+    for (const int rows : {1, 4, 5, 7})
+      for (const int seq_k : seq_ks) {
+        if ((n++ + rows) % 3) continue;  // a third of the product, spread over it
+        Case c;
+        c.kv_heads = 2;
+        c.heads = 2 * rows;
+        c.seq_k = seq_k;
+        c.head_dim = dims[n % 6][0];
+        c.value_dim = dims[n % 6][1];
+        c.kv_type = type;
+        c.weights = n % 4 == 0;
+        c.seed = 1200 + n;
+        check_case(c);
+      }
+}
+
+TEST_CASE("few rows: a lone last key's ±∞ values stay ±∞ (its partner, a row of zeros, adds nothing)", "[few]") {
+  // 5 keys: halves [0, 3) and [3, 5), so key 2 has no partner. Its values ±∞ must give ±∞ in
+  // every row's output (0 · ∞ would be NaN, were the partner a copy of it with probability 0).
+  for (const int rows : {1, 4, 6}) {
+    Case c;
+    c.kv_heads = 1;
+    c.heads = rows;
+    c.seq_k = 5;
+    c.head_dim = 8;
+    c.value_dim = 6;
+    Run r = make_run(c);
+    r.v[2 * 6 + 0] = std::numeric_limits<float>::infinity();
+    r.v[2 * 6 + 1] = -std::numeric_limits<float>::infinity();
+    REQUIRE(attn::attention(r.p) == nullptr);
+    for (int h = 0; h < rows; ++h) {
+      INFO("rows " << rows << " head " << h);
+      CHECK(r.out[h * 6 + 0] == std::numeric_limits<float>::infinity());
+      CHECK(r.out[h * 6 + 1] == -std::numeric_limits<float>::infinity());
+      for (int e = 2; e < 6; ++e) CHECK(std::isfinite(r.out[h * 6 + e]));
+    }
+  }
 }
 
 TEST_CASE("few rows: rings that wrapped, in and across blocks and chunks, every storage type", "[few]") {

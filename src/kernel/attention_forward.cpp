@@ -54,8 +54,7 @@ void blocks::attend_block(const AttentionParams& p, const RowBlock& rb, const kv
 
 namespace {
 
-// float16 known finite, read by one row without the rebias (half::FiniteRaw): see
-// attend_few_rows.
+// float16 known finite, read without the rebias (half::FiniteRaw): see attend_few_rows.
 template <class T>
 constexpr bool kRawHalf = std::is_same_v<T, half::FiniteRaw>;
 
@@ -120,14 +119,10 @@ void few_scores(const AttentionParams& p, const RowBlock& rb, const kv::Head& h,
       const T* kb1 = b >= 0 ? h.key_at_slot<T>(b) : zeros;
       float* sa = ws.scores + t;
       float* sb = ws.scores + kb.len[0] + t;
-      if constexpr (kRawHalf<T>) {  // one row only
-        few_rows::score_pair<T, 1>(ws.qpack, ka, kb1, n, sa, sb, lds);
-      } else {
-        few_rows::for_each_tile(rb.rows, [&](auto tile, int r0) {
-          constexpr int R = decltype(tile)::value;
-          few_rows::score_pair<T, R>(ws.qpack + r0 * dpad, ka, kb1, n, sa + r0 * lds, sb + r0 * lds, lds);
-        });
-      }
+      few_rows::for_each_tile(rb.rows, [&](auto tile, int r0) {
+        constexpr int R = decltype(tile)::value;
+        few_rows::score_pair<T, R>(ws.qpack + r0 * dpad, ka, kb1, n, sa + r0 * lds, sb + r0 * lds, lds);
+      });
     });
   }
   if constexpr (std::is_same_v<T, std::int8_t>) {  // the queries' and the keys' scales
@@ -167,20 +162,16 @@ void few_values(const AttentionParams& p, const RowBlock& rb, const kv::Head& h,
     if (kb.len[0] > kb.len[1]) pr[kb.size()] = 0.0f;  // the zero row's probability
   }
   const T* zeros = reinterpret_cast<const T*>(ws.zeros);
+  const int cols = p.value_dim;
   for_each_pair(h, kb, [&](int t, int a, int b) {
     const T* va = h.value_at_slot<T>(a);
     const T* vb = b >= 0 ? h.value_at_slot<T>(b) : zeros;
     const float* pa = ws.scores + t;
     const float* pb = ws.scores + kb.len[0] + t;
-    if constexpr (kRawHalf<T>) {
-      few_rows::value_pair<T, 1>(pa, pb, lds, va, vb, p.value_dim, ws.acc, ws.acc_ld);
-    } else {
-      few_rows::for_each_tile(rb.rows, [&](auto tile, int r0) {
-        constexpr int R = decltype(tile)::value;
-        few_rows::value_pair<T, R>(pa + r0 * lds, pb + r0 * lds, lds, va, vb, p.value_dim, ws.acc + r0 * ws.acc_ld,
-                                   ws.acc_ld);
-      });
-    }
+    few_rows::for_each_tile(rb.rows, [&](auto tile, int r0) {
+      constexpr int R = decltype(tile)::value;
+      few_rows::value_pair<T, R>(pa + r0 * lds, pb + r0 * lds, lds, va, vb, cols, ws.acc + r0 * ws.acc_ld, ws.acc_ld);
+    });
   });
 }
 
@@ -214,10 +205,12 @@ FewQueries few_queries(const AttentionParams& p, const RowBlock& rb, float facto
   return {false, fold == factor ? 1.0f : factor};
 }
 
-// Whether q·2^112 is finite for every element of q (|q| < 2^16; NaN and ±∞ are not).
-inline bool fits_rebias(const float* q, int n) {
-  for (int d = 0; d < n; ++d)
-    if (!(std::fabs(q[d]) < 0x1p16f)) return false;
+// Whether q·2^112 is finite for every element of every row's query (|q| < 2^16; NaN and ±∞
+// are not).
+inline bool fits_rebias(const RowBlock& rb, int n) {
+  for (int i = 0; i < rb.rows; ++i)
+    for (int d = 0; d < n; ++d)
+      if (!(std::fabs(rb.q[i][d]) < 0x1p16f)) return false;
   return true;
 }
 
@@ -227,15 +220,7 @@ inline bool fits_rebias(const float* q, int n) {
 // of [begin, end), read side by side (KeyBlock). Leaves the rows' statistics (max, sum,
 // unnormalised acc) in ws.
 template <class T>
-void attend_few_rows(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, int begin, int end,
-                     Workspace& ws) {
-  // One row over a finite float16 cache: keys and values widened without the rebias, which the
-  // query and the probabilities carry instead — the same products to the bit (powers of two),
-  // a multiply less per vector of K and of V.
-  if constexpr (std::is_same_v<T, half::Finite>) {
-    if (rb.rows == 1 && fits_rebias(rb.q[0], p.head_dim))
-      return attend_few_rows<half::FiniteRaw>(p, rb, h, begin, end, ws);
-  }
+void attend_keys(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, int begin, int end, Workspace& ws) {
   start_rows(p, rb, ws);
   // Raw dot products times scale·log2 e (or scale/softcap) when that factor is finite, else by
   // its parts in the score rule: one finite operand at a time, so a product may overflow to ±∞
@@ -261,6 +246,21 @@ void attend_few_rows(const AttentionParams& p, const RowBlock& rb, const kv::Hea
       softmax_update(p, i, kb.size(), s, nullptr, ws);
     }
     if (p.value) few_values<T>(p, rb, h, kb, ws);
+  }
+}
+
+// attend_keys over keys of type T; a finite float16 cache (half::Finite) is read without the
+// rebias (half::FiniteRaw), which the queries and the probabilities carry instead — the same
+// products to the bit (powers of two), a multiply less per vector of K and of V — unless a query
+// is too large for that, and then as any float16.
+template <class T>
+void attend_few_rows(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, int begin, int end,
+                     Workspace& ws) {
+  if constexpr (std::is_same_v<T, half::Finite>) {
+    if (fits_rebias(rb, p.head_dim)) return attend_keys<half::FiniteRaw>(p, rb, h, begin, end, ws);
+    return attend_keys<std::uint16_t>(p, rb, h, begin, end, ws);
+  } else {
+    return attend_keys<T>(p, rb, h, begin, end, ws);
   }
 }
 

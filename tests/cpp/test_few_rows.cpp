@@ -230,13 +230,13 @@ TEST_CASE("few rows: scale factors of at most 1 carried by the queries, larger o
       }
 }
 
-TEST_CASE("few rows: float16 known finite, one row without the rebias, queries past 2^16, subnormal keys", "[few]") {
-  // A cache promises finite float16 (kv_finite): one row then widens keys and values without the
-  // 2^112 rebias (half::FiniteRaw), which the query and the probabilities carry instead, while
-  // every |q| < 2^16; queries past that (and several rows) read them rebiased. Keys near 2^-16
-  // are mostly subnormal halves; a scale keeps their logits of order one.
+TEST_CASE("few rows: float16 known finite without the rebias, queries past 2^16, subnormal keys", "[few]") {
+  // A cache promises finite float16 (kv_finite): the rows then widen keys and values without the
+  // 2^112 rebias (half::FiniteRaw), which the queries and the probabilities carry instead, while
+  // every |q| < 2^16; queries past that read them as any float16. Keys near 2^-16 are mostly
+  // subnormal halves; a scale keeps their logits of order one. Tiles of 1 and of 4 rows.
   int n = 0;
-  for (const int rows : {1, 3})
+  for (const int rows : {1, 3, 5})
     for (const bool big_query : {false, true})
       for (const bool tiny_keys : {false, true})
         for (const int dim : {16, 33, 128}) {

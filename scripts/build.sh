@@ -45,8 +45,8 @@ for name in attn-mt attn-relaxed-mt; do
   cp "build/wasm/$name-node.cjs" "build/wasm/$name-node.worker.js" dist/node-mt/
 done
 echo '{ "type": "commonjs" }' > dist/node-mt/package.json
-# The relaxed builds link at -O1 (see CMakeLists.txt), which leaves their browser glue unminified.
-node scripts/minify-glue.mjs dist/attn-relaxed.mjs dist/attn-relaxed-mt.mjs
+# The browsers' glue, minified (emcc only strips it; the relaxed builds' not even that).
+node scripts/minify-glue.mjs dist/attn.mjs dist/attn-mt.mjs dist/attn-relaxed.mjs dist/attn-relaxed-mt.mjs
 cp src/js/*.mjs src/js/*.cjs dist/
 cp src/js/index.d.ts dist/index.d.ts
 cp src/js/index.d.ts dist/index.d.cts

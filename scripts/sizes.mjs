@@ -1,0 +1,78 @@
+// What a page downloads of each build the package ships, from dist/: the .wasm, the Emscripten
+// glue and a threaded build's worker script, raw and gzipped (level 9), and the library's own
+// JavaScript (the modules index.mjs imports). The table of docs/api.md (between its
+// <!-- sizes:builds --> markers) is written from it, and tests/package/sizes.test.mjs holds the
+// table to the build (within DOCS_TOLERANCE).
+//   node scripts/sizes.mjs           prints the table
+//   node scripts/sizes.mjs --docs    rewrites it in docs/api.md
+import { existsSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { gzipSync } from 'node:zlib';
+import { writeTable } from './bench/write-table.mjs';
+
+export const DIST = fileURLToPath(new URL('../dist/', import.meta.url));
+export const DOCS = fileURLToPath(new URL('../docs/api.md', import.meta.url));
+
+// How far a size in the docs may be from the build's before the table must be written again:
+// small changes pass, growth like 115 → 172 KB does not.
+export const DOCS_TOLERANCE = { bytes: 2000, share: 0.05 };
+
+export const BUILD_ROWS = [
+  { name: 'attn', what: 'single-threaded, SIMD128' },
+  { name: 'attn-mt', what: 'threaded, SIMD128', worker: true },
+  { name: 'attn-relaxed', what: 'single-threaded, relaxed SIMD' },
+  { name: 'attn-relaxed-mt', what: 'threaded, relaxed SIMD', worker: true },
+];
+
+const measure = (bytes) => ({ bytes: bytes.length, gzip: gzipSync(bytes, { level: 9 }).length });
+const read = (dist, file) => readFileSync(`${dist}${file}`);
+
+// The modules `entry` imports statically, itself included, in the order first reached (the glue
+// each build loads on demand with import() is counted with its build).
+function staticImports(dist, entry, seen = new Set()) {
+  if (seen.has(entry)) return seen;
+  seen.add(entry);
+  for (const [, path] of read(dist, entry).toString().matchAll(/^(?:import|export)\s[^;]*?from\s+'\.\/([\w.-]+)'/gm)) {
+    staticImports(dist, path, seen);
+  }
+  return seen;
+}
+
+// { builds: [{ name, what, files, wasm, glue, worker? }], library: { modules, bytes, gzip } }, in
+// bytes; `dist` ends with '/'.
+export function buildSizes(dist = DIST) {
+  if (!existsSync(`${dist}index.mjs`)) throw new Error(`${dist} has no index.mjs: build it first (bash scripts/build.sh --wasm-only)`);
+  const builds = BUILD_ROWS.map(({ name, what, worker }) => ({
+    name, what,
+    files: [`${name}.mjs`, `${name}.wasm`, ...(worker ? [`${name}.worker.js`] : [])],
+    wasm: measure(read(dist, `${name}.wasm`)),
+    glue: measure(read(dist, `${name}.mjs`)),
+    ...(worker ? { worker: measure(read(dist, `${name}.worker.js`)) } : {}),
+  }));
+  const modules = [...staticImports(dist, 'index.mjs')];
+  const library = { modules: modules.length, ...measure(Buffer.concat(modules.map((m) => read(dist, m)))) };
+  return { builds, library };
+}
+
+const kb = (bytes) => `${(bytes / 1000).toFixed(1)} KB`;
+const both = ({ bytes, gzip }) => `${kb(bytes)} (${kb(gzip)})`;
+
+// The table and the sentence after it, as docs/api.md has them.
+export function sizesBlock({ builds, library }) {
+  const rows = builds.map((b) => `| ${b.what} | ${b.files.map((f) => `\`${f}\``).join(', ')} | ${both(b.wasm)} | ` +
+    `${both(b.glue)}${b.worker ? ` + ${kb(b.worker.bytes)} worker` : ''} |`);
+  return ['| build | files | `.wasm` (gzipped) | JS glue (gzipped) |', '|---|---|---|---|', ...rows, '',
+    `Plus the library's own JavaScript (the ${library.modules} modules \`index.mjs\` imports, ${kb(library.bytes)}, ` +
+    `${kb(library.gzip)} gzipped together; bundlers minify all of it). KB = 1000 bytes, gzip level 9; \`node scripts/sizes.mjs\` ` +
+    'prints this table for the current build.', ''].join('\n');
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const block = sizesBlock(buildSizes());
+  if (process.argv.includes('--docs')) {
+    writeTable(DOCS, 'builds', block, 'sizes');
+    console.log(`docs/api.md: the table of sizes rewritten`);
+  } else {
+    console.log(block);
+  }
+}

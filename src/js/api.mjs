@@ -193,7 +193,10 @@ export function createLibrary(module, { threads = module.numThreads(), threadsRe
 
   // Caches and layers register while they hold wasm memory (kvcache.mjs, mha.mjs), and unregister
   // as they are disposed. A safety net frees the memory of one collected without dispose()
-  // (dispose() stays the rule: collection may come late or never).
+  // (dispose() stays the rule: collection may come late or never). As one goes, the arena's block
+  // goes too: made by a call after it, the block may lie just above its memory, and would keep the
+  // allocator from joining that memory with all above it into one block (a 3 GiB cache after a
+  // 1 GiB one that a call appended to: tests/js/memory4g.test.mjs).
   let holders = 0;
   let letGo = false;
   const finalizer = new FinalizationRegistry((core) => {
@@ -211,6 +214,7 @@ export function createLibrary(module, { threads = module.numThreads(), threadsRe
   };
   function released() {
     holders--;
+    arena.trim();
     letGoIfDone();
   }
   function letGoIfDone() {

@@ -2,14 +2,15 @@
 // one (shared memory) too. For each: caches adding up to about 3 GiB, then attention over the
 // last one, whose keys lie past 2 GiB (where an address read as a signed int32 is negative),
 // against the JS reference, and calls whose arguments are staged up there; then memory runs out
-// past 4 GiB with an Error that gives the sizes, and the instance keeps working.
+// past 4 GiB with an Error that gives the sizes, and the instance keeps working. And nothing
+// disposed strands the address space: after any of it, the largest cache is a fresh instance's.
 // Filling is cheap: a cache's memory is not touched until positions are appended, so the
 // process's resident memory grows by a few MiB, not GiB. (Each test file runs in its own process.)
 import assert from 'node:assert/strict';
 import { freemem } from 'node:os';
 import { after, before, describe, test } from 'node:test';
 import { referenceAttention, referenceRotary } from './reference.mjs';
-import { assertClose, loadAttention, randomTensor, rng } from './helpers.mjs';
+import { assertClose, createAttention, loadAttention, randomTensor, rng } from './helpers.mjs';
 
 const MiB = 2 ** 20, GiB = 2 ** 30;
 const LIMIT = 2 ** 32 - 2 ** 16;  // -sMAXIMUM_MEMORY=4GB: Emscripten stops one 64 KiB page short
@@ -138,5 +139,80 @@ for (const threads of [1, 2]) {
       assert.ok(layer.forward(randomTensor(3 * 32, r)).every(Number.isFinite), 'a new layer works');
       layer.dispose();
     });
+  });
+}
+
+// The largest cache (kvHeads 8, headDim 128, float32: 8 KiB a position) that `lib` can make now,
+// in MiB, to 1 MiB: by bisection over maxSeq (each try freed at once, a failed one included).
+function largestCache(lib) {
+  const perPosition = 8 * 128 * 4 * 2;
+  let fits = 0, fails = Math.floor(LIMIT / perPosition);
+  while (fails - fits > MiB / perPosition) {
+    const maxSeq = Math.floor((fits + fails) / 2);
+    try {
+      lib.createKVCache({ kvHeads: 8, headDim: 128, maxSeq }).dispose();
+      fits = maxSeq;
+    } catch {
+      fails = maxSeq;
+    }
+  }
+  return Math.floor((fits * perPosition) / MiB);
+}
+
+// What a page or app does with an instance and then disposes, step by step; after each, the
+// largest cache must be within a few MiB of a fresh instance's (the allocator's own blocks).
+const DISPOSED_WORK = {
+  // (Out of memory with the heap still short of 4 GiB: the allocator stopped growing its top block
+  // in place for good.)
+  'a 4000 MiB cache that did not fit beside a 1 GiB one': (lib) => {
+    const cache = lib.createKVCache({ kvHeads: 8, headDim: 128, maxSeq: GiB / (8 * 128 * 4 * 2) });
+    assert.throws(() => lib.createKVCache({ kvHeads: 8, headDim: 128, maxSeq: (4000 * MiB) / (8 * 128 * 4 * 2) }), /out of memory/);
+    cache.dispose();
+  },
+  // (A call's staging block lands above the 1 GiB cache; a 3 GiB cache did not fit after.)
+  'a 1 GiB cache, 256 positions appended': (lib) => {
+    const cache = lib.createKVCache({ kvHeads: 8, headDim: 128, maxSeq: GiB / (8 * 128 * 4 * 2) });
+    const block = new Float32Array(256 * 8 * 128).fill(0.5);
+    cache.append(block, block);
+    cache.dispose();
+    const big = lib.createKVCache({ kvHeads: 8, headDim: 128, maxSeq: (3 * GiB) / (8 * 128 * 4 * 2) });
+    big.dispose();
+  },
+  'caches until out of memory': (lib) => {
+    const caches = [];
+    try {
+      for (;;) caches.push(lib.createKVCache(FILLER));
+    } catch {
+      for (const c of caches) c.dispose();
+    }
+  },
+  'a layer, its cache and a decode step, a call staging 40 MiB': (lib) => {
+    const layer = new lib.MultiHeadAttention({ embedDim: 256, numHeads: 4 });
+    const w = new Float32Array(256 * 256).fill(0.01);
+    layer.setWeights({ wq: w, wk: w, wv: w, wo: w, bq: w.subarray(0, 256), bk: w.subarray(0, 256), bv: w.subarray(0, 256), bo: w.subarray(0, 256) });
+    const cache = layer.createCache({ maxSeq: 4096 });
+    layer.forward(new Float32Array(256), null, null, { cache });
+    lib.linear(new Float32Array(2 ** 19 * 16), new Float32Array(4 * 16), { inFeatures: 16, outFeatures: 4 });
+    cache.dispose();
+    layer.dispose();
+  },
+};
+
+for (const threads of [1, 2]) {
+  test(`nothing disposed strands memory (${threads} thread${threads > 1 ? 's' : ''}): the largest cache stays a fresh instance's`, { skip: lacking }, async () => {
+    const fresh = await createAttention({ threads });
+    const baseline = largestCache(fresh);
+    fresh.dispose();
+    assert.ok(baseline > 4000, `a fresh instance makes a cache of ${baseline} MiB`);
+    const lib = await createAttention({ threads });
+    try {
+      for (const [what, work] of Object.entries(DISPOSED_WORK)) {
+        work(lib);
+        const largest = largestCache(lib);
+        assert.ok(largest >= baseline - 8, `after ${what}: the largest cache is ${largest} MiB, a fresh instance's ${baseline} MiB`);
+      }
+    } finally {
+      lib.dispose();
+    }
   });
 }

@@ -56,8 +56,11 @@ test('a huge call gives its arena block back; a cache that needs the memory can 
   assert.equal(lib.memoryUsage().wasmMemory, after.wasmMemory, 'the cache took the freed memory; wasm memory did not grow');
   mha.forward(randomTensor(3 * 512, rng(2)), null, null, { cache });
   assert.equal(cache.length, 3);
+  assert.ok(lib.memoryUsage().arena > 0, 'the call kept its block');
   cache.dispose();
+  assert.equal(lib.memoryUsage().arena, 0, 'a disposed cache takes the arena\'s block with it (made after the cache, it may lie above it)');
 
+  lib.linear(new Float32Array(8).fill(1), new Float32Array(64).fill(1), { inFeatures: 8, outFeatures: 8 });
   assert.ok(lib.trim() > 0, 'trim() frees the block the last call kept and says how much');
   assert.equal(lib.memoryUsage().arena, 0);
   assert.equal(lib.trim(), 0);
@@ -79,6 +82,10 @@ test('adamStep with memory full fails cleanly at every allocation and then takes
   fresh.adamStep(grads, { lr: 0.01 });
   const want = fresh.getWeights();
   fresh.dispose();
+  // The step stages its gradients (4.1 MiB) in the arena's block, which disposing `fresh` gave
+  // back: a call that stages more leaves it that large before memory fills up.
+  lib.linear(new Float32Array(2 ** 20 + 2 ** 16), new Float32Array(1), { inFeatures: 1, outFeatures: 1 });
+  assert.ok(lib.memoryUsage().arena > 4.2 * MiB, 'the arena holds a block for the step');
 
   // Fill wasm memory with caches, large then small, until nothing fits. A cache of this layer
   // holds 2 KiB a position for keys and as much for values; with maxSeq 257 its two buffers and

@@ -45,6 +45,11 @@ for name in attn-mt attn-relaxed-mt; do
   cp "build/wasm/$name-node.cjs" "build/wasm/$name-node.worker.js" dist/node-mt/
 done
 echo '{ "type": "commonjs" }' > dist/node-mt/package.json
+# A threaded build's browser glue says where it was loaded from, so that its workers can import the
+# same file instead of a copy (src/js/browser.mjs, ownFile).
+for name in attn-mt attn-relaxed-mt; do
+  echo 'export const glueUrl = import.meta.url;' >> "dist/$name.mjs"
+done
 # The browsers' glue, minified (emcc only strips it; the relaxed builds' not even that).
 node scripts/minify-glue.mjs dist/attn.mjs dist/attn-mt.mjs dist/attn-relaxed.mjs dist/attn-relaxed-mt.mjs
 cp src/js/*.mjs src/js/*.cjs dist/

@@ -75,13 +75,15 @@ function withPrelude(html, prelude) {
 // `isolated` is false, plus `headers`. `mounts` adds URL prefixes (ending in '/') → folders (null
 // takes a default one away). `root` serves one whole folder instead (e.g. a bundler's output),
 // with '/' as its index.html, beside `mounts`. `prelude`, if given, is put at the start of every
-// HTML page's <head> (the browser tests' console capture).
-export function startServer({ port = 0, host = '127.0.0.1', headers: extra = {}, root, isolated = true, mounts = {}, prelude } = {}) {
+// HTML page's <head> (the browser tests' console capture). `onServed(path, status)`, if given, hears
+// of every response (what a page and its workers really fetched, not what a cache gave them).
+export function startServer({ port = 0, host = '127.0.0.1', headers: extra = {}, root, isolated = true, mounts = {}, prelude, onServed } = {}) {
   const headers = { ...(isolated ? ISOLATION_HEADERS : {}), ...extra };
   const served = Object.entries(root ? { ...mounts, '/': root } : { ...defaultMounts(), ...mounts })
     .filter(([, dir]) => dir).sort(([a], [b]) => b.length - a.length);  // the longest prefix wins
   const server = createServer(async (req, res) => {
     const path = decodeURIComponent(new URL(req.url, 'http://x').pathname);
+    if (onServed) res.on('finish', () => onServed(path, res.statusCode));
     if (path === '/' && !root) {
       res.writeHead(302, { Location: '/web/' }).end();
       return;

@@ -33,17 +33,18 @@ function workerScript(url) {
 // Emscripten's threaded glue starts its workers from new URL('attn-mt.worker.js',
 // import.meta.url), which bundlers rewrite, and posts each the URL of the glue to import
 // (Module.mainScriptUrlOrBlob; scripts/build.sh makes the worker import only that URL, so
-// bundlers see no worker ↔ glue cycle). `workerGlue()` is that URL as the bundler emitted it.
+// bundlers see no worker ↔ glue cycle): the glue the page imported (`imported`, its module) where
+// that can be (ownFile), else `workerGlue()`, the copy the bundler emitted as an asset.
 // When the files live elsewhere — options.baseUrl, or the package imported as it is from another
 // origin (a CDN), where that URL is cross-origin — the worker and the glue are both taken from
 // there, unrenamed. Returns { options } for the glue and the worker script's URL when known
 // (`script`; for one from another origin, what the blob: script imports).
-function threadFiles(build, baseUrl, workerGlue) {
+function threadFiles(build, baseUrl, workerGlue, imported) {
   const glue = workerGlue();
   let folder;
   if (baseUrl !== undefined) folder = folderUrl(baseUrl);
   else if (here() && !sameOrigin(glue)) folder = new URL('./', glue);
-  else return { options: { mainScriptUrlOrBlob: glue.href } };
+  else return { options: { mainScriptUrlOrBlob: ownFile(imported) ?? glue.href } };
   const name = build.wasm.replace(/\.wasm$/, '');
   return {
     options: {
@@ -52,6 +53,17 @@ function threadFiles(build, baseUrl, workerGlue) {
     },
     script: new URL(`${name}.worker.js`, folder),
   };
+}
+
+// The URL of the glue the page imported (its module's `glueUrl`, import.meta.url there: see
+// scripts/build.sh) when its workers can import that same file, so that it is downloaded once:
+// the glue's own chunk (Vite's ES output) or file (no bundler). Not when a bundler put the glue
+// inside another script (Vite's 'iife' workers: then it has this module's URL) or gave it a
+// build-time file: URL (webpack): the workers then import the copy the bundler emitted as an
+// asset (workerGlue), the glue a second time.
+function ownFile({ glueUrl }) {
+  if (typeof glueUrl !== 'string' || glueUrl === import.meta.url) return null;
+  return new URL(glueUrl).protocol === new URL(here()).protocol ? glueUrl : null;
 }
 
 // Until the returned stop(): the pool's workers that Emscripten's glue has just made (from
@@ -115,10 +127,11 @@ export function browserPlatform(files, entry) {
     read: compile,
     compile,
     async start(build, moduleOptions, { baseUrl }, workerFailed) {
-      if (!build.threaded) return (await files[build.wasm].glue()).default(moduleOptions);
-      const { options, script } = threadFiles(build, baseUrl, files[build.wasm].workerGlue);
+      const glue = await files[build.wasm].glue();
+      if (!build.threaded) return glue.default(moduleOptions);
+      const { options, script } = threadFiles(build, baseUrl, files[build.wasm].workerGlue, glue);
       Object.assign(moduleOptions, options);
-      const started = (await files[build.wasm].glue()).default(moduleOptions);  // makes the pool's workers
+      const started = glue.default(moduleOptions);  // makes the pool's workers
       moduleOptions.attnUnwatch = watchWorkers(moduleOptions.PThread.unusedWorkers, script, workerFailed);
       return started;
     },

@@ -9,7 +9,7 @@
 //   - the demo page: every section computed, the walk-through against the reference, every sum it
 //     writes out adding up as shown and in the same digits in every engine, a playground run in
 //     its Web Worker, the console clean, no sideways scrolling (desktop and phone, English and 中文);
-//   - the packed package bundled by Vite;
+//   - the packed package bundled by Vite, and docs/api.md's worker recipe bundled by Vite;
 //   - the package under docs/api.md's Content-Security-Policies (from this origin and from a CDN,
 //     on the page and in a module worker), and a policy that refuses the threaded build's workers,
 //     said at once;
@@ -36,7 +36,7 @@ const SHOTS = new URL('engines/', ARTIFACTS);
 const memoryLacking = freemem() < 4 * GiB &&
   `needs 4 GiB of free memory for a 4 GiB wasm memory; the host has ${(freemem() / GiB).toFixed(1)} GiB free`;
 
-let isolated, plain, site, app, cdn;
+let isolated, plain, site, workerSite, app, cdn;
 const measured = {};   // engine → what the support table says
 const digests = {};    // engine → { simd128, 'relaxed-simd' }: the API page's outputs, bit for bit
 const written = {};    // engine → the walk-through's numbers as the demo page writes them
@@ -46,12 +46,15 @@ before(async () => {
   app = makeApp();
   run(bin('vite'), ['build', '--logLevel', 'error', '--outDir', 'site', '--emptyOutDir'], app.dir);
   site = await serve({ root: join(app.dir, 'site') });
+  // docs/api.md's worker recipe (tests/package/consumer/worker-app), bundled by Vite as it is.
+  run(bin('vite'), ['build', 'worker-app', '--logLevel', 'error', '--outDir', '../worker-site', '--emptyOutDir'], app.dir);
+  workerSite = await serve({ root: join(app.dir, 'worker-site') });
   // Another origin that serves the package as a CDN does (CORS, and resources for isolated pages).
   cdn = await serve({ root: REPO, headers: { 'Access-Control-Allow-Origin': '*', 'Cross-Origin-Resource-Policy': 'cross-origin' } });
   mkdirSync(SHOTS, { recursive: true });
 });
 after(async () => {
-  for (const server of [isolated, plain, site, cdn]) await server?.close();
+  for (const server of [isolated, plain, site, workerSite, cdn]) await server?.close();
   app?.remove();
   const rows = Object.values(measured).map((m) => `| ${m.browser} | ${m.build} | ${m.threads} | ${m.memory ?? 'not measured'} |`);
   console.log(['# measured per engine:', '| engine | build (isolated page) | threads | past 2 GiB |', '|---|---|---|---|', ...rows].join('\n# '));
@@ -257,6 +260,21 @@ for (const engine of testedEngines()) {
 
     test('the packed package bundled by Vite loads the expected build and computes', async () => {
       const page = await browser.open(site.url);
+      try {
+        const text = await page.waitFor(() => document.getElementById('result').textContent !== 'loading' &&
+          document.getElementById('result').textContent, undefined, { timeout: 30000 });
+        assert.doesNotMatch(text, /^error/);
+        const { info, out } = JSON.parse(text);
+        out.forEach((x, i) => assert.ok(Math.abs(x - BUNDLE_OUT[i]) < 1e-5, `out[${i}] = ${x}`));
+        checkDefaultBuild(engine, info, { isolated: true, cores: await page.evaluate(() => navigator.hardwareConcurrency) });
+        assert.deepEqual(await page.problems(), []);
+      } finally {
+        await page.close();
+      }
+    });
+
+    test('the worker recipe, bundled by Vite: the main entry in a module worker loads the expected build and computes', async () => {
+      const page = await browser.open(workerSite.url);
       try {
         const text = await page.waitFor(() => document.getElementById('result').textContent !== 'loading' &&
           document.getElementById('result').textContent, undefined, { timeout: 30000 });

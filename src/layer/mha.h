@@ -1,9 +1,11 @@
 // A multi-head attention layer with learned projections, as torch.nn.MultiheadAttention computes
 // it (batch-first): Q = xq·Wqᵀ + bq, K = xk·Wkᵀ + bk, V = xv·Wvᵀ + bv, attention per head
-// (grouped K/V heads allowed), then y = concat(heads)·Woᵀ + bo; with the options of current
-// models: rotary embeddings on the projected Q and K (Llama), a sliding window (Mistral), logit
-// softcapping (Gemma 2), ALiBi (BLOOM) and learned sinks (gpt-oss). A KvCache keeps projected
-// (and rotated) K and V of earlier positions in place for incremental decoding.
+// (grouped K/V heads allowed), then y = concat(heads)·Woᵀ + bo; as wide as current models make
+// it (a head size of its own, any scale, a bias per projection), with their options: rotary
+// embeddings on the projected Q and K (Llama), a sliding window (Mistral), logit softcapping
+// (Gemma 2), ALiBi (BLOOM) and learned sinks (gpt-oss). A KvCache keeps projected (and rotated) K
+// and V of earlier positions in place for incremental decoding, or, for cross-attention (the
+// decoders of Whisper, T5, BART), K and V projected once from the encoder's output.
 #pragma once
 
 #include <cstdint>
@@ -16,13 +18,26 @@
 
 namespace attn {
 
+// Which of the four projections (q, k, v, o) have a bias, as each nn.Linear's bias= says
+// (Qwen2: no o bias; Whisper: no k bias). From one bool: all or none.
+struct Biases {
+  Biases(bool all = true) : has{all, all, all, all} {}  // NOLINT(runtime/explicit): MhaConfig{…, true}
+  Biases(bool q, bool k, bool v, bool o) : has{q, k, v, o} {}
+  bool operator[](int i) const { return has[i]; }
+  bool has[4];
+};
+
 struct MhaConfig {
-  int embed_dim = 0;     // E; a multiple of num_heads (head_dim = E / num_heads)
+  int embed_dim = 0;     // E: features of the query input and of the output
   int num_heads = 0;
   int num_kv_heads = 0;  // divides num_heads; K and V have num_kv_heads · head_dim features
   int kdim = 0;          // features of the key input
   int vdim = 0;          // features of the value input
-  bool bias = true;
+  Biases bias;
+  // Features per head: 0 = embed_dim / num_heads (E a multiple of num_heads); else any, and Q and
+  // the attention output have num_heads · head_dim features, which may differ from E (Qwen3, Gemma).
+  int head_dim = 0;
+  float scale = 0.0f;  // of Q·Kᵀ: 0 = 1/√head_dim (T5: 1)
   // Rotary embeddings on Q and K after projection (rotary.h): 0 = none, else the rotated dims
   // (even, <= head_dim), angles from rotary_base or from set_rotary_tables().
   int rotary_dim = 0;
@@ -71,7 +86,7 @@ class MhaTape {
 };
 
 // The four projections' arrays in set_weight layout: w[i] [out × in], b[i] [out] (null when
-// the layer has no biases); i = q, k, v, o.
+// projection i has no bias); i = q, k, v, o.
 struct ProjectionArrays {
   const float* w[4] = {nullptr, nullptr, nullptr, nullptr};
   const float* b[4] = {nullptr, nullptr, nullptr, nullptr};
@@ -80,7 +95,7 @@ struct ProjectionArrays {
 
 // Gradients from backward(): of the inputs that were given (d_key and d_value null when the
 // key or value defaulted: their share is added to the query's or key's), and of the weights,
-// in setWeights layout. Bias gradients are written only when the layer has biases.
+// in setWeights layout. Bias gradients are written only for the projections with a bias.
 struct MhaGrads {
   float* d_query = nullptr;
   float* d_key = nullptr;
@@ -95,7 +110,11 @@ struct MhaForward {
   const float* key = nullptr;    // [batch, seq_k, kdim]; null: the query (self-attention)
   const float* value = nullptr;  // [batch, seq_k, vdim]; null: the key input
   float* out = nullptr;          // [batch, seq_q, embed_dim]
-  float* weights = nullptr;      // optional [batch, num_heads, seq_q, seq_k_total]
+  // Optional softmax weights: [batch, num_heads, seq_q, seq_k_total], or with average_weights
+  // their mean over the heads, [batch, seq_q, seq_k_total] (PyTorch's need_weights=True with
+  // average_attn_weights=True).
+  float* weights = nullptr;
+  bool average_weights = false;
   int batch = 1, seq_q = 1, seq_k = 1;  // seq_k is ignored with a cache (keys come from it)
   // As in AttentionParams, broadcast to [batch, heads, seq_q, seq_k_total].
   const void* mask = nullptr;
@@ -112,6 +131,11 @@ struct MhaForward {
   // Append seq_q positions projected from the query and attend to everything cached; the
   // cache's kv_heads, head_dim and value_dim must be the layer's and its batch f.batch.
   KvCache* cache = nullptr;
+  // Or attend to the keys and values of a cross-attention cache (fill_cross_cache): nothing is
+  // projected or appended, and the score rule is the call's (causal, align) as for keys given
+  // as arrays, so the result is forward() with key and value the input the cache was filled
+  // from. No positions (its keys were rotated when it was filled).
+  const KvCache* cross = nullptr;
   MhaTape* tape = nullptr;   // training: keep what backward() needs (not with a cache)
 };
 
@@ -141,10 +165,18 @@ class MultiHeadAttention {
   // Computes f.out (and f.weights). With a cache, appends f.seq_q positions and attends
   // causally to everything cached; the cache is unchanged if this fails.
   const char* forward(const MhaForward& f) const;
+  // Cross-attention over keys and values projected once (the decoders of Whisper, T5, BART, as
+  // Hugging Face's EncoderDecoderCache keeps them): projects key [batch, seq_k, kdim] and value
+  // [batch, seq_k, vdim] (null: the key) by Wk and Wv (rotary: keys at 0 … seq_k − 1, where
+  // forward() puts given keys) into `cache`, which must be of cache_config(batch, ≥ seq_k), linear
+  // and empty. Every forward with f.cross = &cache then attends to them. All-or-nothing: on
+  // failure the cache stays empty.
+  const char* fill_cross_cache(KvCache& cache, const float* key, const float* value, int batch, int seq_k) const;
   // What forward(f) allocates for the call at most, in bytes, from f's sizes, causal and align
-  // alone (f.cache: resolved against it; no tensor is read): its work buffer (Q, the attention
-  // output, K and V, the projections' scratch) and the kernel's workspace; with f.tape, also the
-  // tape it fills (kept after the call: the rows' log-sum-exps, held with the kernel's
+  // alone (f.cache, f.cross: resolved against it; no tensor is read): its work buffer (Q, the
+  // attention output, K and V — none over a cross-attention cache —, the per-head weights when
+  // f.weights gets their mean, the projections' scratch) and the kernel's workspace; with f.tape,
+  // also the tape it fills (kept after the call: the rows' log-sum-exps, held with the kernel's
   // workspace, and the copies, made once that is given back; a refill makes a whole new tape
   // before the old one is given back). Not counted: the rotary step's small per-thread tables.
   // 0 when forward(f) would fail before allocating.
@@ -152,6 +184,9 @@ class MultiHeadAttention {
   // What each call below allocates, in bytes, from the layer's sizes and state and the call's
   // sizes alone (no array is read; the call's arrays assumed given as the layer needs them):
   // 0 when the call allocates nothing or would fail before allocating. Summed in 64 bits.
+  // fill_cross_cache: its work buffer (K, V, the projections' scratch). Not counted: the rotary
+  // step's small per-thread tables.
+  double fill_cross_cache_bytes(const KvCache& cache, int batch, int seq_k) const;
   // set_weights: the four projections packed anew and the sinks, held with the old until swapped in.
   double set_weights_bytes() const;
   // set_rotary_tables: the copies of cos and sin.
@@ -188,8 +223,8 @@ class MultiHeadAttention {
   const char* get_adam_sinks(float* m, float* v) const;  // the sinks' moments (layers with sinks)
   const char* set_adam_state(const ProjectionArrays& m, const ProjectionArrays& v);
 
-  const MhaConfig& config() const { return config_; }
-  // The config of a KV cache this layer can decode with.
+  const MhaConfig& config() const { return config_; }  // as configured, head_dim and scale resolved
+  // The config of a KV cache this layer can decode with (or fill for cross-attention).
   KvCacheConfig cache_config(int batch, int max_seq, KvType dtype = KvType::f32, int window = 0) const {
     KvCacheConfig c;
     c.batch = batch;
@@ -204,7 +239,8 @@ class MultiHeadAttention {
   // ring's window against the layer's (a ring must keep every key the layer's window sees).
   // The batch is the forward's and is checked there.
   CacheCheck check_cache(const KvCacheConfig& c) const;
-  int head_dim() const { return config_.embed_dim / config_.num_heads; }
+  int head_dim() const { return config_.head_dim; }  // resolved by configure()
+  int q_features() const { return config_.num_heads * head_dim(); }  // of Q and of the attention output
   int kv_features() const { return config_.num_kv_heads * head_dim(); }
 
  private:
@@ -214,12 +250,13 @@ class MultiHeadAttention {
   // log-sum-exps (forward(), before the attention call) and the copies record() makes after it.
   struct TapeWork {
     std::uint64_t lse = 0;         // floats: [batch, heads, seq_q]
-    std::uint64_t q = 0, kv = 0;   // floats: the query input, Q and the attention output (q each); K and V (kv each)
+    std::uint64_t query = 0;       // floats: the query input
+    std::uint64_t q = 0, kv = 0;   // floats: Q and the attention output (q each); K and V (kv each)
     std::uint64_t key = 0, value = 0;  // floats: the key and value inputs (0: not given)
     std::uint64_t mask = 0, key_padding = 0;  // bytes (0: not given)
     std::uint64_t positions = 0;   // int32s (0: not given)
     std::uint64_t copies_bytes() const {
-      return 4 * (3 * q + 2 * kv + key + value) + mask + key_padding + 4 * positions;
+      return 4 * (query + 2 * q + 2 * kv + key + value) + mask + key_padding + 4 * positions;
     }
   };
   TapeWork tape_work(const MhaForward& f) const;
@@ -236,6 +273,8 @@ class MultiHeadAttention {
     int out = 0, in = 0;
   };
   Shape projection_shape(int i) const;
+  // Why b cannot be projection i's bias (given iff config.bias[i]); nullptr: it can.
+  const char* bias_refusal(int i, const float* b) const;
   std::uint64_t rotary_table_floats(int positions) const {  // of each of cos and sin
     return std::uint64_t(positions) * std::uint64_t(config_.rotary_dim / 2);
   }
@@ -257,16 +296,29 @@ class MultiHeadAttention {
   // the score rule (causal with this alignment, and the layer's window).
   void attention_variants(AttentionParams& p, bool causal, Align align) const;
   // The attention call of forward(f) without its tensors: the variants, sizes and (with a cache,
-  // resolved against it as if f.seq_q positions were staged) where the keys are. nullptr, or
-  // the cache's refusal.
+  // resolved against it as if f.seq_q positions were staged; with a cross-attention cache, its
+  // keys) where the keys are. nullptr, or the cache's refusal.
   const char* forward_params(const MhaForward& f, AttentionParams& p) const;
+  // Why `cache` cannot serve as a cross-attention cache for `batch` (nullptr: it can).
+  const char* cross_cache_refusal(const KvCacheConfig& c, int batch) const;
   // A forward's work buffer, in floats: Q and the attention output (q each), K and V (kv each,
-  // which a cache then stores) and the projections' scratch (the largest of the four).
+  // which a cache then stores), the per-head weights when f.weights is their mean, and the
+  // projections' scratch (the largest of the four).
   struct ForwardWork {
-    std::uint64_t q = 0, kv = 0, scratch = 0;
-    std::uint64_t floats() const { return 2 * q + 2 * kv + scratch; }
+    std::uint64_t q = 0, kv = 0, weights = 0, scratch = 0;
+    std::uint64_t floats() const { return 2 * q + 2 * kv + weights + scratch; }
   };
-  ForwardWork forward_work(std::int64_t rows_q, std::int64_t rows_k) const;
+  // rows_k: the rows of keys projected (0 over a cross-attention cache); keys: every key attended to.
+  ForwardWork forward_work(const MhaForward& f, std::int64_t rows_k, int keys) const;
+  // The mean over the heads of per-head weights [batch, heads, seq_q, keys] into [batch, seq_q, keys].
+  void average_heads(const float* per_head, int batch, int seq_q, int keys, float* mean) const;
+  // fill_cross_cache's work buffer, in floats: K and V of `rows` rows and the projections' scratch.
+  std::uint64_t cross_fill_floats(std::uint64_t rows) const;
+  // K = key·Wkᵀ + bk and V = value·Wvᵀ + bv for `rows` rows into k and v ([rows, kv_features]),
+  // then K rotated ([batch, seq, kv_heads, head_dim]) at `positions`, or offset + t.
+  const char* project_kv(const float* key, const float* value, int batch, int seq, const std::int32_t* positions,
+                         std::ptrdiff_t positions_batch_stride, std::int64_t offset, float* k, float* v,
+                         float* scratch) const;
 
   PackedLinear proj_[4];  // q, k, v, o
   FloatBuffer sinks_;     // [num_heads] when config_.sinks

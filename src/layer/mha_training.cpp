@@ -59,7 +59,8 @@ MultiHeadAttention::TapeWork MultiHeadAttention::tape_work(const MhaForward& f) 
   const std::uint64_t rows_q = std::uint64_t(f.batch) * std::uint64_t(f.seq_q);
   const std::uint64_t rows_k = std::uint64_t(f.batch) * std::uint64_t(f.seq_k);
   w.lse = rows_q * std::uint64_t(config_.num_heads);
-  w.q = rows_q * std::uint64_t(config_.embed_dim);
+  w.query = rows_q * std::uint64_t(config_.embed_dim);
+  w.q = rows_q * std::uint64_t(q_features());
   w.kv = rows_k * std::uint64_t(kv_features());
   if (f.key) w.key = rows_k * std::uint64_t(config_.kdim);
   if (f.value) w.value = rows_k * std::uint64_t(config_.vdim);
@@ -89,7 +90,7 @@ const char* MultiHeadAttention::record(MhaTape& t, const MhaForward& f, const Ta
   t.seq_k_ = f.seq_k;
   t.mask_type_ = f.mask_type;
   t.mask_shape_ = f.mask_shape;
-  bool ok = copy_into(t.xq_, f.query, w.q) && copy_into(t.q_, q, w.q) && copy_into(t.k_, k, w.kv) &&
+  bool ok = copy_into(t.xq_, f.query, w.query) && copy_into(t.q_, q, w.q) && copy_into(t.k_, k, w.kv) &&
             copy_into(t.v_, v, w.kv) && copy_into(t.a_, a, w.q);
   if (ok && t.key_given_) ok = copy_into(t.xk_, f.key, w.key);
   if (ok && t.value_given_) ok = copy_into(t.xv_, f.value, w.value);
@@ -144,7 +145,7 @@ MultiHeadAttention::BackwardWork MultiHeadAttention::backward_work(const MhaTape
     const Shape shape = projection_shape(i);
     w.w += std::uint64_t(shape.out) * std::uint64_t(shape.in);
   }
-  w.da = std::uint64_t(t.batch_) * std::uint64_t(t.seq_q_) * std::uint64_t(config_.embed_dim);
+  w.da = std::uint64_t(t.batch_) * std::uint64_t(t.seq_q_) * std::uint64_t(q_features());
   w.dk = std::uint64_t(t.batch_) * std::uint64_t(t.seq_k_) * std::uint64_t(kv_features());
   return w;
 }
@@ -162,8 +163,8 @@ const char* MultiHeadAttention::backward(const MhaTape& t, const float* d_out, c
       (config_.sinks && !g.d_sinks))
     return "multi-head attention: missing gradient buffers";
   for (int i = 0; i < 4; ++i)
-    if (!g.d_w[i] || (config_.bias && !g.d_b[i])) return "multi-head attention: missing gradient buffers";
-  const int e = config_.embed_dim;
+    if (!g.d_w[i] || (config_.bias[i] && !g.d_b[i])) return "multi-head attention: missing gradient buffers";
+  const int e = config_.embed_dim, qf = q_features();
   const int rows_q = t.batch_ * t.seq_q_, rows_k = t.batch_ * t.seq_k_;
   int in[4], out[4];
   for (int i = 0; i < 4; ++i) {
@@ -185,9 +186,9 @@ const char* MultiHeadAttention::backward(const MhaTape& t, const float* d_out, c
   float* dv = dk + dk_n;
 
   // y = a·Woᵀ + bo
-  weight_gradients(d_out, t.a_.get(), rows_q, e, e, g.d_w[3], config_.bias ? g.d_b[3] : nullptr);
+  weight_gradients(d_out, t.a_.get(), rows_q, e, qf, g.d_w[3], config_.bias[3] ? g.d_b[3] : nullptr);
   std::fill(da, da + da_n, 0.0f);
-  add_input_gradients(d_out, w[3], rows_q, e, e, da);
+  add_input_gradients(d_out, w[3], rows_q, e, qf, da);
 
   // a = attention(q, k, v), laid out [batch, seq, heads, head_dim]
   AttentionParams p;
@@ -219,7 +220,7 @@ const char* MultiHeadAttention::backward(const MhaTape& t, const float* d_out, c
   const float* xv = t.value_given_ ? t.xv_.get() : xk;
   float* dxk = t.key_given_ ? g.d_key : g.d_query;
   float* dxv = t.value_given_ ? g.d_value : dxk;
-  std::fill(g.d_query, g.d_query + da_n, 0.0f);
+  std::fill(g.d_query, g.d_query + static_cast<std::size_t>(rows_q) * e, 0.0f);
   if (t.key_given_) std::fill(g.d_key, g.d_key + static_cast<std::size_t>(rows_k) * config_.kdim, 0.0f);
   if (t.value_given_) std::fill(g.d_value, g.d_value + static_cast<std::size_t>(rows_k) * config_.vdim, 0.0f);
   const float* xs[3] = {t.xq_.get(), xk, xv};
@@ -227,14 +228,14 @@ const char* MultiHeadAttention::backward(const MhaTape& t, const float* d_out, c
   float* dxs[3] = {g.d_query, dxk, dxv};
   const int rows[3] = {rows_q, rows_k, rows_k};
   for (int i = 0; i < 3; ++i) {
-    weight_gradients(dys[i], xs[i], rows[i], out[i], in[i], g.d_w[i], config_.bias ? g.d_b[i] : nullptr);
+    weight_gradients(dys[i], xs[i], rows[i], out[i], in[i], g.d_w[i], config_.bias[i] ? g.d_b[i] : nullptr);
     add_input_gradients(dys[i], w[i], rows[i], out[i], in[i], dxs[i]);
   }
   return nullptr;
 }
 
 void MultiHeadAttention::sgd_step(const MhaGrads& g, float lr) {
-  for (int i = 0; i < 4; ++i) proj_[i].add_scaled(g.d_w[i], config_.bias ? g.d_b[i] : nullptr, -lr);
+  for (int i = 0; i < 4; ++i) proj_[i].add_scaled(g.d_w[i], config_.bias[i] ? g.d_b[i] : nullptr, -lr);
   if (config_.sinks && g.d_sinks)
     for (int h = 0; h < config_.num_heads; ++h) sinks_.get()[h] -= lr * g.d_sinks[h];
   ++weights_version_;
@@ -243,7 +244,7 @@ void MultiHeadAttention::sgd_step(const MhaGrads& g, float lr) {
 std::size_t MultiHeadAttention::weight_floats(int i) const {
   if (i == 4) return config_.sinks ? config_.num_heads : 0;
   return static_cast<std::size_t>(proj_[i].out_features()) * proj_[i].in_features() +
-         (config_.bias ? proj_[i].out_features() : 0);
+         (config_.bias[i] ? proj_[i].out_features() : 0);
 }
 
 bool MultiHeadAttention::adam_moments_kept(int i) const {
@@ -297,7 +298,7 @@ const char* MultiHeadAttention::adam_step(const MhaGrads& g, float lr, float bet
   const float c1 = 1.0f - std::pow(beta1, static_cast<float>(step));
   const float c2 = 1.0f - std::pow(beta2, static_cast<float>(step));
   for (int i = 0; i < groups; ++i) {
-    const std::size_t nb = i < 4 && config_.bias ? proj_[i].out_features() : 0;
+    const std::size_t nb = i < 4 && config_.bias[i] ? proj_[i].out_features() : 0;
     const std::size_t nw = weight_floats(i) - nb;
     const float* gw = i < 4 ? g.d_w[i] : g.d_sinks;
     float* m = adam_m_[i].get();
@@ -330,8 +331,8 @@ const char* MultiHeadAttention::get_adam_state(Projection which, float* m_w, flo
   const int i = projection_index(which);
   if (i < 0) return "multi-head attention: unknown projection";
   if (!has_adam_state()) return "multi-head attention: no optimizer state yet (no adam_step)";
-  if (!m_w || !v_w || (config_.bias && (!m_b || !v_b))) return "multi-head attention: missing output buffers";
-  const std::size_t nb = config_.bias ? proj_[i].out_features() : 0, nw = weight_floats(i) - nb;
+  if (!m_w || !v_w || (config_.bias[i] && (!m_b || !v_b))) return "multi-head attention: missing output buffers";
+  const std::size_t nb = config_.bias[i] ? proj_[i].out_features() : 0, nw = weight_floats(i) - nb;
   std::memcpy(m_w, adam_m_[i].get(), nw * sizeof(float));
   std::memcpy(v_w, adam_v_[i].get(), nw * sizeof(float));
   if (nb) {
@@ -352,13 +353,13 @@ const char* MultiHeadAttention::set_adam_state(const ProjectionArrays& m, const 
     return nullptr;
   }
   for (int i = 0; i < 4; ++i)
-    if (!m.w[i] || !v.w[i] || (config_.bias && (!m.b[i] || !v.b[i])))
+    if (!m.w[i] || !v.w[i] || (config_.bias[i] && (!m.b[i] || !v.b[i])))
       return "multi-head attention: missing optimizer state arrays";
   if (config_.sinks && (!m.sinks || !v.sinks)) return "multi-head attention: missing optimizer state arrays";
   const int groups = param_groups();
   FloatBuffer new_m[5], new_v[5];
   for (int i = 0; i < groups; ++i) {
-    const std::size_t nb = i < 4 && config_.bias ? proj_[i].out_features() : 0, nw = weight_floats(i) - nb;
+    const std::size_t nb = i < 4 && config_.bias[i] ? proj_[i].out_features() : 0, nw = weight_floats(i) - nb;
     if (!new_m[i].allocate(nw + nb) || !new_v[i].allocate(nw + nb))
       return "multi-head attention: out of memory for the optimizer state";
     std::memcpy(new_m[i].get(), i < 4 ? m.w[i] : m.sinks, nw * sizeof(float));

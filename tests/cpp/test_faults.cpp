@@ -65,6 +65,7 @@ enum Needs : unsigned {
   kTape = 2,     // a training forward filled the tape
   kCache = 4,    // the cache holds CACHED positions
   kAdam = 8,     // one Adam step was taken (the moments exist)
+  kCross = 16,   // the layer's cross-attention cache holds its keys and values of xk, xv
 };
 
 // Everything an entry point may read or change. Built without injected failures.
@@ -73,6 +74,7 @@ struct Fixture {
   attn::MultiHeadAttention self;   // a self-attention layer (kdim = vdim = E), for the cache
   attn::MhaTape tape;
   attn::KvCache cache;
+  attn::KvCache cross;  // the layer's cross-attention cache (int8), of SK positions
   // Inputs: weights for the layer and a second set, activations, masks, attention tensors.
   std::vector<float> w[4], b[4], w2[4], b2[4], sw[4], sb[4];
   std::vector<float> x = random_vec(B * SQ * E, 1), x2 = random_vec(B * SQ * E, 2);
@@ -111,7 +113,9 @@ struct Fixture {
     REQUIRE(self.configure({E, H, KVH, E, E, true}) == nullptr);
     for (int i = 0; i < 4; ++i)
       REQUIRE(self.set_weight(static_cast<attn::Projection>(i), sw[i].data(), sb[i].data()) == nullptr);
-    if (needs & (kWeights | kTape | kAdam)) REQUIRE(layer.set_weights(arrays(w, b)) == nullptr);
+    if (needs & (kWeights | kTape | kAdam | kCross)) REQUIRE(layer.set_weights(arrays(w, b)) == nullptr);
+    REQUIRE(cross.allocate(layer.cache_config(B, SK, attn::KvType::i8)) == nullptr);
+    if (needs & kCross) REQUIRE(layer.fill_cross_cache(cross, xk.data(), xv.data(), B, SK) == nullptr);
     if (needs & kAdam) {  // one real training step
       REQUIRE(layer.forward(forward(x, &tape)) == nullptr);
       REQUIRE(layer.backward(tape, dy.data(), grads()) == nullptr);
@@ -254,6 +258,7 @@ std::vector<float> state(Fixture& f) {
   s.push_back(static_cast<float>(f.cache.config().batch));
   s.push_back(static_cast<float>(f.cache.config().max_seq));
   s.push_back(static_cast<float>(f.cache.held()));
+  s.push_back(static_cast<float>(f.cross.length()));
   return s;
 }
 
@@ -385,6 +390,17 @@ std::vector<EntryPoint> entry_points() {
          fw.seq_q = 2;
          fw.cache = &f.cache;
          return f.self.forward(fw);
+       }},
+      {"layer fill_cross_cache (int8)", kWeights,
+       [](Fixture& f) { return f.layer.fill_cross_cache(f.cross, f.xk.data(), f.xv.data(), B, SK); }},
+      {"layer forward over a cross-attention cache, the heads' mean weights, mask and key padding", kCross,
+       [](Fixture& f) {
+         attn::MhaForward fw = f.forward(f.x2, nullptr);
+         fw.key = fw.value = nullptr;
+         fw.cross = &f.cross;
+         fw.weights = f.aux.data();
+         fw.average_weights = true;
+         return f.layer.forward(fw);
        }},
       {"layer backward", kTape, [](Fixture& f) { return f.layer.backward(f.tape, f.dy.data(), f.grads()); }},
       {"layer sgd_step", kTape,

@@ -1,6 +1,5 @@
-// The multi-head attention layer against a double-precision reference built from ref::linear and
-// ref::attention, and its KV cache against full causal forwards.
-// Tolerance |got − want| <= 5e-5 + 1e-4·|want|: three chained float GEMMs around the attention.
+// The multi-head attention layer against a double-precision reference (mha_case.h), and its KV
+// cache against full causal forwards.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -13,183 +12,12 @@
 #include <vector>
 
 #include "layer/mha.h"
+#include "mha_case.h"
 #include "reference.h"
 
 namespace {
 
-struct Layer {
-  attn::MhaConfig config;
-  attn::MultiHeadAttention mha;
-  std::vector<float> w[4], b[4];  // q, k, v, o
-  std::vector<float> sinks, alibi;  // when the config has sinks / ALiBi
-
-  Layer(int embed, int heads, int kv_heads, int kdim, int vdim, bool bias, std::uint32_t seed)
-      : Layer(attn::MhaConfig{embed, heads, kv_heads, kdim, vdim, bias}, false, seed) {}
-
-  // Any config (rotary, window, softcap, sinks), with ALiBi slopes when `with_alibi`.
-  Layer(const attn::MhaConfig& c, bool with_alibi, std::uint32_t seed) : config(c) {
-    REQUIRE(mha.configure(config) == nullptr);
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
-    const int kv = c.num_kv_heads * (c.embed_dim / c.num_heads);
-    const int outs[4] = {c.embed_dim, kv, kv, c.embed_dim}, ins[4] = {c.embed_dim, c.kdim, c.vdim, c.embed_dim};
-    attn::ProjectionArrays a;
-    for (int i = 0; i < 4; ++i) {
-      w[i].resize(static_cast<std::size_t>(outs[i]) * ins[i]);
-      for (auto& e : w[i]) e = uni(rng) / std::sqrt(float(ins[i]));
-      b[i].resize(outs[i]);
-      for (auto& e : b[i]) e = uni(rng) * 0.5f;
-      a.w[i] = w[i].data();
-      a.b[i] = c.bias ? b[i].data() : nullptr;
-    }
-    if (c.sinks) {
-      for (int h = 0; h < c.num_heads; ++h) sinks.push_back(uni(rng));
-      a.sinks = sinks.data();
-    }
-    REQUIRE(mha.set_weights(a) == nullptr);
-    if (with_alibi) {
-      for (int h = 0; h < c.num_heads; ++h) alibi.push_back(std::pow(2.0f, -8.0f * float(h + 1) / float(c.num_heads)));
-      REQUIRE(mha.set_alibi(alibi.data()) == nullptr);
-    }
-    REQUIRE(mha.ready());
-  }
-  const float* bias(int i) const { return config.bias ? b[i].data() : nullptr; }
-};
-
-std::vector<float> random_vec(std::size_t n, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& e : v) e = uni(rng);
-  return v;
-}
-
-// The layer in double precision: projections, attention per head, output projection.
-std::vector<double> reference(const Layer& L, const attn::MhaForward& f, int seq_k,
-                              std::vector<double>* weights = nullptr) {
-  const auto& c = L.config;
-  const int hd = c.embed_dim / c.num_heads, kv = c.num_kv_heads * hd;
-  const float* key = f.key ? f.key : f.query;
-  const float* value = f.value ? f.value : key;
-  auto q = ref::linear(f.query, f.batch * f.seq_q, c.embed_dim, L.w[0].data(), L.bias(0), c.embed_dim);
-  auto k = ref::linear(key, f.batch * seq_k, c.kdim, L.w[1].data(), L.bias(1), kv);
-  const auto v = ref::linear(value, f.batch * seq_k, c.vdim, L.w[2].data(), L.bias(2), kv);
-  if (c.rotary_dim) {  // keys at 0… and queries at t + off, or both at f.positions
-    const int off = f.align == attn::Align::upper_left ? 0 : seq_k - f.seq_q;
-    auto at = [&](int shift) {
-      return
-          [&f, shift](int b, int t) { return f.positions ? f.positions[b * f.positions_batch_stride + t] : t + shift; };
-    };
-    ref::rotary_bshd(q, f.batch, f.seq_q, c.num_heads, hd, c.rotary_dim, c.rotary_interleaved, c.rotary_base, at(off));
-    ref::rotary_bshd(k, f.batch, seq_k, c.num_kv_heads, hd, c.rotary_dim, c.rotary_interleaved, c.rotary_base, at(0));
-  }
-  attn::AttentionParams p;
-  p.batch = f.batch;
-  p.heads = c.num_heads;
-  p.kv_heads = c.num_kv_heads;
-  p.seq_q = f.seq_q;
-  p.seq_k = seq_k;
-  p.head_dim = p.value_dim = hd;
-  p.q = attn::dense_bshd(c.num_heads, f.seq_q, hd);
-  p.k = p.v = attn::dense_bshd(c.num_kv_heads, seq_k, hd);
-  p.mask = f.mask;
-  p.mask_type = f.mask_type;
-  p.m = attn::mask_strides(f.mask_shape, c.num_heads, f.seq_q, seq_k);
-  p.key_padding = f.key_padding;
-  p.key_padding_batch_stride = seq_k;
-  p.scale = 1.0f / std::sqrt(float(hd));
-  p.causal = f.causal;
-  p.align = f.align;
-  p.window_left = c.window_left;
-  p.window_right = c.window_right;
-  p.softcap = c.softcap;
-  p.alibi_slopes = L.alibi.empty() ? nullptr : L.alibi.data();
-  p.sinks = c.sinks ? L.sinks.data() : nullptr;
-  const auto a = ref::attention(p, q.data(), k.data(), v.data(), weights);  // [b, h, i, d]
-  std::vector<double> concat(static_cast<std::size_t>(f.batch) * f.seq_q * c.embed_dim);
-  for (int b = 0; b < f.batch; ++b)
-    for (int h = 0; h < c.num_heads; ++h)
-      for (int i = 0; i < f.seq_q; ++i)
-        for (int d = 0; d < hd; ++d)
-          concat[(static_cast<std::size_t>(b) * f.seq_q + i) * c.embed_dim + h * hd + d] =
-              a[((static_cast<std::size_t>(b) * c.num_heads + h) * f.seq_q + i) * hd + d];
-  return ref::linear(concat.data(), f.batch * f.seq_q, c.embed_dim, L.w[3].data(), L.bias(3), c.embed_dim);
-}
-
-void expect_close(const std::vector<float>& got, const std::vector<double>& want, const char* what) {
-  REQUIRE(got.size() == want.size());
-  int bad = 0;
-  double worst = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double err = std::abs(got[i] - want[i]);
-    if (!(err <= 5e-5 + 1e-4 * std::abs(want[i]))) ++bad;
-    if (!(err <= worst)) worst = err;
-  }
-  INFO(what << ": " << bad << " elements off, worst error " << worst);
-  CHECK(bad == 0);
-}
-
-struct Case {
-  int embed = 16, heads = 4, kv_heads = 4, kdim = 16, vdim = 16, batch = 1, seq_q = 5, seq_k = 5;
-  bool bias = true, cross = false, causal = false, weights = false;
-  int mask = 0;  // 0 none, 1 boolean per-head, 2 additive plane
-  bool key_padding = false;
-};
-
-void check_case(const Case& c) {
-  std::ostringstream d;
-  d << "E " << c.embed << " H " << c.heads << "/" << c.kv_heads << " kdim " << c.kdim << " vdim " << c.vdim << " B "
-    << c.batch << " seq " << c.seq_q << "x" << c.seq_k << " bias " << c.bias << " cross " << c.cross << " causal "
-    << c.causal << " mask " << c.mask << " pad " << c.key_padding;
-  INFO(d.str());
-  Layer L(c.embed, c.heads, c.kv_heads, c.kdim, c.vdim, c.bias, 11);
-  const int seq_k = c.cross ? c.seq_k : c.seq_q;
-  const auto xq = random_vec(static_cast<std::size_t>(c.batch) * c.seq_q * c.embed, 1);
-  const auto xk = random_vec(static_cast<std::size_t>(c.batch) * seq_k * c.kdim, 2);
-  const auto xv = random_vec(static_cast<std::size_t>(c.batch) * seq_k * c.vdim, 3);
-  std::vector<std::uint8_t> bmask, pad;
-  std::vector<float> fmask;
-  attn::MhaForward f;
-  f.query = xq.data();
-  if (c.cross) {
-    f.key = xk.data();
-    f.value = xv.data();
-  }
-  f.batch = c.batch;
-  f.seq_q = c.seq_q;
-  f.seq_k = seq_k;
-  f.causal = c.causal;
-  if (c.mask == 1) {
-    bmask.resize(static_cast<std::size_t>(c.batch) * c.heads * c.seq_q * seq_k);
-    for (std::size_t e = 0; e < bmask.size(); ++e) bmask[e] = (e * 7 % 5) != 0;
-    f.mask = bmask.data();
-    f.mask_type = attn::MaskType::boolean;
-    f.mask_shape = attn::MaskShape::per_head;
-  } else if (c.mask == 2) {
-    fmask = random_vec(static_cast<std::size_t>(c.seq_q) * seq_k, 4);
-    f.mask = fmask.data();
-    f.mask_type = attn::MaskType::additive;
-  }
-  if (c.key_padding) {  // batch entry b pads its last b + 1 keys; the last entry pads all
-    pad.assign(static_cast<std::size_t>(c.batch) * seq_k, 0);
-    for (int b = 0; b < c.batch; ++b)
-      for (int j = 0; j < seq_k; ++j) pad[b * seq_k + j] = (b == c.batch - 1 && c.batch > 1) || j >= seq_k - 1 - b;
-    f.key_padding = pad.data();
-  }
-  std::vector<float> out(xq.size(), NAN), weights;
-  f.out = out.data();
-  if (c.weights) {
-    weights.assign(static_cast<std::size_t>(c.batch) * c.heads * c.seq_q * seq_k, NAN);
-    f.weights = weights.data();
-  }
-  std::vector<double> want_weights;
-  const auto want = reference(L, f, seq_k, c.weights ? &want_weights : nullptr);
-  const char* err = L.mha.forward(f);
-  INFO("error: " << (err ? err : "none"));
-  REQUIRE(err == nullptr);
-  expect_close(out, want, "out");
-  if (c.weights) expect_close(weights, want_weights, "weights");
-}
+using namespace mha_case;
 
 // One causal forward over the whole sequence, then the same sequence fed through a cache in
 // chunks: every chunk's output must equal the matching rows of the full forward.
@@ -256,7 +84,7 @@ TEST_CASE("cross-attention with kdim and vdim different from embed_dim", "[mha]"
 
 TEST_CASE("grouped-query layers", "[mha]") {
   Case c;
-  c.embed = 32;
+  c.embed = c.kdim = c.vdim = 32;
   c.heads = 8;
   c.kv_heads = GENERATE(4, 2, 1);
   c.batch = 2;
@@ -311,6 +139,18 @@ TEST_CASE("KV cache: chunked decoding equals one causal forward", "[mha][cache]"
   check_chunks(gqa, 1, {3, 70, 2}, 34);
 }
 
+TEST_CASE(
+    "KV cache: a wide layer (head_dim, scale, biases per projection, rotary, ALiBi) decodes as one causal forward",
+    "[mha][cache][wide]") {
+  attn::MhaConfig c{14, 4, 2, 14, 14, attn::Biases(true, true, true, false)};
+  c.head_dim = 5;  // 20 features of Q against 14
+  c.scale = 0.7f;
+  c.rotary_dim = 4;
+  Layer L(c, true, 23);
+  check_chunks(L, 2, {4, 1, 2, 1}, 35);
+  check_chunks(L, 1, {1, 1, 1, 37}, 36);
+}
+
 TEST_CASE("KV cache: reset, exact fill, overflow leaves it intact, wrong use", "[mha][cache]") {
   Layer L(8, 2, 1, 8, 8, true, 41);
   Layer other(8, 2, 2, 8, 8, true, 42);  // 2 kv heads: another cache shape
@@ -355,7 +195,7 @@ TEST_CASE("configuration and weight errors", "[mha]") {
   REQUIRE(m.configure({12, 4, 2, 12, 12, true}) == nullptr);
   std::vector<float> w(12 * 12), b(12);
   CHECK(std::string(m.set_weight(attn::Projection::q, w.data(), nullptr)) ==
-        "multi-head attention: this layer needs biases");
+        "multi-head attention: the q projection needs a bias");
   CHECK_FALSE(m.ready());
   std::vector<float> x(12), out(12);
   attn::MhaForward f;
@@ -369,7 +209,10 @@ namespace {
 // Finite differences of the double reference: loss = Σ out ⊙ G, perturbing one float at a time.
 struct BackwardCase {
   int embed = 4, heads = 2, kv_heads = 1, kdim = 4, vdim = 4, batch = 2, seq_q = 3, seq_k = 3;
-  bool bias = true, cross = false, causal = false, mask = false, padding = false;
+  attn::Biases bias = true;
+  int head_dim = 0;    // 0: embed / heads
+  float scale = 0.0f;  // 0: 1/√head_dim
+  bool cross = false, causal = false, mask = false, padding = false;
   // Variants: rotary dims (0 = none), interleaved, window, softcap, sinks, ALiBi, alignment, positions.
   int rotary_dim = 0;
   bool interleaved = false;
@@ -380,11 +223,14 @@ struct BackwardCase {
 
 void check_layer_gradients(const BackwardCase& c) {
   INFO("E " << c.embed << " H " << c.heads << "/" << c.kv_heads << " cross " << c.cross << " causal " << c.causal
-            << " mask " << c.mask << " padding " << c.padding << " bias " << c.bias << " rotary " << c.rotary_dim
+            << " mask " << c.mask << " padding " << c.padding << " bias " << c.bias[0] << c.bias[1] << c.bias[2]
+            << c.bias[3] << " head_dim " << c.head_dim << " scale " << c.scale << " rotary " << c.rotary_dim
             << (c.interleaved ? " interleaved" : "") << " window [" << c.window_left << ", " << c.window_right
             << "] softcap " << c.softcap << " sinks " << c.sinks << " alibi " << c.alibi << " upper-left "
             << c.upper_left << " positions " << c.positions);
   attn::MhaConfig config{c.embed, c.heads, c.kv_heads, c.kdim, c.vdim, c.bias};
+  config.head_dim = c.head_dim;
+  config.scale = c.scale;
   config.rotary_dim = c.rotary_dim;
   config.rotary_interleaved = c.interleaved;
   config.window_left = c.window_left;
@@ -486,7 +332,7 @@ void check_layer_gradients(const BackwardCase& c) {
   const char* names[4] = {"d_wq", "d_wk", "d_wv", "d_wo"};
   for (int i = 0; i < 4; ++i) {
     compare(dw[i], numeric(L.w[i]), names[i]);
-    if (c.bias) compare(db[i], numeric(L.b[i]), "d_b");
+    if (c.bias[i]) compare(db[i], numeric(L.b[i]), "d_b");
   }
   if (c.sinks) compare(dsinks, numeric(L.sinks), "d_sinks");
 }
@@ -552,50 +398,99 @@ TEST_CASE("layer backward of every variant matches finite differences", "[mha][b
   }
 }
 
+TEST_CASE("layer backward of a wide layer matches finite differences", "[mha][backward][wide]") {
+  BackwardCase c;
+  c.embed = 5;
+  c.heads = 2;
+  c.kv_heads = 1;
+  c.kdim = c.vdim = 5;
+  c.head_dim = 3;  // 6 features of Q against 5
+  SECTION("Qwen-style: no o bias, rotary, causal, own scale") {
+    c.bias = attn::Biases(true, true, true, false);
+    c.rotary_dim = 2;
+    c.causal = true;
+    c.scale = 0.8f;
+    check_layer_gradients(c);
+  }
+  SECTION("Whisper-style cross-attention: no k bias, kdim and vdim of their own, sinks, ALiBi") {
+    c.bias = attn::Biases(true, false, true, true);
+    c.cross = true;
+    c.kdim = 3;
+    c.vdim = 4;
+    c.seq_k = 5;
+    c.sinks = true;
+    c.alibi = true;
+    c.mask = true;
+    check_layer_gradients(c);
+  }
+  SECTION("T5-style: scale 1, head_dim narrower than embed_dim / heads, window, softcap") {
+    c.embed = 8;
+    c.kdim = c.vdim = 8;
+    c.head_dim = 2;
+    c.scale = 1.0f;
+    c.bias = false;
+    c.window_left = 1;
+    c.window_right = 1;
+    c.softcap = 2.0f;
+    c.padding = true;
+    check_layer_gradients(c);
+  }
+}
+
 TEST_CASE("optimizer steps move the packed weights", "[mha][backward]") {
-  Layer L(4, 2, 2, 4, 4, true, 88);
+  attn::MhaConfig wide{5, 2, 1, 3, 5, attn::Biases(false, true, false, true)};
+  wide.head_dim = 3;
+  const attn::MhaConfig config = GENERATE_COPY(attn::MhaConfig{4, 2, 2, 4, 4, true}, wide);
+  INFO("embed " << config.embed_dim << " head_dim " << config.head_dim);
+  Layer L(config, false, 88);
   std::vector<float> gw[4], gb[4];
   attn::MhaGrads g;
   for (int i = 0; i < 4; ++i) {
     gw[i] = random_vec(L.w[i].size(), 10 + i);
     gb[i] = random_vec(L.b[i].size(), 20 + i);
     g.d_w[i] = gw[i].data();
-    g.d_b[i] = gb[i].data();
+    g.d_b[i] = config.bias[i] ? gb[i].data() : nullptr;
   }
-  // A layer set to w − lr·g must compute what the stepped layer computes.
-  auto expect_weights = [&](const std::function<float(int, std::size_t, bool)>& want) {
-    attn::MultiHeadAttention fresh;
-    REQUIRE(fresh.configure(L.config) == nullptr);
+  // The layer's weights (unpacked) against want(i, j, bias), for the projections' weights and
+  // the biases they have.
+  auto expect_weights = [&](attn::MultiHeadAttention& m, const std::function<float(int, std::size_t, bool)>& want,
+                            float margin) {
     for (int i = 0; i < 4; ++i) {
       std::vector<float> w(L.w[i].size()), b(L.b[i].size());
-      for (std::size_t j = 0; j < w.size(); ++j) w[j] = want(i, j, false);
-      for (std::size_t j = 0; j < b.size(); ++j) b[j] = want(i, j, true);
-      REQUIRE(fresh.set_weight(static_cast<attn::Projection>(i), w.data(), b.data()) == nullptr);
+      REQUIRE(m.get_weight(static_cast<attn::Projection>(i), w.data(), config.bias[i] ? b.data() : nullptr) == nullptr);
+      for (std::size_t j = 0; j < w.size(); ++j) CHECK(w[j] == Approx(want(i, j, false)).margin(margin));
+      if (config.bias[i])
+        for (std::size_t j = 0; j < b.size(); ++j) CHECK(b[j] == Approx(want(i, j, true)).margin(margin));
     }
-    const auto x = random_vec(3 * 4, 30);
-    std::vector<float> y1(x.size()), y2(x.size());
-    attn::MhaForward f;
-    f.query = x.data();
-    f.seq_q = f.seq_k = 3;
-    f.out = y1.data();
-    REQUIRE(L.mha.forward(f) == nullptr);
-    f.out = y2.data();
-    REQUIRE(fresh.forward(f) == nullptr);
-    for (std::size_t j = 0; j < y1.size(); ++j) CHECK(y1[j] == Approx(y2[j]).margin(1e-6));
   };
   L.mha.sgd_step(g, 0.1f);
-  expect_weights([&](int i, std::size_t j, bool bias) {
-    return bias ? L.b[i][j] - 0.1f * gb[i][j] : L.w[i][j] - 0.1f * gw[i][j];
-  });
-  // Adam's first step moves each weight by lr·g/(|g| + eps): −lr·sign(g), nearly.
-  Layer A(4, 2, 2, 4, 4, true, 88);
+  expect_weights(
+      L.mha,
+      [&](int i, std::size_t j, bool bias) { return bias ? L.b[i][j] - 0.1f * gb[i][j] : L.w[i][j] - 0.1f * gw[i][j]; },
+      0);
+  // Adam's first step moves each weight by lr·g/(|g| + eps): −lr·sign(g), nearly; its moments
+  // are (1 − β1)·g and (1 − β2)·g².
+  Layer A(config, false, 88);
   REQUIRE(A.mha.adam_step(g, 0.01f, 0.9f, 0.999f, 1e-8f, 1) == nullptr);
-  L = std::move(A);
-  expect_weights([&](int i, std::size_t j, bool bias) {
-    const float grad = bias ? gb[i][j] : gw[i][j];
-    const float w = bias ? L.b[i][j] : L.w[i][j];
-    return w - 0.01f * (grad > 0 ? 1.0f : -1.0f);
-  });
+  expect_weights(
+      A.mha,
+      [&](int i, std::size_t j, bool bias) {
+        const float grad = bias ? gb[i][j] : gw[i][j];
+        const float w = bias ? L.b[i][j] : L.w[i][j];
+        return w - 0.01f * (grad > 0 ? 1.0f : -1.0f);
+      },
+      1e-6f);
+  for (int i = 0; i < 4; ++i) {
+    const bool bias = config.bias[i];
+    std::vector<float> mw(gw[i].size()), vw(mw.size()), mb(gb[i].size()), vb(mb.size());
+    REQUIRE(A.mha.get_adam_state(static_cast<attn::Projection>(i), mw.data(), bias ? mb.data() : nullptr, vw.data(),
+                                 bias ? vb.data() : nullptr) == nullptr);
+    const float b1 = 1.0f - 0.9f, b2 = 1.0f - 0.999f;  // as the step computes them, in float
+    for (std::size_t j = 0; j < mw.size(); ++j) CHECK(mw[j] == b1 * gw[i][j]);
+    for (std::size_t j = 0; j < vw.size(); ++j) CHECK(vw[j] == b2 * gw[i][j] * gw[i][j]);
+    if (bias)
+      for (std::size_t j = 0; j < mb.size(); ++j) CHECK(mb[j] == b1 * gb[i][j]);
+  }
 }
 
 namespace {

@@ -160,19 +160,28 @@ TEST_CASE("PackedLinear is bit-identical with 1 and 3 threads", "[parallel]") {
 
 namespace {
 
-// One training step of a layer (forward with a tape, backward, Adam) and a cached decode, on
-// `threads` threads: everything it computes, concatenated.
-std::vector<float> layer_step(int threads) {
+// One training step of a layer (forward with a tape, backward, Adam), a cached decode and
+// decoder steps over a cross-attention cache, on `threads` threads: everything it computes,
+// concatenated. `wide`: a head size of its own, T5's scale and a bias on some projections only.
+std::vector<float> layer_step(int threads, bool wide) {
   attn::set_num_threads(threads);
-  const int e = 24, heads = 6, kv_heads = 2, batch = 2, seq = 19, kv = kv_heads * (e / heads);
+  const int e = 24, heads = 6, kv_heads = 2, batch = 2, seq = 19;
+  attn::MhaConfig config{e, heads, kv_heads, e, e, true};
+  if (wide) {
+    config.head_dim = 7;
+    config.scale = 1.0f;
+    config.bias = attn::Biases(true, false, true, false);
+  }
+  const int hd = wide ? 7 : e / heads, qf = heads * hd, kv = kv_heads * hd;
   attn::MultiHeadAttention mha;
-  REQUIRE(mha.configure({e, heads, kv_heads, e, e, true}) == nullptr);
+  REQUIRE(mha.configure(config) == nullptr);
   std::vector<float> w[4], b[4];
-  const int outs[4] = {e, kv, kv, e};
+  const int outs[4] = {qf, kv, kv, e}, ins[4] = {e, e, e, qf};
   for (int i = 0; i < 4; ++i) {
-    w[i] = random_vec(std::size_t(outs[i]) * e, 10 + i);
+    w[i] = random_vec(std::size_t(outs[i]) * ins[i], 10 + i);
     b[i] = random_vec(outs[i], 20 + i);
-    REQUIRE(mha.set_weight(static_cast<attn::Projection>(i), w[i].data(), b[i].data()) == nullptr);
+    REQUIRE(mha.set_weight(static_cast<attn::Projection>(i), w[i].data(), config.bias[i] ? b[i].data() : nullptr) ==
+            nullptr);
   }
   const auto x = random_vec(std::size_t(batch) * seq * e, 30), dy = random_vec(x.size(), 31);
   std::vector<float> y(x.size()), dx(x.size()), gw[4], gb[4];
@@ -195,35 +204,48 @@ std::vector<float> layer_step(int threads) {
   }
   REQUIRE(mha.backward(tape, dy.data(), g) == nullptr);
   REQUIRE(mha.adam_step(g, 0.01f, 0.9f, 0.999f, 1e-8f, 1) == nullptr);
-  attn::KvCache cache;
+  attn::KvCache cache, cross;
   REQUIRE(cache.allocate(mha.cache_config(batch, seq)) == nullptr);
-  std::vector<float> decoded(x.size());
+  REQUIRE(cross.allocate(mha.cache_config(batch, seq, attn::KvType::f16)) == nullptr);
+  REQUIRE(mha.fill_cross_cache(cross, x.data(), nullptr, batch, seq) == nullptr);  // the input as the encoder's
+  std::vector<float> decoded(x.size()), crossed(x.size());
   f.tape = nullptr;
-  f.cache = &cache;
   for (int s = 0; s < seq; ++s) {  // one position at a time: the decode path
-    std::vector<float> xs(std::size_t(batch) * e), ys(xs.size());
+    std::vector<float> xs(std::size_t(batch) * e), ys(xs.size()), zs(xs.size());
     for (int bi = 0; bi < batch; ++bi)
       std::copy_n(x.data() + (std::size_t(bi) * seq + s) * e, e, xs.data() + std::size_t(bi) * e);
     f.query = xs.data();
     f.out = ys.data();
     f.seq_q = 1;
+    f.cache = &cache;
     REQUIRE(mha.forward(f) == nullptr);
-    for (int bi = 0; bi < batch; ++bi)
+    f.cache = nullptr;
+    f.cross = &cross;
+    f.out = zs.data();
+    REQUIRE(mha.forward(f) == nullptr);
+    f.cross = nullptr;
+    for (int bi = 0; bi < batch; ++bi) {
       std::copy_n(ys.data() + std::size_t(bi) * e, e, decoded.data() + (std::size_t(bi) * seq + s) * e);
+      std::copy_n(zs.data() + std::size_t(bi) * e, e, crossed.data() + (std::size_t(bi) * seq + s) * e);
+    }
   }
   attn::set_num_threads(1);
   std::vector<float> all = y;
   all.insert(all.end(), dx.begin(), dx.end());
   for (int i = 0; i < 4; ++i) all.insert(all.end(), gw[i].begin(), gw[i].end());
   all.insert(all.end(), decoded.begin(), decoded.end());
+  all.insert(all.end(), crossed.begin(), crossed.end());
   return all;
 }
 
 }  // namespace
 
-TEST_CASE("the layer's training step and cached decoding are bit-identical with 1 and 3 threads", "[parallel]") {
-  const auto one = layer_step(1);
-  const auto three = layer_step(3);
+TEST_CASE("the layer's training step, cached decoding and cross-attention are bit-identical on 1 and 3 threads",
+          "[parallel]") {
+  const bool wide = GENERATE(false, true);
+  INFO((wide ? "wide" : "plain") << " layer");
+  const auto one = layer_step(1, wide);
+  const auto three = layer_step(3, wide);
   REQUIRE(one.size() == three.size());
   CHECK(std::memcmp(one.data(), three.data(), one.size() * sizeof(float)) == 0);
 }

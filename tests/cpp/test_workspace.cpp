@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "attention_case.h"
@@ -204,60 +206,6 @@ TEST_CASE("rotary's exported workspace is what it allocates", "[workspace]") {
   }
 }
 
-TEST_CASE("the layer's exported forward workspace is what its forward allocates", "[workspace]") {
-  std::mt19937 rng(20261205);
-  for (int trial = 0; trial < 12; ++trial) {
-    const int kv_heads = int(rng() % 2) + 1, heads = kv_heads * (int(rng() % 3) + 1), hd = int(rng() % 6) + 1;
-    const int e = heads * hd, kdim = trial % 2 ? e : int(rng() % 20) + 1, vdim = trial % 2 ? e : int(rng() % 20) + 1;
-    attn::MhaConfig config{e, heads, kv_heads, kdim, vdim, true};
-    if (trial % 3 == 0) config.window_left = 5;
-    config.sinks = trial % 4 == 1;
-    attn::MultiHeadAttention layer;
-    REQUIRE(layer.configure(config) == nullptr);
-    const int kv = kv_heads * hd, outs[4] = {e, kv, kv, e}, ins[4] = {e, kdim, vdim, e};
-    std::vector<float> w[4], sinks(heads, 0.5f);
-    attn::ProjectionArrays a;
-    for (int i = 0; i < 4; ++i) {
-      w[i].assign(std::size_t(outs[i]) * ins[i] + outs[i], 0.01f * float(i + 1));
-      a.w[i] = w[i].data();
-      a.b[i] = w[i].data() + std::size_t(outs[i]) * ins[i];
-    }
-    if (config.sinks) a.sinks = sinks.data();
-    REQUIRE(layer.set_weights(a) == nullptr);
-
-    const int batch = int(rng() % 2) + 1, seq_q = int(rng() % 40) + 1, seq_k = int(rng() % 1500) + 1;
-    const bool cached = trial % 2 == 1;
-    INFO("trial " << trial << " batch " << batch << " seq " << seq_q << "x" << seq_k << (cached ? " cached" : ""));
-    attn::KvCache cache;
-    const std::vector<float> xq(std::size_t(batch) * seq_q * e, 0.1f), xk(std::size_t(batch) * seq_k * kdim, 0.2f),
-        xv(std::size_t(batch) * seq_k * vdim, 0.3f);
-    std::vector<float> out(std::size_t(batch) * seq_q * e);
-    attn::MhaForward f;
-    f.query = xq.data();
-    f.out = out.data();
-    f.batch = batch;
-    f.seq_q = seq_q;
-    f.causal = trial % 3 != 2;
-    if (cached) {  // the cache already holds seq_k positions
-      REQUIRE(cache.allocate(layer.cache_config(batch, seq_k + seq_q)) == nullptr);
-      const std::vector<float> held(std::size_t(batch) * kv_heads * seq_k * hd, 0.4f);
-      REQUIRE(cache.append(held.data(), attn::dense_bhsd(kv_heads, seq_k, hd), held.data(),
-                           attn::dense_bhsd(kv_heads, seq_k, hd), seq_k) == nullptr);
-      f.cache = &cache;
-    } else {
-      f.key = xk.data();
-      f.value = xv.data();
-      f.seq_k = seq_k;
-    }
-    check_threads([&] { return layer.forward_workspace_bytes(f); },
-                  [&] {
-                    const char* err = layer.forward(f);
-                    if (cached) REQUIRE(cache.truncate(seq_k) == nullptr);  // room for the next run
-                    return err;
-                  });
-  }
-}
-
 // A configured layer with its weights set (biases and sinks as `config` says); the arrays
 // stay in `w` and `sinks`.
 struct Layer {
@@ -271,14 +219,14 @@ struct Layer {
 
   explicit Layer(const attn::MhaConfig& config) {
     REQUIRE(layer.configure(config) == nullptr);
-    const int e = config.embed_dim, kv = layer.kv_features();
-    const int outs[4] = {e, kv, kv, e}, ins[4] = {e, config.kdim, config.vdim, e};
+    const int e = config.embed_dim, qf = layer.q_features(), kv = layer.kv_features();
+    const int outs[4] = {qf, kv, kv, e}, ins[4] = {e, config.kdim, config.vdim, qf};
     for (int i = 0; i < 4; ++i) {
       bias_at[i] = std::size_t(outs[i]) * ins[i];
-      const std::size_t n = bias_at[i] + (config.bias ? outs[i] : 0);
+      const std::size_t n = bias_at[i] + (config.bias[i] ? outs[i] : 0);
       w[i].assign(n, 0.01f * float(i + 1));
       arrays.w[i] = w[i].data();
-      arrays.b[i] = config.bias ? w[i].data() + bias_at[i] : nullptr;
+      arrays.b[i] = config.bias[i] ? w[i].data() + bias_at[i] : nullptr;
       params += n;
       largest = std::max<std::uint64_t>(largest, n);
       // Packed: out rounded up to whole panels, × in for the weights and × 1 for the bias.
@@ -305,22 +253,116 @@ struct Layer {
   }
 };
 
+// Odd trials: kdim == vdim == embed_dim. Some are as wide as current models (a head size of their
+// own, num_heads · head_dim ≠ embed_dim, and a bias on some projections only); some have a window
+// or sinks.
 attn::MhaConfig random_config(std::mt19937& rng, int trial) {
   const int kv_heads = int(rng() % 2) + 1, heads = kv_heads * (int(rng() % 3) + 1), hd = int(rng() % 6) + 1;
-  const int e = heads * hd, kdim = trial % 2 ? e : int(rng() % 20) + 1, vdim = trial % 2 ? e : int(rng() % 20) + 1;
-  attn::MhaConfig config{e, heads, kv_heads, kdim, vdim, trial % 3 != 1};
+  const bool wide = trial % 5 >= 3;
+  const int e = wide ? int(rng() % 20) + 1 : heads * hd;
+  const int kdim = trial % 2 ? e : int(rng() % 20) + 1, vdim = trial % 2 ? e : int(rng() % 20) + 1;
+  const bool bias = trial % 3 != 1;
+  attn::MhaConfig config{e, heads, kv_heads, kdim, vdim, bias};
+  if (wide) {
+    config.head_dim = hd;
+    config.bias = attn::Biases(bias, !bias, true, trial % 2 == 0);
+  }
   if (trial % 3 == 0) config.window_left = 5;
   config.sinks = trial % 4 == 1;
   return config;
+}
+
+std::string describe(const attn::MhaConfig& c) {
+  std::ostringstream d;
+  d << "embed " << c.embed_dim << " heads " << c.num_heads << "/" << c.num_kv_heads << " head_dim " << c.head_dim
+    << " kdim " << c.kdim << " vdim " << c.vdim << " bias " << c.bias[0] << c.bias[1] << c.bias[2] << c.bias[3]
+    << (c.sinks ? " sinks" : "");
+  return d.str();
+}
+
+TEST_CASE("the layer's exported forward workspace is what its forward allocates", "[workspace]") {
+  std::mt19937 rng(20261205);
+  for (int trial = 0; trial < 15; ++trial) {
+    // 0: keys and values given; 1: a self-attention cache holding seq_k positions; 2: a
+    // cross-attention cache filled with seq_k positions.
+    const int mode = trial % 3;
+    attn::MhaConfig config = random_config(rng, trial);
+    if (mode == 1) config.kdim = config.vdim = config.embed_dim;
+    Layer l(config);
+    REQUIRE(l.layer.set_weights(l.arrays) == nullptr);
+    const int e = config.embed_dim, heads = config.num_heads, hd = l.layer.head_dim(), kv_heads = config.num_kv_heads;
+    const int batch = int(rng() % 2) + 1, seq_q = int(rng() % 40) + 1, seq_k = int(rng() % 1500) + 1;
+    const bool weights = rng() % 2, average = rng() % 2;
+    INFO("trial " << trial << " " << describe(config) << " batch " << batch << " seq " << seq_q << "x" << seq_k
+                  << " mode " << mode << (weights ? average ? " mean weights" : " weights" : ""));
+    attn::KvCache cache;
+    const std::vector<float> xq(std::size_t(batch) * seq_q * e, 0.1f),
+        xk(std::size_t(batch) * seq_k * config.kdim, 0.2f), xv(std::size_t(batch) * seq_k * config.vdim, 0.3f);
+    std::vector<float> out(std::size_t(batch) * seq_q * e), w(std::size_t(batch) * heads * seq_q * (seq_k + seq_q));
+    attn::MhaForward f;
+    f.query = xq.data();
+    f.out = out.data();
+    f.batch = batch;
+    f.seq_q = seq_q;
+    f.causal = trial % 4 != 2;
+    if (weights) {
+      f.weights = w.data();
+      f.average_weights = average;
+    }
+    if (mode == 1) {  // the cache already holds seq_k positions
+      REQUIRE(cache.allocate(l.layer.cache_config(batch, seq_k + seq_q)) == nullptr);
+      const std::vector<float> held(std::size_t(batch) * kv_heads * seq_k * hd, 0.4f);
+      REQUIRE(cache.append(held.data(), attn::dense_bhsd(kv_heads, seq_k, hd), held.data(),
+                           attn::dense_bhsd(kv_heads, seq_k, hd), seq_k) == nullptr);
+      f.cache = &cache;
+    } else if (mode == 2) {
+      REQUIRE(cache.allocate(l.layer.cache_config(batch, seq_k, attn::KvType(trial % 4))) == nullptr);
+      REQUIRE(l.layer.fill_cross_cache(cache, xk.data(), xv.data(), batch, seq_k) == nullptr);
+      f.cross = &cache;
+    } else {
+      f.key = xk.data();
+      f.value = xv.data();
+      f.seq_k = seq_k;
+    }
+    check_threads([&] { return l.layer.forward_workspace_bytes(f); },
+                  [&] {
+                    const char* err = l.layer.forward(f);
+                    if (mode == 1) REQUIRE(cache.truncate(seq_k) == nullptr);  // room for the next run
+                    return err;
+                  });
+  }
+}
+
+TEST_CASE("the layer's exported cross-attention cache fill size is what the fill allocates", "[workspace]") {
+  std::mt19937 rng(20261210);
+  for (int trial = 0; trial < 10; ++trial) {
+    const attn::MhaConfig config = random_config(rng, trial);
+    Layer l(config);
+    const int batch = int(rng() % 3) + 1, seq_k = int(rng() % 700) + 1;
+    INFO("trial " << trial << " " << describe(config) << " batch " << batch << " seq_k " << seq_k);
+    attn::KvCache cache;
+    REQUIRE(cache.allocate(l.layer.cache_config(batch, seq_k + trial % 2, attn::KvType(trial % 4))) == nullptr);
+    const std::vector<float> xk(std::size_t(batch) * seq_k * config.kdim, 0.2f),
+        xv(std::size_t(batch) * seq_k * config.vdim, 0.3f);
+    CHECK(l.layer.fill_cross_cache_bytes(cache, batch, seq_k) == 0);  // no weights: refused before allocating
+    REQUIRE(l.layer.set_weights(l.arrays) == nullptr);
+    const double bytes = l.layer.fill_cross_cache_bytes(cache, batch, seq_k);
+    CHECK(bytes > 0);
+    // Keeps nothing (the cache was allocated before); threads only split the projections.
+    check_threads([&] { return l.layer.fill_cross_cache_bytes(cache, batch, seq_k); },
+                  [&] {
+                    const char* err = l.layer.fill_cross_cache(cache, xk.data(), xv.data(), batch, seq_k);
+                    cache.reset();
+                    return err;
+                  });
+  }
 }
 
 TEST_CASE("the layer's exported setWeights size is what it packs", "[workspace]") {
   std::mt19937 rng(20261206);
   for (int trial = 0; trial < 8; ++trial) {
     const attn::MhaConfig config = random_config(rng, trial);
-    INFO("trial " << trial << " embed " << config.embed_dim << " heads " << config.num_heads << "/"
-                  << config.num_kv_heads << " kdim " << config.kdim << " vdim " << config.vdim
-                  << (config.bias ? " bias" : "") << (config.sinks ? " sinks" : ""));
+    INFO("trial " << trial << " " << describe(config));
     Layer l(config);
     const double bytes = l.layer.set_weights_bytes();
     CHECK(bytes == 4.0 * double(l.packed));
@@ -360,8 +402,7 @@ TEST_CASE("the layer's exported optimizer sizes are what its steps and setAdamSt
   std::mt19937 rng(20261207);
   for (int trial = 0; trial < 8; ++trial) {
     const attn::MhaConfig config = random_config(rng, trial);
-    INFO("trial " << trial << " embed " << config.embed_dim << (config.bias ? " bias" : "")
-                  << (config.sinks ? " sinks" : ""));
+    INFO("trial " << trial << " " << describe(config));
     Layer l(config);
     CHECK(l.layer.adam_step_bytes() == 0);  // no weights: it refuses before allocating
     REQUIRE(l.layer.set_weights(l.arrays) == nullptr);
@@ -439,7 +480,7 @@ TEST_CASE("the layer's exported training forward size counts the tape it fills",
     const attn::MhaConfig config = random_config(rng, trial);  // odd trials: kdim == vdim == embed_dim
     Layer l(config);
     REQUIRE(l.layer.set_weights(l.arrays) == nullptr);
-    const int e = config.embed_dim, heads = config.num_heads, kv = l.layer.kv_features();
+    const int e = config.embed_dim, heads = config.num_heads, qf = l.layer.q_features(), kv = l.layer.kv_features();
     // 0: key and value given; 1: the value defaults to the key; 2: both default to the query.
     const int inputs = trial % 2 ? pick(0, 2) : 0;
     const int batch = pick(1, 2), seq_q = pick(2, 30), seq_k = inputs == 2 || pick(0, 1) ? seq_q : pick(1, 300);
@@ -482,9 +523,10 @@ TEST_CASE("the layer's exported training forward size counts the tape it fills",
       const double slices = shape == attn::MaskShape::plane       ? 1
                             : shape == attn::MaskShape::per_batch ? batch
                                                                   : batch * heads;
-      return 4.0 * (rows_q * heads + 3 * rows_q * e + 2 * rows_k * kv) + (f.key ? 4.0 * rows_k * config.kdim : 0) +
-             (f.value ? 4.0 * rows_k * config.vdim : 0) + (f.mask ? slices * sq * sk * (mask_kind == 2 ? 4 : 1) : 0) +
-             (padding ? rows_k : 0) + (positions ? 4.0 * (per_batch ? rows_q : sq) : 0);
+      return 4.0 * (rows_q * heads + rows_q * e + 2 * rows_q * qf + 2 * rows_k * kv) +
+             (f.key ? 4.0 * rows_k * config.kdim : 0) + (f.value ? 4.0 * rows_k * config.vdim : 0) +
+             (f.mask ? slices * sq * sk * (mask_kind == 2 ? 4 : 1) : 0) + (padding ? rows_k : 0) +
+             (positions ? 4.0 * (per_batch ? rows_q : sq) : 0);
     };
     const double tape = shaped(seq_q, seq_k);
     attn::set_num_threads(1);

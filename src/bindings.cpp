@@ -456,7 +456,9 @@ EMSCRIPTEN_BINDINGS(rotary) {
 // The layer's config, as configureCore() in src/js/mha-config.mjs builds it.
 struct JsMhaConfig {
   int embedDim = 0, numHeads = 0, numKvHeads = 0, kdim = 0, vdim = 0;
-  bool bias = true;
+  bool biasQ = true, biasK = true, biasV = true, biasO = true;
+  int headDim = 0;     // 0: embedDim / numHeads
+  float scale = 0.0f;  // 0: 1/√headDim
   int rotaryDim = 0;  // rotary embeddings (0: none), window sides (−1: no limit), softcap, sinks
   double rotaryBase = 10000.0;
   bool rotaryInterleaved = false;
@@ -468,6 +470,7 @@ struct JsMhaConfig {
 // A forward call of the layer, as forwardArgs() in src/js/mha-forward.mjs builds it.
 struct JsMhaCall {
   std::uintptr_t query = 0, key = 0, value = 0, out = 0, weights = 0, mask = 0, keyPadding = 0;
+  bool averageWeights = false;  // weights: the heads' mean
   attn::MaskType maskType = attn::MaskType::none;
   attn::MaskShape maskShape = attn::MaskShape::plane;
   int batch = 1, seqQ = 1, seqK = 1;
@@ -498,6 +501,7 @@ attn::MhaForward to_forward(const JsMhaCall& c) {
   f.value = ptr<const float>(c.value);
   f.out = ptr<float>(c.out);
   f.weights = ptr<float>(c.weights);
+  f.average_weights = c.averageWeights;
   f.mask = ptr<const void>(c.mask);
   f.mask_type = c.maskType;
   f.mask_shape = c.maskShape;
@@ -540,7 +544,10 @@ attn::MhaGrads to_grads(const JsProjectionArrays& weights, const JsMhaGrads& d =
 }
 
 std::string mha_configure(attn::MultiHeadAttention& m, const JsMhaConfig& c) {
-  attn::MhaConfig config{c.embedDim, c.numHeads, c.numKvHeads, c.kdim, c.vdim, c.bias};
+  attn::MhaConfig config{c.embedDim, c.numHeads, c.numKvHeads,
+                         c.kdim,     c.vdim,     attn::Biases(c.biasQ, c.biasK, c.biasV, c.biasO)};
+  config.head_dim = c.headDim;
+  config.scale = c.scale;
   config.rotary_dim = c.rotaryDim;
   config.rotary_base = c.rotaryBase;
   config.rotary_interleaved = c.rotaryInterleaved;
@@ -590,6 +597,21 @@ std::string mha_forward_cached(const attn::MultiHeadAttention& m, const JsMhaCal
   attn::MhaForward f = to_forward(c);
   f.cache = &cache;
   return forward_within(m, f, c.budget);
+}
+
+std::string mha_forward_cross(const attn::MultiHeadAttention& m, const JsMhaCall& c, const attn::KvCache& cache) {
+  attn::MhaForward f = to_forward(c);
+  f.cross = &cache;
+  return forward_within(m, f, c.budget);
+}
+
+// MultiHeadAttention.createCrossCache: key [batch, seqK, kdim] and value [batch, seqK, vdim] (0:
+// the key) projected into an empty cache, unless the projection's buffers exceed `budget`.
+std::string mha_fill_cross_cache(const attn::MultiHeadAttention& m, attn::KvCache& cache, std::uintptr_t key,
+                                 std::uintptr_t value, int batch, int seq_k, double budget) {
+  return within_budget(m.fill_cross_cache_bytes(cache, batch, seq_k), budget, [&] {
+    return m.fill_cross_cache(cache, ptr<const float>(key), ptr<const float>(value), batch, seq_k);
+  });
 }
 
 // MultiHeadAttention.createCache checks the layer against the cache's config here.
@@ -650,7 +672,12 @@ EMSCRIPTEN_BINDINGS(multi_head_attention) {
       .field("numKvHeads", &JsMhaConfig::numKvHeads)
       .field("kdim", &JsMhaConfig::kdim)
       .field("vdim", &JsMhaConfig::vdim)
-      .field("bias", &JsMhaConfig::bias)
+      .field("biasQ", &JsMhaConfig::biasQ)
+      .field("biasK", &JsMhaConfig::biasK)
+      .field("biasV", &JsMhaConfig::biasV)
+      .field("biasO", &JsMhaConfig::biasO)
+      .field("headDim", &JsMhaConfig::headDim)
+      .field("scale", &JsMhaConfig::scale)
       .field("rotaryDim", &JsMhaConfig::rotaryDim)
       .field("rotaryBase", &JsMhaConfig::rotaryBase)
       .field("rotaryInterleaved", &JsMhaConfig::rotaryInterleaved)
@@ -664,6 +691,7 @@ EMSCRIPTEN_BINDINGS(multi_head_attention) {
       .field("value", &JsMhaCall::value)
       .field("out", &JsMhaCall::out)
       .field("weights", &JsMhaCall::weights)
+      .field("averageWeights", &JsMhaCall::averageWeights)
       .field("mask", &JsMhaCall::mask)
       .field("keyPadding", &JsMhaCall::keyPadding)
       .field("maskType", &JsMhaCall::maskType)
@@ -702,6 +730,8 @@ EMSCRIPTEN_BINDINGS(multi_head_attention) {
       .function("getSinks", &mha_get_sinks)
       .function("forward", &mha_forward)
       .function("forwardCached", &mha_forward_cached)
+      .function("forwardCross", &mha_forward_cross)
+      .function("fillCrossCache", &mha_fill_cross_cache)
       .function("checkCache", &mha_check_cache)
       .function("forwardTrain", &mha_forward_train)
       .function("backward", &mha_backward)

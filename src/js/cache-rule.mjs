@@ -59,6 +59,14 @@ export function layerCacheError(fn, conflict, { call }, config, window) {
   return new RangeError(`${fn}: this layer cannot decode with such a cache (conflict ${conflict})`);
 }
 
+// The Error for a layer's cache whose positions were projected with weights the layer no longer
+// has (`change` names the call that changed them): attention over it would mix the two.
+export function staleCacheError(fn, cross, change) {
+  const remedy = cross ? 'make a new one with createCrossCache()' : 'reset() it and run the sequence again';
+  return new Error(`${fn}: options.cache holds keys and values projected with this layer's earlier weights (the weights ` +
+    `changed since: ${change}()), so attention over it would match neither the old nor the new weights; ${remedy}`);
+}
+
 // Throws a RangeError naming `fn` unless `seq` more positions fit in `cache` (its sizes) with C++
 // core `core` (its room(): a ring must keep, besides them, the positions before them that their
 // window reaches, the last min(length, window − 1)). `names` says how the message calls the

@@ -385,20 +385,39 @@ export interface LinearOptions {
   out?: Float32Array | null;
 }
 
+/** Which projections of a {@link MultiHeadAttention} have a bias (each default true, as `nn.Linear`'s `bias=`). */
+export interface MultiHeadAttentionBiases {
+  q?: boolean | null;
+  k?: boolean | null;
+  v?: boolean | null;
+  o?: boolean | null;
+}
+
 /** Configuration of a {@link MultiHeadAttention} layer. */
 export interface MultiHeadAttentionConfig {
-  /** E: features of the query input and of the output; a multiple of `numHeads`. Required. */
+  /** E: features of the query input and of the output. Required. */
   embedDim: number;
-  /** Query heads; headDim = embedDim / numHeads. Required. */
+  /** Query heads. Required. */
   numHeads: number;
   /** Key/value heads (grouped-query attention); divides `numHeads`. Default `numHeads`. */
   numKvHeads?: number | null;
+  /**
+   * Features per head. Default `embedDim / numHeads` (then `embedDim` must be a multiple of
+   * `numHeads`); any size when given: Q and the attention output have `numHeads × headDim`
+   * features, which may differ from `embedDim` (Qwen3, Gemma: Hugging Face's `head_dim`).
+   */
+  headDim?: number | null;
   /** Features of the key input. Default `embedDim`. */
   kdim?: number | null;
   /** Features of the value input. Default `embedDim`. */
   vdim?: number | null;
-  /** Whether the four projections have biases. Default true. */
-  bias?: boolean | null;
+  /**
+   * Biases: `true`/`false` for all four projections, or per projection `{ q, k, v, o }` (each
+   * default true; Qwen2: `{ o: false }`, Whisper: `{ k: false }`). Default true.
+   */
+  bias?: boolean | MultiHeadAttentionBiases | null;
+  /** Multiplies Q·Kᵀ: a finite number > 0. Default `1 / √headDim` (T5: 1; Gemma: `query_pre_attn_scalar ** -0.5`). */
+  scale?: number | null;
   /**
    * Rotary embeddings on the projected Q and K, before attention and before caching (Llama,
    * Qwen, Mistral: `{}` or `{ base: 500000 }`; GPT-J: `interleaved: true`; GPT-NeoX/Phi: a
@@ -438,10 +457,12 @@ export interface MultiHeadAttentionRotary {
 
 /**
  * The layer's weights in `nn.Linear` layout: `W` is `[out, in]` row-major and `y = x·Wᵀ + b`.
- * With kv = numKvHeads · headDim: wq `[E, E]`, wk `[kv, kdim]`, wv `[kv, vdim]`, wo `[E, E]`;
- * biases bq `[E]`, bk `[kv]`, bv `[kv]`, bo `[E]` are required when `bias` is true and rejected
- * when it is false. From `nn.MultiheadAttention`, split `in_proj_weight` (and `in_proj_bias`)
- * into thirds for wq, wk, wv (bq, bk, bv); `out_proj.weight`/`out_proj.bias` are wo/bo.
+ * With q = numHeads · headDim (E unless `headDim` was given) and kv = numKvHeads · headDim: wq
+ * `[q, E]`, wk `[kv, kdim]`, wv `[kv, vdim]`, wo `[E, q]`; biases bq `[q]`, bk `[kv]`, bv `[kv]`,
+ * bo `[E]`, each required where `bias` gives that projection one and rejected where not. From
+ * `nn.MultiheadAttention`, split `in_proj_weight` (and `in_proj_bias`) into thirds for wq, wk, wv
+ * (bq, bk, bv), or take `q_proj_weight`, `k_proj_weight`, `v_proj_weight` when kdim/vdim differ;
+ * `out_proj.weight`/`out_proj.bias` are wo/bo.
  */
 export interface MultiHeadAttentionWeights {
   wq: Float32Array; wk: Float32Array; wv: Float32Array; wo: Float32Array;
@@ -479,8 +500,16 @@ export interface MultiHeadAttentionForwardOptions {
    * the keys alike (self-attention, or a cache); only for a layer with `rotary`.
    */
   positions?: Int32Array | null;
-  /** Caller-owned per-head softmax weights `[batch, numHeads, seqQ, seqK]`. */
+  /**
+   * Caller-owned softmax weights: per head `[batch, numHeads, seqQ, seqK]`, or with
+   * `averageAttnWeights` their mean over the heads `[batch, seqQ, seqK]`.
+   */
   weightsOut?: Float32Array | null;
+  /**
+   * Fill `weightsOut` with the heads' mean, `[batch, seqQ, seqK]`: PyTorch's `need_weights=True`
+   * with `average_attn_weights=True` (its default). Default false: per head. Needs `weightsOut`.
+   */
+  averageAttnWeights?: boolean | null;
   /** Caller-owned output `[batch, seqQ, embedDim]`, filled and returned. */
   out?: Float32Array | null;
   /**
@@ -488,6 +517,15 @@ export interface MultiHeadAttentionForwardOptions {
    * projected from the query, appended, and attend causally (lower-right: decoding, with or without
    * `causal: true`) to everything cached, with the layer's window. key and value must be null.
    * Appending past `maxSeq` throws a RangeError and leaves the cache unchanged.
+   *
+   * Or a cross-attention cache from {@link MultiHeadAttention.createCrossCache}: the queries
+   * attend to the keys and values it holds, with this call's `causal`, masks and options,
+   * exactly as `forward(query, encoderOutput, …)` would; nothing is appended. key, value and
+   * `positions` must be null.
+   *
+   * A cache whose positions were projected with weights this layer no longer has (after
+   * `setWeights`, `sgdStep`, `adamStep`, `setOptimizerState`) is refused with an Error until it
+   * is `reset()` (a self-attention cache) or made anew (a cross-attention cache).
    */
   cache?: KVCache | null;
   /**
@@ -622,19 +660,21 @@ export interface KVCache {
 /**
  * torch.nn.MultiheadAttention (batch_first) with separate q/k/v projections and optional grouped
  * K/V heads: Q = xq·Wqᵀ + bq, K = xk·Wkᵀ + bk, V = xv·Wvᵀ + bv, attention per head with scale
- * 1/√headDim, then y = concat(heads)·Woᵀ + bo. A query row whose every key is masked contributes
- * zeros before the output projection, so its output row equals bo.
+ * 1/√headDim (or `config.scale`), then y = concat(heads)·Woᵀ + bo. A query row whose every key is
+ * masked contributes zeros before the output projection, so its output row equals bo.
  *
  * Owns wasm memory (its packed weights): call {@link MultiHeadAttention.dispose} when done; any
  * use after dispose throws. Caches it created stay valid to dispose.
  */
 export interface MultiHeadAttention {
   /**
-   * The resolved config: sizes, `bias`, `headDim`, `softcap` (0 = none), `sinks`, and `rotary`
+   * The resolved config: sizes, `headDim`, `scale`, `bias`, `softcap` (0 = none), `sinks`, and `rotary`
    * (with `maxPosition` of its tables, 0 without), `window` and `alibi` (the slopes) or null.
    */
   readonly config: Readonly<{
-    embedDim: number; numHeads: number; numKvHeads: number; kdim: number; vdim: number; bias: boolean; headDim: number;
+    embedDim: number; numHeads: number; numKvHeads: number; kdim: number; vdim: number; headDim: number; scale: number;
+    /** A boolean when all four projections agree, else which have a bias. */
+    bias: boolean | Readonly<{ q: boolean; k: boolean; v: boolean; o: boolean }>;
     rotary: Readonly<{ rotaryDim: number; base: number; interleaved: boolean; cos?: Float32Array; sin?: Float32Array; maxPosition: number }> | null;
     window: readonly [number, number] | null; softcap: number; alibi: Float32Array | null; sinks: boolean;
   }>;
@@ -698,6 +738,16 @@ export interface MultiHeadAttention {
    * Depends only on the config, so it may be made before `setWeights`.
    */
   createCache(options: LayerCacheOptions & KVCacheLength): KVCache;
+  /**
+   * A cross-attention cache, filled once (the decoders of Whisper, T5 and BART; Hugging Face's
+   * `EncoderDecoderCache.cross_attention_cache`): `key` `[batch, seqK, kdim]` (the encoder's
+   * output) and `value` `[batch, seqK, vdim]` (default: the key) are projected by the layer's wk
+   * and wv (rotary: keys at positions 0 … seqK − 1) into a cache of exactly seqK positions stored
+   * as `dtype` (default `'float32'`). Pass it as `forward`'s `cache`, with key and value null, at
+   * every decoder step. Needs the weights; a cache filled with other weights is refused.
+   */
+  createCrossCache(key: Float32Array, value?: Float32Array | null,
+    options?: { batch?: number | null; seqK?: number | null; dtype?: KVCacheDtype | null } | null): KVCache;
   /**
    * Frees the layer's wasm memory. Harmless to call twice. A layer dropped without dispose() is
    * freed by a FinalizationRegistry only after it is garbage collected, which happens only when

@@ -1,4 +1,5 @@
-// A MultiHeadAttention's config: sizes, biases, and the options of current models — rotary
+// A MultiHeadAttention's config: sizes (a head size of its own: Qwen3, Gemma), the scale (T5: 1),
+// biases (per projection: Qwen2, Whisper), and the options of current models — rotary
 // embeddings (Llama: rotate_half; GPT-J: interleaved; partial dims; Llama 3 / YaRN tables), a
 // sliding window (Mistral), softcap (Gemma 2), ALiBi (BLOOM's slopes or your own) and learned
 // sinks (gpt-oss). Checked here; the C++ layer gets the sizes and flags, then the tables and
@@ -8,8 +9,29 @@ import { bool, checkKnownKeys, describe, dim, given, kindOf } from './shapes.mjs
 import { checkSlopes, resolveSoftcap, resolveWindow } from './variants.mjs';
 
 const FN = 'MultiHeadAttention';
-const CONFIG_KEYS = ['embedDim', 'numHeads', 'numKvHeads', 'kdim', 'vdim', 'bias', 'rotary', 'window', 'softcap', 'alibi', 'sinks'];
+const CONFIG_KEYS = ['embedDim', 'numHeads', 'numKvHeads', 'headDim', 'kdim', 'vdim', 'bias', 'scale', 'rotary', 'window', 'softcap',
+  'alibi', 'sinks'];
 const ROTARY_KEYS = ['rotaryDim', 'base', 'interleaved', 'cos', 'sin'];
+const BIAS_KEYS = ['q', 'k', 'v', 'o'];  // the projections, as setWeights names them: bq, bk, bv, bo
+
+// config.bias: true or false for all four projections, or { q, k, v, o } (each default true, as
+// nn.Linear's bias=). Resolved to a boolean when all four agree, else a frozen { q, k, v, o }.
+function resolveBias(value) {
+  if (!given(value) || typeof value === 'boolean') return value ?? true;
+  if (typeof value !== 'object' || Array.isArray(value)) {
+    throw new TypeError(`${FN}: config.bias must be a boolean or { q, k, v, o } (booleans, default true), got ${describe(value)}`);
+  }
+  checkKnownKeys(FN, value, BIAS_KEYS, 'config.bias');
+  const each = Object.fromEntries(BIAS_KEYS.map((p) => [p, bool(value, p, true, 'config.bias', FN)]));
+  const all = new Set(Object.values(each));
+  return all.size === 1 ? each.q : Object.freeze(each);
+}
+
+// Whether projection `p` ('q', 'k', 'v' or 'o') of a resolved config has a bias.
+export const hasBias = (config, p) => (typeof config.bias === 'boolean' ? config.bias : config.bias[p]);
+
+// How a setWeights message names a projection's bias rule: 'bias: true' or 'config.bias.k false'.
+export const biasRule = (config, p) => (typeof config.bias === 'boolean' ? `bias: ${config.bias}` : `config.bias.${p} ${config.bias[p]}`);
 
 // BLOOM's ALiBi slopes (transformers' build_alibi_tensor): 2^(−8(h+1)/H) for a power-of-two H;
 // otherwise those of the closest power of two below H, then every other slope of twice as many.
@@ -72,21 +94,33 @@ export function resolveConfig(config) {
   const numKvHeads = size('numKvHeads', numHeads);
   const kdim = size('kdim', embedDim);
   const vdim = size('vdim', embedDim);
-  const bias = bool(config, 'bias', true, 'config', FN);
-  if (embedDim % numHeads !== 0) {
-    throw new RangeError(`${FN}: config.embedDim (${embedDim}) must be a multiple of config.numHeads (${numHeads})`);
+  const bias = resolveBias(config.bias);
+  if (!given(config.headDim) && embedDim % numHeads !== 0) {
+    throw new RangeError(`${FN}: config.embedDim (${embedDim}) must be a multiple of config.numHeads (${numHeads}), ` +
+      'or config.headDim given (Qwen3, Gemma: numHeads × headDim need not be embedDim)');
   }
   if (numHeads % numKvHeads !== 0) {
     throw new RangeError(`${FN}: config.numHeads (${numHeads}) must be a multiple of config.numKvHeads (${numKvHeads})`);
   }
-  const headDim = embedDim / numHeads;
+  const headDim = size('headDim', embedDim / numHeads);
+  if (numHeads * headDim > 2 ** 31 - 1) {
+    throw new RangeError(`${FN}: config.numHeads × config.headDim (${numHeads} × ${headDim}) must be at most 2^31 − 1`);
+  }
+  let scale = Math.fround(1 / Math.fround(Math.sqrt(headDim)));  // 1.0f / sqrtf(headDim), bit for bit
+  if (given(config.scale)) {
+    if (typeof config.scale !== 'number') throw new TypeError(`${FN}: config.scale must be a number, got ${describe(config.scale)}`);
+    if (!(config.scale > 0) || config.scale === Infinity) {
+      throw new RangeError(`${FN}: config.scale must be a finite number > 0 (it multiplies Q·Kᵀ; default 1/√headDim), got ${config.scale}`);
+    }
+    scale = config.scale;
+  }
   const rotary = resolveRotary(config.rotary, headDim);
   const windowSides = resolveWindow(FN, config.window, 'config.window');
   const softcap = resolveSoftcap(FN, config.softcap, 'config.softcap');
   const alibi = resolveAlibi(config.alibi, numHeads);
   const sinks = bool(config, 'sinks', false, 'config', FN);
   const resolved = Object.freeze({
-    embedDim, numHeads, numKvHeads, kdim, vdim, bias, headDim,
+    embedDim, numHeads, numKvHeads, kdim, vdim, bias, headDim, scale,
     rotary: rotary ?? null, window: given(config.window) ? Object.freeze([...config.window]) : null, softcap,
     alibi: alibi ?? null, sinks,
   });
@@ -98,7 +132,9 @@ export function resolveConfig(config) {
 // Throws the core's error.
 export function configureCore(M, arena, core, c, [windowLeft, windowRight]) {
   const error = core.configure({
-    embedDim: c.embedDim, numHeads: c.numHeads, numKvHeads: c.numKvHeads, kdim: c.kdim, vdim: c.vdim, bias: c.bias,
+    embedDim: c.embedDim, numHeads: c.numHeads, numKvHeads: c.numKvHeads, kdim: c.kdim, vdim: c.vdim,
+    biasQ: hasBias(c, 'q'), biasK: hasBias(c, 'k'), biasV: hasBias(c, 'v'), biasO: hasBias(c, 'o'),
+    headDim: c.headDim, scale: c.scale,
     rotaryDim: c.rotary?.rotaryDim ?? 0, rotaryBase: c.rotary?.base ?? 10000, rotaryInterleaved: c.rotary?.interleaved ?? false,
     windowLeft, windowRight, softcap: c.softcap, sinks: c.sinks,
   });

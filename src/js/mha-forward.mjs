@@ -6,7 +6,8 @@ import { bool, checkFloat32, checkKnownKeys, checkMask, describe, dim, given, ki
 import { resolveCausal } from './variants.mjs';
 
 const FN = 'MultiHeadAttention.forward';
-const FORWARD_OPTIONS = ['batch', 'seqQ', 'seqK', 'mask', 'keyPaddingMask', 'causal', 'positions', 'weightsOut', 'out', 'cache', 'train'];
+const FORWARD_OPTIONS = ['batch', 'seqQ', 'seqK', 'mask', 'keyPaddingMask', 'causal', 'positions', 'weightsOut',
+  'averageAttnWeights', 'out', 'cache', 'train'];
 
 // Length of an activation [batch, seq, features]: returns seq, inferred from the length when
 // `seq` is not given.
@@ -28,10 +29,15 @@ function activationSeq(name, array, batch, features, seq, seqName) {
 }
 
 // options.positions: an Int32Array [seqQ] or [batch, seqQ] of rotary positions, for the
-// queries and (self-attention or a cache) the keys alike; only for a layer with rotary.
-function checkPositions(rotary, positions, batch, seqQ, seqK, cache) {
+// queries and (self-attention or a cache) the keys alike; only for a layer with rotary, and not
+// over a cross-attention cache (its keys were rotated when it was filled).
+function checkPositions(rotary, positions, batch, seqQ, seqK, cache, cross) {
   if (!given(positions)) return undefined;
   if (!rotary) throw new TypeError(`${FN}: options.positions are rotary positions, but this layer has no config.rotary`);
+  if (cross) {
+    throw new TypeError(`${FN}: options.positions do not apply to a cross-attention cache: its keys were rotated at positions ` +
+      `0 … ${seqK - 1} when createCrossCache() filled it, and the queries sit where the score rule puts them`);
+  }
   if (kindOf(positions) !== 'Int32Array') {
     throw new TypeError(`${FN}: options.positions must be an Int32Array ([seqQ] or [batch, seqQ]), got ${describe(positions)}`);
   }
@@ -62,10 +68,11 @@ function checkDefaultPositions(rotary, { cache, length, seqQ, seqK, align }) {
     '(config.rotary.cos and sin [maxPosition, rotaryDim/2]); give longer tables, or options.positions');
 }
 
-// Checks forward(query, key, value, options) for a layer with `config`; `cacheCore(cache)` returns
-// the core of a KVCache (throwing unless it is this layer's). The plan: `inputs` and `outputs`
-// for the arena, `cacheCore` (or null), and what forwardArgs and the caller need.
-export function planForward(config, cacheCoreOf, query, key, value, options) {
+// Checks forward(query, key, value, options) for a layer with `config`; `cacheOf(cache)` returns
+// `{ core, cross }` for a KVCache (throwing unless it is this layer's): its C++ core and whether
+// createCrossCache() made it. The plan: `inputs` and `outputs` for the arena, `cacheCore` (or
+// null), `cross`, and what forwardArgs and the caller need.
+export function planForward(config, cacheOf, query, key, value, options) {
   checkKnownKeys(FN, options ?? {}, FORWARD_OPTIONS);
   const opts = options ?? {};
   const size = (name, fallback) => dim(opts, name, fallback, 'options', FN);
@@ -73,12 +80,12 @@ export function planForward(config, cacheCoreOf, query, key, value, options) {
   if (given(opts.cache) && !isAnyKVCache(opts.cache)) {
     throw new TypeError(`${FN}: options.cache must be a KVCache from createCache(), got ${describe(opts.cache)}`);
   }
-  const cacheCore = given(opts.cache) ? cacheCoreOf(opts.cache) : null;
-  const cache = cacheCore ? opts.cache : null;
+  const { core: cacheCore, cross } = given(opts.cache) ? cacheOf(opts.cache) : { core: null, cross: false };
+  const cache = cacheCore && !cross ? opts.cache : null;  // a self-attention cache: appended to
 
-  const batch = size('batch', cache ? cache.batch : 1);
-  if (cache && batch !== cache.batch) {
-    throw new RangeError(`${FN}: options.batch (${batch}) differs from options.cache.batch (${cache.batch})`);
+  const batch = size('batch', cacheCore ? opts.cache.batch : 1);
+  if (cacheCore && batch !== opts.cache.batch) {
+    throw new RangeError(`${FN}: options.batch (${batch}) differs from options.cache.batch (${opts.cache.batch})`);
   }
   const seqQ = activationSeq('query', query, batch, e, given(opts.seqQ) ? size('seqQ') : undefined, 'seqQ');
 
@@ -93,6 +100,17 @@ export function planForward(config, cacheCoreOf, query, key, value, options) {
     length = cacheCore.length();
     checkRoom(FN, cache, cacheCore, seqQ, { cache: 'options.cache', ring: 'options.cache (a ring)', seq: 'seqQ' });
     seqTotal = length + seqQ;
+  } else if (cross) {  // the keys and values of another sequence, projected once
+    if (given(key) || given(value)) {
+      throw new TypeError(`${FN}: options.cache is a cross-attention cache (from createCrossCache()), so key and value must be ` +
+        'null: it holds them, projected once');
+    }
+    if (given(opts.seqK)) throw new TypeError(`${FN}: options.seqK is not used with options.cache (keys come from the cache)`);
+    seqK = seqTotal = cacheCore.length();
+    if (seqK === 0) {
+      throw new RangeError(`${FN}: options.cache, a cross-attention cache, holds no positions (it was reset() or truncated); ` +
+        'make a new one with createCrossCache()');
+    }
   } else {
     if (given(key)) {
       seqK = activationSeq('key', key, batch, kdim, given(opts.seqK) ? size('seqK') : undefined, 'seqK');
@@ -123,17 +141,25 @@ export function planForward(config, cacheCoreOf, query, key, value, options) {
   if (cache && align === 'upperLeft') {
     throw new RangeError(`${FN}: options.causal 'upper-left' does not apply to options.cache (the new queries are its last positions: 'lower-right')`);
   }
-  const positions = checkPositions(config.rotary, opts.positions, batch, seqQ, seqK, cache);
+  const positions = checkPositions(config.rotary, opts.positions, batch, seqQ, seqK, cache, cross);
   if (!positions) checkDefaultPositions(config.rotary, { cache, length, seqQ, seqK, align });
   const train = bool(opts, 'train', false, 'options', FN);
-  if (train && cache) throw new TypeError(`${FN}: options.train does not work with options.cache (a cache has no gradients)`);
+  if (train && cacheCore) throw new TypeError(`${FN}: options.train does not work with options.cache (a cache has no gradients)`);
   const outCount = batch * seqQ * e;
-  const weightsCount = batch * numHeads * seqQ * seqTotal;
   const out = given(opts.out) ? opts.out : undefined;
   if (out) checkFloat32('options.out', out, outCount, `batch ${batch} × seqQ ${seqQ} × embedDim ${e}`, FN);
+  // PyTorch's need_weights=True with average_attn_weights=True (its default) is weightsOut with
+  // averageAttnWeights: true; without it the weights are per head.
+  const average = bool(opts, 'averageAttnWeights', false, 'options', FN);
   const weightsOut = given(opts.weightsOut) ? opts.weightsOut : undefined;
+  if (average && !weightsOut) {
+    throw new TypeError(`${FN}: options.averageAttnWeights says how to fill options.weightsOut, which was not given`);
+  }
+  const weightsCount = batch * (average ? 1 : numHeads) * seqQ * seqTotal;
   if (weightsOut) {
-    checkFloat32('options.weightsOut', weightsOut, weightsCount, `batch ${batch} × numHeads ${numHeads} × seqQ ${seqQ} × seqK ${seqTotal}`, FN);
+    const heads = average ? '' : ` × numHeads ${numHeads}`;
+    checkFloat32('options.weightsOut', weightsOut, weightsCount, `batch ${batch}${heads} × seqQ ${seqQ} × seqK ${seqTotal}`, FN,
+      average ? ', the heads\' mean (averageAttnWeights: true)' : ', per head (averageAttnWeights: true for their mean)');
   }
 
   const outputs = { out: outCount };
@@ -142,16 +168,19 @@ export function planForward(config, cacheCoreOf, query, key, value, options) {
     query, key: cache ? undefined : key ?? undefined, value: cache ? undefined : value ?? undefined,
     mask: mask?.array, keyPadding, positions,
   };
-  return { inputs, outputs, cacheCore, batch, seqQ, seqK, seqTotal, mask, causal, align, positions, train, key, value, out, outCount, weightsOut };
+  return {
+    inputs, outputs, cacheCore, cross, batch, seqQ, seqK, seqTotal, mask, causal, align, positions, train, key, value, out, outCount,
+    weightsOut, average,
+  };
 }
 
 // The MhaCall (src/bindings.cpp) of module M for a plan staged as `call`. Its budget is what
 // wasm32 has left after the staging: the C++ entry checks what the forward will allocate for
 // itself (MultiHeadAttention::forward_workspace_bytes; a training forward's tape too) against it.
-export function forwardArgs(M, call, { mask, batch, seqQ, seqTotal, causal, align, positions }) {
+export function forwardArgs(M, call, { mask, batch, seqQ, seqTotal, causal, align, positions, average }) {
   return {
     query: call.address('query'), key: call.address('key'), value: call.address('value'),
-    out: call.address('out'), weights: call.address('weights'), mask: call.address('mask'),
+    out: call.address('out'), weights: call.address('weights'), averageWeights: average, mask: call.address('mask'),
     keyPadding: call.address('keyPadding'), maskType: M.MaskType[mask ? mask.type : 'none'],
     maskShape: M.MaskShape[mask ? mask.shape : 'plane'], batch, seqQ, seqK: seqTotal, causal, align: M.Align[align],
     positions: call.address('positions'), positionsBatchStride: positions && positions.length !== seqQ ? seqQ : 0,

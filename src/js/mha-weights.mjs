@@ -1,17 +1,31 @@
 // A MultiHeadAttention's parameters in setWeights layout — the projections wq, wk, wv, wo
-// (nn.Linear [out, in]), with bias bq, bk, bv, bo, with sinks the sink logits: their sizes, the
-// checks of setWeights, and moving them in and out of the C++ layer.
+// (nn.Linear [out, in]), their biases bq, bk, bv, bo (those config.bias gives them), with sinks
+// the sink logits: their sizes, the checks of setWeights, and moving them in and out of the C++
+// layer.
 import { coreError } from './heap.mjs';
+import { biasRule, hasBias } from './mha-config.mjs';
 import { checkFloat32, checkKnownKeys, given } from './shapes.mjs';
 
 export const PROJECTIONS = [['wq', 'bq'], ['wk', 'bk'], ['wv', 'bv'], ['wo', 'bo']];
 
+// Each projection's [out, in] with the names of the two sizes, in PROJECTIONS order: with
+// q = numHeads·headDim (embedDim unless headDim was given) and kv = numKvHeads·headDim, wq
+// [q, embedDim], wk [kv, kdim], wv [kv, vdim], wo [embedDim, q].
+function projectionShapes({ embedDim: e, kdim, vdim, numHeads, numKvHeads, headDim }) {
+  const q = numHeads * headDim, kv = numKvHeads * headDim;
+  const qName = q === e ? 'embedDim' : 'numHeads·headDim';
+  return [[q, e, qName, 'embedDim'], [kv, kdim, 'numKvHeads·headDim', 'kdim'], [kv, vdim, 'numKvHeads·headDim', 'vdim'],
+    [e, q, 'embedDim', qName]];
+}
+
 // name → float count of every parameter the layer has.
 export function weightSizes(config) {
-  const { embedDim: e, kdim, vdim, numKvHeads, headDim, bias } = config;
-  const kv = numKvHeads * headDim;
-  const sizes = { wq: e * e, wk: kv * kdim, wv: kv * vdim, wo: e * e };
-  if (bias) Object.assign(sizes, { bq: e, bk: kv, bv: kv, bo: e });
+  const sizes = {};
+  projectionShapes(config).forEach(([rows, cols], i) => { sizes[PROJECTIONS[i][0]] = rows * cols; });
+  projectionShapes(config).forEach(([rows], i) => {
+    const [w, b] = PROJECTIONS[i];
+    if (hasBias(config, w[1])) sizes[b] = rows;
+  });
   if (config.sinks) sizes.sinks = config.numHeads;
   return sizes;
 }
@@ -39,22 +53,17 @@ export function checkArrays(fn, label, object, sizes, needs, unit = 'values') {
 // into new buffers), so on failure the old weights stay.
 export function writeWeights(M, arena, core, config, weights) {
   const fn = 'MultiHeadAttention.setWeights';
-  const { embedDim: e, kdim, vdim, numKvHeads, headDim, bias } = config;
-  const kv = numKvHeads * headDim;
   checkKnownKeys(fn, weights, [...PROJECTIONS.flat(), 'sinks'], 'weights', ' with wq, wk, wv and wo');
-  const shapes = {
-    wq: [e, e, 'embedDim', 'embedDim'], wk: [kv, kdim, 'numKvHeads·headDim', 'kdim'],
-    wv: [kv, vdim, 'numKvHeads·headDim', 'vdim'], wo: [e, e, 'embedDim', 'embedDim'],
-  };
-  for (const [w, b] of PROJECTIONS) {
-    const [rows, cols, rowName, colName] = shapes[w];
+  const shapes = projectionShapes(config);
+  for (const [i, [w, b]] of PROJECTIONS.entries()) {
+    const [rows, cols, rowName, colName] = shapes[i];
     if (!given(weights[w])) throw new TypeError(`${fn}: weights.${w} is required (a Float32Array [${rowName} ${rows} × ${colName} ${cols}])`);
     checkFloat32(`weights.${w}`, weights[w], rows * cols, `${rowName} ${rows} × ${colName} ${cols}`, fn);
-    if (bias) {
-      if (!given(weights[b])) throw new TypeError(`${fn}: weights.${b} is required (a Float32Array [${rows}]), since the layer has bias: true`);
+    if (hasBias(config, w[1])) {
+      if (!given(weights[b])) throw new TypeError(`${fn}: weights.${b} is required (a Float32Array [${rows}]), since the layer has ${biasRule(config, w[1])}`);
       checkFloat32(`weights.${b}`, weights[b], rows, `${rowName} ${rows}`, fn);
     } else if (given(weights[b])) {
-      throw new TypeError(`${fn}: weights.${b} was given, but the layer was created with bias: false`);
+      throw new TypeError(`${fn}: weights.${b} was given, but the layer was created with ${biasRule(config, w[1])}`);
     }
   }
   const { sinks: hasSinks, numHeads } = config;

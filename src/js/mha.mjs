@@ -3,17 +3,19 @@
 // methods, each handing over to the module that does the job: the config (mha-config.mjs), the
 // weights (mha-weights.mjs), forward's arguments (mha-forward.mjs), the training tape and
 // backward (mha-training.mjs), the optimizer steps and state (mha-optimizer.mjs). Its KV caches
-// are the library's KVCache (kvcache.mjs). Tensors are staged through the library's heap arena.
-import { conflictName, layerCacheError } from './cache-rule.mjs';
+// are the library's KVCache (kvcache.mjs): a self-attention cache (createCache) or a
+// cross-attention cache (createCrossCache). Tensors are staged through the library's heap arena.
+import { conflictName, layerCacheError, staleCacheError } from './cache-rule.mjs';
 import { coreConfig, float16OverflowError, resolveStorage } from './kvcache.mjs';
 import { configureCore, resolveConfig } from './mha-config.mjs';
 import { forwardArgs, planForward } from './mha-forward.mjs';
 import { Optimizer } from './mha-optimizer.mjs';
 import { TrainingTape } from './mha-training.mjs';
 import { readWeights, writeWeights } from './mha-weights.mjs';
-import { checkKnownKeys, dim, given } from './shapes.mjs';
+import { checkFloat32, checkKnownKeys, describe, dim, given, kindOf } from './shapes.mjs';
 
 const CACHE_OPTIONS = ['batch', 'maxSeq', 'dtype', 'window'];
+const CROSS_CACHE_OPTIONS = ['batch', 'seqK', 'dtype'];
 
 // `registry` frees the wasm memory of layers dropped without dispose(); KVCache and newCache come
 // from makeKVCacheClass (kvcache.mjs), shared with lib.createKVCache().
@@ -23,6 +25,13 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
     #ready = false;      // setWeights() was called
     #tape = new TrainingTape(M, arena);
     #optimizer;
+    // The weights' version (every change counts) and, for each cache this layer made, the version
+    // its keys and values were projected with (a cache whose positions came from other weights is
+    // refused); the caches createCrossCache() made.
+    #weightsVersion = 0;
+    #lastChange = '';
+    #cacheVersions = new WeakMap();
+    #crossCaches = new WeakSet();
 
     constructor(config) {
       const { config: c, windowSides } = resolveConfig(config);
@@ -45,7 +54,7 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
     setWeights(weights) {
       writeWeights(M, arena, this.#live('setWeights'), this.config, weights);
       this.#ready = true;
-      this.#tape.weightsChanged('setWeights');
+      this.#weightsChanged('setWeights');
     }
 
     /**
@@ -70,7 +79,7 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
      */
     setOptimizerState(state) {
       this.#optimizer.setState(this.#withWeights('setOptimizerState'), state);
-      this.#tape.weightsChanged('setOptimizerState');
+      this.#weightsChanged('setOptimizerState');
     }
 
     /**
@@ -80,13 +89,13 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
     forward(query, key = null, value = null, options = {}) {
       const fn = 'MultiHeadAttention.forward';
       const core = this.#withWeights('forward');
-      const plan = planForward(this.config, (cache) => KVCache.coreFor(cache, fn, { owner: this, name: 'options.cache' }),
-        query, key, value, options);
-      const { cacheCore, train, weightsOut, out, outCount } = plan;
-      return arena.call(fn, plan.inputs, plan.outputs, (call) => {
+      const plan = planForward(this.config, (cache) => this.#cacheOf(cache, fn), query, key, value, options);
+      const { cacheCore, cross, train, weightsOut, out, outCount } = plan;
+      const result = arena.call(fn, plan.inputs, plan.outputs, (call) => {
         const args = forwardArgs(M, call, plan);
         let error;
         if (train) error = this.#tape.forward(core, args, plan);
+        else if (cross) error = core.forwardCross(args, cacheCore);
         else error = cacheCore ? core.forwardCached(args, cacheCore) : core.forward(args);
         if (error && cacheCore && /beyond float16's range/.test(error)) {
           throw float16OverflowError(fn, cacheCore, plan.seqTotal - plan.seqQ, (o) => `the projected ${o.key ? 'key' : 'value'}`);
@@ -95,6 +104,8 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
         if (weightsOut) call.copyOut('weights', weightsOut);
         return call.copyOut('out', out ?? new Float32Array(outCount));
       });
+      if (cacheCore && !cross) this.#cacheVersions.set(options.cache, this.#weightsVersion);
+      return result;
     }
 
     /**
@@ -110,13 +121,13 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
     /** Plain gradient descent on the weights in wasm memory: w −= lr · grad. */
     sgdStep(grads, options) {
       this.#optimizer.sgdStep(this.#live('sgdStep'), grads, options);
-      this.#tape.weightsChanged('sgdStep');
+      this.#weightsChanged('sgdStep');
     }
 
     /** One Adam step on the weights in wasm memory (moments kept in the layer). */
     adamStep(grads, options) {
       this.#optimizer.adamStep(this.#live('adamStep'), grads, options);
-      this.#tape.weightsChanged('adamStep');
+      this.#weightsChanged('adamStep');
     }
 
     /**
@@ -140,6 +151,60 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
       return newCache(fn, sizes, this);
     }
 
+    /**
+     * A cross-attention cache (the decoders of Whisper, T5, BART; Hugging Face's
+     * EncoderDecoderCache.cross_attention_cache): key `[batch, seqK, kdim]` (the encoder's
+     * output) and value `[batch, seqK, vdim]` (default: the key) projected once by the layer's
+     * wk and wv (rotary: keys at 0 … seqK − 1) into a cache of exactly seqK positions, stored as
+     * `dtype`. `forward(query, null, null, { cache })` then attends to them — not causal unless
+     * asked, no positions appended — and equals `forward(query, key, value)` with the same options.
+     */
+    createCrossCache(key, value = null, options = {}) {
+      const fn = 'MultiHeadAttention.createCrossCache';
+      const core = this.#withWeights('createCrossCache');
+      checkKnownKeys(fn, options ?? {}, CROSS_CACHE_OPTIONS);
+      const opts = options ?? {};
+      const size = (name, fallback) => dim(opts, name, fallback, 'options', fn);
+      const batch = size('batch', 1);
+      const { kdim, vdim, numKvHeads: kvHeads, headDim, rotary } = this.config;
+      if (kindOf(key) !== 'Float32Array') {
+        throw new TypeError(`${fn}: key must be a Float32Array [batch, seqK, kdim] (the encoder's output), got ${describe(key)}`);
+      }
+      let seqK;
+      if (given(opts.seqK)) seqK = size('seqK');
+      else {
+        seqK = key.length / (batch * kdim);
+        if (!Number.isInteger(seqK) || seqK < 1) {
+          throw new RangeError(`${fn}: key has length ${key.length}, not a positive multiple of batch ${batch} × kdim ${kdim}`);
+        }
+      }
+      checkFloat32('key', key, batch * seqK * kdim, `batch ${batch} × seqK ${seqK} × kdim ${kdim}`, fn);
+      if (given(value)) checkFloat32('value', value, batch * seqK * vdim, `batch ${batch} × seqK ${seqK} × vdim ${vdim}`, fn);
+      else if (vdim !== kdim) throw new TypeError(`${fn}: value is required, since this layer's vdim (${vdim}) differs from its kdim (${kdim})`);
+      if (rotary?.maxPosition && seqK > rotary.maxPosition) {
+        throw new RangeError(`${fn}: rotary positions 0 … ${seqK - 1} (the keys) are outside the rotary tables [0, ${rotary.maxPosition}) ` +
+          '(config.rotary.cos and sin [maxPosition, rotaryDim/2]); give longer tables');
+      }
+      const { dtype } = resolveStorage(fn, { dtype: opts.dtype }, seqK);
+      const cache = newCache(fn, { batch, kvHeads, headDim, valueDim: headDim, maxSeq: seqK, dtype, window: 0 }, this);
+      try {
+        const cacheCore = KVCache.coreFor(cache, fn, { owner: this });
+        arena.call(fn, { key, value: value ?? undefined }, {}, (call) => {
+          const error = core.fillCrossCache(cacheCore, call.address('key'), call.address('value'), batch, seqK, call.budget);
+          if (error && /beyond float16's range/.test(error)) {
+            throw float16OverflowError(fn, cacheCore, 0, (o) => `the projected ${o.key ? 'key' : 'value'}`);
+          }
+          if (error) throw call.error(error);
+        });
+      } catch (error) {
+        cache.dispose();
+        throw error;
+      }
+      this.#crossCaches.add(cache);
+      this.#cacheVersions.set(cache, this.#weightsVersion);
+      return cache;
+    }
+
     /** Frees the layer's wasm memory (its packed weights). Harmless to call twice. */
     dispose() {
       if (!this.#core) return;
@@ -151,6 +216,23 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
     }
 
     get disposed() { return this.#core === null; }
+
+    // `{ core, cross }` of a cache this layer made (`fn` names the method in errors), unless its
+    // keys and values were projected with weights the layer no longer has.
+    #cacheOf(cache, fn) {
+      const core = KVCache.coreFor(cache, fn, { owner: this, name: 'options.cache' });
+      const cross = this.#crossCaches.has(cache);
+      const version = this.#cacheVersions.get(cache);
+      if (version !== undefined && version !== this.#weightsVersion && core.length() > 0) throw staleCacheError(fn, cross, this.#lastChange);
+      return { core, cross };
+    }
+
+    // Called by everything that changes the weights (`by` names it).
+    #weightsChanged(by) {
+      this.#weightsVersion++;
+      this.#lastChange = by;
+      this.#tape.weightsChanged(by);
+    }
 
     // The C++ core of a layer not yet disposed.
     #live(what) {

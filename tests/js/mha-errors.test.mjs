@@ -81,7 +81,7 @@ function cases() {
     ['forward', f({ keyPaddingMask: new Uint8Array(2) }), RangeError, 'options.keyPaddingMask has length 2, expected 1 (batch 1 × seqK 1)'],
     ['forward', f({ out: new Float32Array(7) }), RangeError, 'options.out has length 7, expected 8 (batch 1 × seqQ 1 × embedDim 8)'],
     ['forward', f({ out: new Float64Array(8) }), TypeError, 'options.out must be a Float32Array, got Float64Array(8)'],
-    ['forward', f({ weightsOut: new Float32Array(1) }), RangeError, 'options.weightsOut has length 1, expected 2 (batch 1 × numHeads 2 × seqQ 1 × seqK 1)'],
+    ['forward', f({ weightsOut: new Float32Array(1) }), RangeError, 'options.weightsOut has length 1, expected 2 (batch 1 × numHeads 2 × seqQ 1 × seqK 1), per head (averageAttnWeights: true for their mean)'],
     // forward: rotary positions
     ['forward', f({ positions: Int32Array.of(0) }), TypeError, 'options.positions are rotary positions, but this layer has no config.rotary'],
     ['forward', f({ positions: [0] }, null, null, x, rotary), TypeError, 'options.positions must be an Int32Array ([seqQ] or [batch, seqQ]), got Array(1)'],

@@ -221,9 +221,9 @@ describe('errors', () => {
   test('config', () => {
     throwsFrom(() => new lib.MultiHeadAttention(), TypeError, /^MultiHeadAttention: config must be an object with at least embedDim and numHeads, got undefined$/);
     throwsFrom(() => new lib.MultiHeadAttention({ embedDim: 8 }), TypeError, /^MultiHeadAttention: config\.numHeads is required \(a positive integer\)$/);
-    throwsFrom(() => new lib.MultiHeadAttention({ embedDim: 10, numHeads: 3 }), RangeError, /^MultiHeadAttention: config\.embedDim \(10\) must be a multiple of config\.numHeads \(3\)$/);
+    throwsFrom(() => new lib.MultiHeadAttention({ embedDim: 10, numHeads: 3 }), RangeError, /^MultiHeadAttention: config\.embedDim \(10\) must be a multiple of config\.numHeads \(3\), or config\.headDim given/);
     throwsFrom(() => new lib.MultiHeadAttention({ embedDim: 12, numHeads: 4, numKvHeads: 3 }), RangeError, /^MultiHeadAttention: config\.numHeads \(4\) must be a multiple of config\.numKvHeads \(3\)$/);
-    throwsFrom(() => new lib.MultiHeadAttention({ embedDim: 8, numHeads: 2, bias: 1 }), TypeError, /^MultiHeadAttention: config\.bias must be a boolean, got number 1$/);
+    throwsFrom(() => new lib.MultiHeadAttention({ embedDim: 8, numHeads: 2, bias: 1 }), TypeError, /^MultiHeadAttention: config\.bias must be a boolean or \{ q, k, v, o \} \(booleans, default true\), got number 1$/);
     throwsFrom(() => new lib.MultiHeadAttention({ embedDim: 8, numHeads: 2, kDim: 4 }), TypeError, /^MultiHeadAttention: unknown config key 'kDim' \(known keys: embedDim, numHeads/);
     throwsFrom(() => new lib.MultiHeadAttention({ embedDim: 8, numHeads: 0 }), RangeError, /^MultiHeadAttention: config\.numHeads must be a positive integer, got 0$/);
   });
@@ -260,7 +260,7 @@ describe('errors', () => {
     throwsFrom(() => mha.forward(xq, xk, null, { keyPaddingMask: new Float32Array(3) }), TypeError, /^MultiHeadAttention\.forward: options\.keyPaddingMask must be a Uint8Array \(1 = padding, ignored\), got Float32Array\(3\)$/);
     throwsFrom(() => mha.forward(xq, xk, null, { keyPaddingMask: new Uint8Array(2) }), RangeError, /^MultiHeadAttention\.forward: options\.keyPaddingMask has length 2, expected 3 \(batch 1 × seqK 3\)$/);
     throwsFrom(() => mha.forward(xq, xk, null, { out: new Float32Array(3) }), RangeError, /^MultiHeadAttention\.forward: options\.out has length 3, expected 16/);
-    throwsFrom(() => mha.forward(xq, xk, null, { weightsOut: new Float32Array(3) }), RangeError, /^MultiHeadAttention\.forward: options\.weightsOut has length 3, expected 12 \(batch 1 × numHeads 2 × seqQ 2 × seqK 3\)$/);
+    throwsFrom(() => mha.forward(xq, xk, null, { weightsOut: new Float32Array(3) }), RangeError, /^MultiHeadAttention\.forward: options\.weightsOut has length 3, expected 12 \(batch 1 × numHeads 2 × seqQ 2 × seqK 3\), per head \(averageAttnWeights: true for their mean\)$/);
     throwsFrom(() => mha.forward(xq, xk, null, { causl: true }), TypeError, /^MultiHeadAttention\.forward: unknown option 'causl'/);
     assert.ok(mha.forward(xq, xk).every(Number.isFinite), 'still works after errors');
     mha.dispose();

@@ -120,22 +120,26 @@ export function referenceLinear(x, rows, inF, w, b, outF) {
 }
 
 // torch.nn.MultiheadAttention (batch_first) with separate q/k/v weights and optional grouped
-// K/V heads, plus the layer's variants (config.rotary, window, softcap, alibi as slopes, and
-// weights.sinks). `weights` holds wq, wk, wv, wo and (optionally) bq, bk, bv, bo, sinks. Masks follow the
-// library's conventions (keyPaddingMask: 1 = ignore). Returns { out, weights }.
+// K/V heads, as wide as current models (config.headDim: Q and the attention output have numHeads ·
+// headDim features; config.scale; a projection's bias when `weights` has it), plus the layer's
+// variants (config.rotary, window, softcap, alibi as slopes, and weights.sinks). `weights` holds
+// wq, wk, wv, wo and (optionally) bq, bk, bv, bo, sinks. Masks follow the library's conventions
+// (keyPaddingMask: 1 = ignore). Returns { out, weights }: weights per head [batch, heads, seqQ,
+// seqK], or with opts.averageAttnWeights their mean over the heads [batch, seqQ, seqK].
 export function referenceMha(config, weights, query, key, value, opts = {}) {
   const { embedDim: e, numHeads: h } = config;
   const numKvHeads = config.numKvHeads ?? h;
   const kdim = config.kdim ?? e;
   const vdim = config.vdim ?? e;
-  const hd = e / h;
+  const hd = config.headDim ?? e / h;
+  const qf = h * hd;
   const kv = numKvHeads * hd;
   const batch = opts.batch ?? 1;
   const seqQ = query.length / (batch * e);
   const k = key ?? query;
   const v = value ?? k;
   const seqK = k.length / (batch * (key ? kdim : e));
-  let q = referenceLinear(query, batch * seqQ, e, weights.wq, weights.bq, e);
+  let q = referenceLinear(query, batch * seqQ, e, weights.wq, weights.bq, qf);
   let kp = referenceLinear(k, batch * seqK, key ? kdim : e, weights.wk, weights.bk, kv);
   const vp = referenceLinear(v, batch * seqK, value ? vdim : key ? kdim : e, weights.wv, weights.bv, kv);
   // config.rotary: Q and K rotated after projection; keys at positions 0… (or opts.keyOffset, a
@@ -172,9 +176,19 @@ export function referenceMha(config, weights, query, key, value, opts = {}) {
   }
   const a = referenceAttention(q, kp, vp, {
     batch, heads: h, kvHeads: numKvHeads, seqQ, seqK, headDim: hd, layout: 'bshd', causal: opts.causal, mask,
-    window: config.window, softcap: config.softcap, alibiSlopes: config.alibi, sinks: weights.sinks,
+    window: config.window, softcap: config.softcap, alibiSlopes: config.alibi, sinks: weights.sinks, scale: config.scale,
   });
-  return { out: referenceLinear(a.out, batch * seqQ, e, weights.wo, weights.bo, e), weights: a.weights };
+  let attnWeights = a.weights;
+  if (opts.averageAttnWeights) {
+    const plane = seqQ * seqK;
+    attnWeights = new Float64Array(batch * plane);
+    for (let b = 0; b < batch; b++) {
+      for (let hh = 0; hh < h; hh++) {
+        for (let j = 0; j < plane; j++) attnWeights[b * plane + j] += a.weights[(b * h + hh) * plane + j] / h;
+      }
+    }
+  }
+  return { out: referenceLinear(a.out, batch * seqQ, qf, weights.wo, weights.bo, e), weights: attnWeights };
 }
 
 // Gradients of L = Σ out ⊙ dOut with respect to query, key, value (and sinks), in double

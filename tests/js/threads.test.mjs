@@ -130,6 +130,29 @@ test('threaded results are bit-identical to single-threaded ones', () => {
   layers.forEach((m) => m.dispose());
 });
 
+test('a wide layer (headDim, scale, a bias on some projections) trains, decodes and cross-attends bit-identically on 1 and 2 threads', () => {
+  const config = { embedDim: 40, numHeads: 4, numKvHeads: 2, headDim: 24, kdim: 12, vdim: 12, scale: 1, bias: { k: false, o: false },
+    rotary: { rotaryDim: 8 } };
+  const r = rng(6);
+  const weights = { wq: randomTensor(96 * 40, r, 0.1), wk: randomTensor(48 * 12, r, 0.1), wv: randomTensor(48 * 12, r, 0.1),
+    wo: randomTensor(40 * 96, r, 0.1), bq: randomTensor(96, r), bv: randomTensor(48, r) };
+  const x = randomTensor(2 * 30 * 40, r), enc = randomTensor(2 * 50 * 12, r), dOut = randomTensor(x.length, r);
+  const [a, b] = [single, threaded].map((lib) => {
+    const m = new lib.MultiHeadAttention(config);
+    m.setWeights(weights);
+    const weightsOut = new Float32Array(2 * 30 * 50);
+    const crossOut = m.forward(x, enc, null, { batch: 2, train: true, weightsOut, averageAttnWeights: true });
+    const grads = m.backward(dOut);
+    const cache = m.createCrossCache(enc, null, { batch: 2, dtype: 'bfloat16' });
+    const steps = [0, 1, 2].map((t) => m.forward(x.subarray(t * 80, (t + 1) * 80), null, null, { batch: 2, cache }));
+    cache.dispose();
+    m.dispose();
+    return [...crossOut, ...weightsOut, ...grads.dQuery, ...grads.dKey, ...Object.values(grads.weights).flatMap((g) => [...g]),
+      ...steps.flatMap((s) => [...s])];
+  });
+  assert.ok(a.every((v, i) => Object.is(v, b[i])));
+});
+
 // Decode steps over a cache in each dtype: split over kv heads, and over chunks of keys when
 // there is one kv head (MQA), the same split whatever the threads.
 test('decode steps over a cache are bit-identical with 1 and 2 threads, each dtype, split keys included', () => {

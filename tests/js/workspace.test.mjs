@@ -2,7 +2,7 @@
 // arguments and passes the bytes wasm32 has left (the call's budget); the C++ entry sizes what it
 // will allocate (the code that allocates it does: attention_workspace_bytes,
 // linear_workspace_bytes, rotary_workspace_bytes, the layer's forward_workspace_bytes (a training forward's tape too),
-// backward_workspace_bytes, set_weights_bytes, rotary_tables_bytes, alibi_bytes,
+// fill_cross_cache_bytes, backward_workspace_bytes, set_weights_bytes, rotary_tables_bytes, alibi_bytes,
 // adam_step_bytes, set_adam_state_bytes) and, past the budget, returns the bytes it needs before allocating anything, which JS turns into a RangeError naming the
 // function and the MiB. Here each entry is run on a module of our own with the budget JS passes
 // checked and then cut (a wrapper around the entry), and two calls whose workspaces cannot fit
@@ -152,6 +152,35 @@ test("the layer's forward (plain, training, over a cache): the entry checks what
     checkBudget({ fn, target: core, name: 'forwardCached', where: IN_CALL, staged, call: cached });
   } finally {
     cache.dispose();
+    layer.dispose();
+  }
+});
+
+test("the layer's cross-attention cache: its fill and the forwards over it check what they allocate against the budget", () => {
+  const [e, heads, batch, seqK] = [8, 2, 2, 5];
+  // Wide: 2 heads of 6 (12 features of Q against 8); the value is the key (vdim = kdim = 3).
+  const config = { embedDim: e, numHeads: heads, headDim: 6, kdim: 3, vdim: 3, bias: { k: false } };
+  const layer = new lib.MultiHeadAttention(config);
+  try {
+    const random = rng(6);
+    layer.setWeights({ wq: randomTensor(12 * e, random), wk: randomTensor(12 * 3, random), wv: randomTensor(12 * 3, random),
+      wo: randomTensor(e * 12, random), bq: randomTensor(12, random), bv: randomTensor(12, random), bo: randomTensor(e, random) });
+    const encoder = randomTensor(batch * seqK * 3, random);
+    const core = M.MultiHeadAttentionCore.prototype;
+    const fill = checkBudget({ fn: 'MultiHeadAttention.createCrossCache', target: core, name: 'fillCrossCache', where: LAST,
+      staged: alignUp(encoder.byteLength), call: () => layer.createCrossCache(encoder, null, { batch }).dispose() });
+    // At least the projected K and V: 2 × batch · seqK · numKvHeads · headDim floats.
+    assert.ok(fill >= 4 * 2 * batch * seqK * 12, `${fill} bytes`);
+    const cache = layer.createCrossCache(encoder, null, { batch });
+    const x = randomTensor(batch * e, random);
+    const weightsOut = new Float32Array(batch * seqK);
+    const forward = checkBudget({ fn: 'MultiHeadAttention.forward', target: core, name: 'forwardCross', where: IN_CALL,
+      staged: 2 * alignUp(x.byteLength) + alignUp(weightsOut.byteLength),
+      call: () => layer.forward(x, null, null, { cache, weightsOut, averageAttnWeights: true }) });
+    // Q, the attention output and the per-head weights to average; no K or V is projected.
+    assert.ok(forward >= 4 * (2 * batch * 12 + batch * heads * seqK), `${forward} bytes`);
+    cache.dispose();
+  } finally {
     layer.dispose();
   }
 });

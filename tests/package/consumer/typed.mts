@@ -93,5 +93,21 @@ console.log(dtype);
 bf16.dispose();
 // @ts-expect-error dtype is one of four
 lib.createKVCache({ kvHeads: 1, headDim: 4, maxSeq: 4, dtype: 'float8' });
+// A wide layer (Whisper's cross-attention: a head size of its own, no k bias) decoding over a cross-attention cache.
+const whisper = new lib.MultiHeadAttention({ embedDim: 8, numHeads: 2, headDim: 3, kdim: 4, vdim: 4, bias: { k: false }, scale: 1 });
+whisper.setWeights({ wq: new Float32Array(6 * 8), wk: new Float32Array(6 * 4), wv: new Float32Array(6 * 4), wo: new Float32Array(8 * 6),
+  bq: new Float32Array(6), bv: new Float32Array(6), bo: new Float32Array(8) });
+const crossCache = whisper.createCrossCache(new Float32Array(5 * 4), null, { dtype: 'float16' });
+const meanWeights = new Float32Array(5);
+whisper.forward(q, null, null, { cache: crossCache, weightsOut: meanWeights, averageAttnWeights: true });
+const biases: boolean | Readonly<{ q: boolean; k: boolean; v: boolean; o: boolean }> = whisper.config.bias;
+const scale: number = whisper.config.scale;
+console.log(biases, scale, crossCache.length);
+crossCache.dispose();
+whisper.dispose();
+// @ts-expect-error the projections are q, k, v and o
+new lib.MultiHeadAttention({ embedDim: 8, numHeads: 2, bias: { out: false } });
+// @ts-expect-error averageAttnWeights is a boolean
+mha.forward(q, null, null, { weightsOut: meanWeights, averageAttnWeights: 'mean' });
 // @ts-expect-error causal takes two alignment names
 lib.attention(q, q, q, { heads: 2, seqQ: 1, headDim: 4, causal: 'top-left' });

@@ -6,10 +6,9 @@
 //
 // Storage is [batch, kv_heads, slots, dim] for K (dim = head_dim) and V (dim = value_dim): the
 // rows of one kv head are contiguous, so a decode step streams each head's keys and values
-// sequentially. (Interleaving the heads, [batch, slots, kv_heads, dim], put each row of a head on
-// a page of its own once kv_heads · dim · bytes reached 4 KiB: a float32 decode step over
-// (32 heads, 4096 positions, 128 dims) took 2.7× the CPU time, with 8 kv heads 5×.) int8 scales
-// are [batch, kv_heads, slots]. Position j lives in slot j (linear) or j % max_seq (ring).
+// sequentially (interleaving the heads put each row of a head on a page of its own:
+// docs/performance.md, Design notes). int8 scales are [batch, kv_heads, slots]. Position j
+// lives in slot j (linear) or j % max_seq (ring).
 #pragma once
 
 #include <cstddef>

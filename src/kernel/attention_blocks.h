@@ -36,9 +36,9 @@ static_assert(kKeysPerBlock % kTileCols == 0, "key blocks hold whole panels");
 // a speculative verify: a few positions), packing K and V would cost more than it saves: the
 // few-rows path reads them in place, all rows of the kv head in one block.
 constexpr int kFewRows = 32;
-// Keys per block of the few-rows path: its rows' scores for them, then their softmax, then P·V
-// (the K then the V rows of a block read in order; alternating K and V every 64 keys streamed
-// 9 % slower). A block is two runs of kFewKeys / 2 keys read side by side (see KeyBlock in
+// Keys per block of the few-rows path: its rows' scores for them, then their softmax, then P·V,
+// so the K and then the V rows of a block are read in order (measured: docs/performance.md,
+// Design notes). A block is two runs of kFewKeys / 2 keys read side by side (see KeyBlock in
 // attention_forward.cpp).
 constexpr int kFewKeys = 512;
 // Few rows: keys per chunk of a split over keys (flash-decoding; see attention_forward.cpp).

@@ -3,15 +3,13 @@
 // speculative verify's few positions), where packing all of K and V into panels, as the blocked
 // path does, would cost more than it saves. attention_forward.cpp drives them block by block.
 //
-// Three facts of the machines this runs on shape them:
+// Three facts of the machines this runs on shape them (measured: docs/performance.md, Design notes):
 //   - Memory streams rows read whole, one after the other. Reading two or more adjacent K (or
 //     V) rows side by side — a tile of keys, or a tile of value columns across a block of keys —
-//     streamed at well under half the speed (134 MiB of 512-byte rows, native SSE: 24 GB/s one
-//     at a time, 9-11 GB/s two or more side by side). Rows far apart are separate streams:
-//     reading one row of each of two runs of keys at a time keeps two streams in flight.
+//     streamed at well under half the speed. Rows far apart are separate streams: reading one
+//     row of each of two runs of keys at a time keeps two streams in flight.
 //   - V8 issues every load of a loop iteration before its arithmetic: an iteration's loaded
-//     vectors and its accumulators must fit its 15 vector registers together, or they spill (8
-//     accumulators of one key spilled, and ran 1.3× slower than 4).
+//     vectors and its accumulators must fit its 15 vector registers together, or they spill.
 //   - V8 computes every wasm address it loads from (an add per pointer and step, and a stack
 //     check per iteration): a loop does best with few pointers and several vectors at constant
 //     offsets from each, which the layouts below give it.
@@ -238,7 +236,7 @@ inline __m128i score_keys_i8(const std::int16_t* qt, const std::int8_t* k, std::
 // s[j] = Σ q16·k_j as floats for `keys` int8 keys (k_row apart) and one packed query row. Where
 // four rows lie within 512 bytes (a cache's keys of up to 128 dims), 4 keys at a time: memory
 // still streams in order, a few lines ahead, and one transpose (score_keys_i8) replaces four
-// per-key reductions (15 % off a decode step over an int8 cache, 32 heads × 4096 keys × 128).
+// per-key reductions (docs/performance.md, Design notes).
 // Otherwise, and for the last keys, one at a time. The sums are the same either way.
 template <int LDP>
 void score_row_i8(const std::int16_t* qt, const std::int8_t* k, std::ptrdiff_t k_row, int keys, int n, float* s) {

@@ -21,8 +21,8 @@ using simd::vfloat;
 using simd::W;
 
 // 2 rows × 4 vectors = 8 independent accumulators, 4 vector loads and only 2 broadcasts per
-// step: broadcasts from memory are what V8's code spends most on. (Measured on
-// (1,12,512,512,64): 2×4 28 ms; 4×2 38 ms; 3×3 37 ms; 2×5 33 ms; unrolling by 2 40 ms.)
+// step: broadcasts from memory are what V8's code spends most on (the other shapes measured:
+// docs/performance.md, Design notes).
 constexpr int kTileRows = 2;
 constexpr int kTileVecs = 4;
 constexpr int kTileCols = kTileVecs * W;  // columns of a tile, and of a packed B panel

@@ -2,14 +2,14 @@
 // attention, the KV cache (and attention over it), linear, rotary, the multi-head layer, the
 // module itself. Each group keeps its call objects, its entries and their registration together.
 // The JS side (src/js/) validates every argument, copies the tensors into its heap arena and
-// passes their addresses here; these entries turn them into the core's parameter structs. Errors
-// come back as strings (empty = success), so no C++ exception ever has to cross into JS.
+// passes their addresses here; these entries turn them into the core's parameter structs. A call
+// answers undefined, or a CallError saying by kind why it failed, so no C++ exception ever has to
+// cross into JS and no JS reads a message to learn what happened.
 #include <emscripten/bind.h>
 #include <emscripten/heap.h>
+#include <emscripten/val.h>
 #include <malloc.h>
 
-#include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -24,39 +24,85 @@
 
 namespace {
 
-// ---- what every entry shares ----
+// ---- what every entry shares: addresses, and its answer ----
+
+using emscripten::val;
 
 template <class T>
 T* ptr(std::uintptr_t address) {
   return reinterpret_cast<T*>(address);
 }
 
-std::string message(const char* err) { return err ? err : ""; }
+// Where the value a float16 cache refused is (KVCache.append and the layer's forward say it).
+struct JsF16Overflow {
+  bool key = true;
+  int batch = 0, head = 0, row = 0, element = 0;
+  float value = 0.0f;
+};
+
+JsF16Overflow to_js(const attn::F16Overflow& o) { return {o.key, o.batch, o.head, o.row, o.element, o.value}; }
+
+// Why a call failed. The JS side words each kind (src/js/heap.mjs: coreError and a staged call's
+// error(); a float16 overflow its caller), and never reads the core's message to tell them apart.
+enum class Failure { invalid, out_of_memory, over_budget, float16_overflow };
+
+// What a call that failed answers; one that succeeded answers undefined (a value object crosses
+// field by field, microseconds a call, which every tiny call would pay).
+struct JsCallError {
+  Failure kind = Failure::invalid;
+  std::string message;     // the core's (invalid, out_of_memory, float16_overflow)
+  double bytes = 0;        // over_budget: what the call needs; out_of_memory: the allocation that failed
+  JsF16Overflow overflow;  // float16_overflow: where the refused value is
+};
+
+val failed(Failure kind, const char* message, double bytes = 0, const JsF16Overflow& overflow = {}) {
+  return val(JsCallError{kind, message, bytes, overflow});
+}
+
+// The answer to run(), a core call (nullptr or its message): out_of_memory when an allocation
+// failed while it ran (runtime/buffer.h counts them), float16_overflow when `cache` refused a
+// value, otherwise invalid.
+template <class Run>
+val answer(Run&& run, const attn::KvCache* cache = nullptr) {
+  const std::uint64_t failures = attn::g_failed_allocations;
+  const char* err = run();
+  if (!err) return val::undefined();
+  if (attn::g_failed_allocations != failures)
+    return failed(Failure::out_of_memory, err, static_cast<double>(attn::g_last_failed_allocation.load()));
+  if (cache && err == attn::kF16OverflowError)
+    return failed(Failure::float16_overflow, err, 0, to_js(cache->f16_overflow()));
+  return failed(Failure::invalid, err);
+}
 
 // The memory check of a call, in the same crossing as the call: JS passes the bytes wasm32 has
 // left once it has staged the call's arguments (`budget`), and an entry whose workspace (sized by
-// the code that allocates it) needs more returns this before allocating anything: kOverBudget,
-// which no message of the core contains, then the bytes needed. JS (call.error in
-// src/js/heap.mjs) turns it into the RangeError of its own memory check.
-constexpr char kOverBudget = '\x01';
-
-std::string over_budget(double needed) {
-  // The bytes as a whole decimal number (rounded up), written here: printf's formatting of a
-  // double would add 8 KB to the module.
-  auto bytes = static_cast<std::uint64_t>(std::min(std::ceil(needed), 0x1p63));
-  char digits[20];
-  int first = sizeof digits;
-  do {
-    digits[--first] = static_cast<char>('0' + bytes % 10);
-    bytes /= 10;
-  } while (bytes);
-  return kOverBudget + std::string(digits + first, digits + sizeof digits);
+// the code that allocates it: `needed`) exceeds them answers over_budget with those bytes, before
+// allocating anything. JS (a staged call's error() in src/js/heap.mjs) turns that into the
+// RangeError of its own memory check.
+template <class Run>
+val within_budget(double needed, double budget, Run&& run, const attn::KvCache* cache = nullptr) {
+  return needed > budget ? failed(Failure::over_budget, "", needed) : answer(run, cache);
 }
 
-// run()'s message, unless what it would allocate (`needed` bytes) exceeds `budget`.
-template <class Run>
-std::string within_budget(double needed, double budget, Run&& run) {
-  return needed > budget ? over_budget(needed) : message(run());
+EMSCRIPTEN_BINDINGS(answers) {
+  using namespace emscripten;
+  enum_<Failure>("Failure")
+      .value("invalid", Failure::invalid)
+      .value("outOfMemory", Failure::out_of_memory)
+      .value("overBudget", Failure::over_budget)
+      .value("float16Overflow", Failure::float16_overflow);
+  value_object<JsF16Overflow>("F16Overflow")
+      .field("key", &JsF16Overflow::key)
+      .field("batch", &JsF16Overflow::batch)
+      .field("head", &JsF16Overflow::head)
+      .field("row", &JsF16Overflow::row)
+      .field("element", &JsF16Overflow::element)
+      .field("value", &JsF16Overflow::value);
+  value_object<JsCallError>("CallError")
+      .field("kind", &JsCallError::kind)
+      .field("message", &JsCallError::message)
+      .field("bytes", &JsCallError::bytes)
+      .field("overflow", &JsCallError::overflow);
 }
 
 // ---- attention: lib.attention, attentionWeights, attentionBackward (src/js/api.mjs) ----
@@ -78,7 +124,7 @@ struct JsAttentionCall {
   float softcap = 0.0f;
   std::uintptr_t alibi = 0, sinks = 0;  // alibi [heads] or [batch, heads] (alibiBatchStride 0 or heads)
   int alibiBatchStride = 0;
-  double budget = std::numeric_limits<double>::infinity();  // bytes the workspace may take (over_budget)
+  double budget = std::numeric_limits<double>::infinity();  // bytes the workspace may take (within_budget)
 };
 
 // What the backward pass adds to its forward call: dL/d(out) in, the gradients out (the layouts
@@ -127,13 +173,13 @@ attn::AttentionParams to_params(const JsAttentionCall& c) {
 }
 
 // The forward kernel on p, unless its workspace exceeds `budget`.
-std::string attend(const attn::AttentionParams& p, double budget) {
+val attend(const attn::AttentionParams& p, double budget) {
   return within_budget(attn::attention_workspace_bytes(p), budget, [&] { return attn::attention(p); });
 }
 
-std::string run_attention(const JsAttentionCall& c) { return attend(to_params(c), c.budget); }
+val run_attention(const JsAttentionCall& c) { return attend(to_params(c), c.budget); }
 
-std::string run_attention_backward(const JsAttentionCall& c, const JsAttentionGrads& d) {
+val run_attention_backward(const JsAttentionCall& c, const JsAttentionGrads& d) {
   const attn::AttentionParams p = to_params(c);
   attn::AttentionGrads g;
   g.d_out = ptr<const float>(d.dOut);
@@ -254,31 +300,23 @@ JsCacheCheck to_js(const attn::CacheCheck& c) {
   return {c.conflict, static_cast<double>(c.call), static_cast<double>(c.cache)};
 }
 
-// Where the value a float16 cache refused is (KVCache.append and the layer's forward say it).
-struct JsF16Overflow {
-  bool key = true;
-  int batch = 0, head = 0, row = 0, element = 0;
-  float value = 0.0f;
-};
-
-std::string cache_allocate(attn::KvCache& cache, const JsKvCacheConfig& c) {
-  return message(cache.allocate(to_cache_config(c)));
+val cache_allocate(attn::KvCache& cache, const JsKvCacheConfig& c) {
+  return answer([&] { return cache.allocate(to_cache_config(c)); });
 }
 
 // key and value: [batch, kvHeads, seq, dim] or, with bshd, [batch, seq, kvHeads, dim].
-std::string cache_append(attn::KvCache& cache, std::uintptr_t key, std::uintptr_t value, int seq, bool bshd) {
+val cache_append(attn::KvCache& cache, std::uintptr_t key, std::uintptr_t value, int seq, bool bshd) {
   const attn::KvCacheConfig& c = cache.config();
   const auto dense = bshd ? attn::dense_bshd : attn::dense_bhsd;
-  return message(cache.append(ptr<const float>(key), dense(c.kv_heads, seq, c.head_dim), ptr<const float>(value),
-                              dense(c.kv_heads, seq, c.value_dim), seq));
+  const float *k = ptr<const float>(key), *v = ptr<const float>(value);
+  return answer(
+      [&] { return cache.append(k, dense(c.kv_heads, seq, c.head_dim), v, dense(c.kv_heads, seq, c.value_dim), seq); },
+      &cache);
 }
 
-JsF16Overflow cache_f16_overflow(const attn::KvCache& cache) {
-  const attn::F16Overflow& o = cache.f16_overflow();
-  return {o.key, o.batch, o.head, o.row, o.element, o.value};
+val cache_truncate(attn::KvCache& cache, int n) {
+  return answer([&] { return cache.truncate(n); });
 }
-
-std::string cache_truncate(attn::KvCache& cache, int n) { return message(cache.truncate(n)); }
 double cache_bytes(const attn::KvCache& cache) { return static_cast<double>(cache.bytes()); }
 // Where its keys start in wasm memory (tests check caches placed past 2 GiB).
 double cache_address(const attn::KvCache& cache) { return static_cast<double>(cache.key_address()); }
@@ -302,10 +340,10 @@ JsCacheCheck cache_check(const attn::KvCache& cache, const JsCacheCall& c) {
 
 // attention() over a cache: the call's query, outputs, masks and variants; K, V from the cache,
 // the score rule the call's own once resolve() has checked it against the cache.
-std::string run_attention_cached(const JsAttentionCall& c, const attn::KvCache& cache) {
+val run_attention_cached(const JsAttentionCall& c, const attn::KvCache& cache) {
   attn::AttentionParams p = to_params(c);
   const attn::CacheCheck check = attn::resolve(attn::cache_call(p), cache, p);
-  if (!check.ok()) return attn::message(check);
+  if (!check.ok()) return failed(Failure::invalid, attn::message(check));  // JS checks it before staging
   return attend(p, c.budget);  // sized with the keys where the cache has them
 }
 
@@ -360,13 +398,6 @@ EMSCRIPTEN_BINDINGS(kv_cache) {
       .field("conflict", &JsCacheCheck::conflict)
       .field("call", &JsCacheCheck::call)
       .field("cache", &JsCacheCheck::cache);
-  value_object<JsF16Overflow>("F16Overflow")
-      .field("key", &JsF16Overflow::key)
-      .field("batch", &JsF16Overflow::batch)
-      .field("head", &JsF16Overflow::head)
-      .field("row", &JsF16Overflow::row)
-      .field("element", &JsF16Overflow::element)
-      .field("value", &JsF16Overflow::value);
 
   function("cacheBytes", &cache_bytes_for);
   class_<attn::KvCache>("KvCacheCore")
@@ -380,15 +411,14 @@ EMSCRIPTEN_BINDINGS(kv_cache) {
       .function("room", &attn::KvCache::room)
       .function("bytes", &cache_bytes)
       .function("address", &cache_address)
-      .function("check", &cache_check)
-      .function("f16Overflow", &cache_f16_overflow);
+      .function("check", &cache_check);
   function("attentionCached", &run_attention_cached);
 }
 
 // ---- linear: lib.linear (src/js/api.mjs) ----
 
-std::string run_linear(std::uintptr_t x, std::uintptr_t w, std::uintptr_t b, std::uintptr_t y, int rows,
-                       int in_features, int out_features, double budget) {
+val run_linear(std::uintptr_t x, std::uintptr_t w, std::uintptr_t b, std::uintptr_t y, int rows, int in_features,
+               int out_features, double budget) {
   return within_budget(attn::linear_workspace_bytes(rows, in_features, out_features), budget, [&] {
     return attn::linear(ptr<const float>(x), ptr<const float>(w), ptr<const float>(b), ptr<float>(y), rows, in_features,
                         out_features);
@@ -409,7 +439,7 @@ struct JsRotaryCall {
   double budget = 0;  // bytes the kernel may allocate (its tables), as in AttentionCall
 };
 
-std::string run_rotary(const JsRotaryCall& c) {
+val run_rotary(const JsRotaryCall& c) {
   attn::RotaryParams p;
   p.in = p.out = ptr<float>(c.x);
   p.batch = c.batch;
@@ -478,7 +508,7 @@ struct JsMhaCall {
   attn::Align align = attn::Align::lower_right;
   std::uintptr_t positions = 0;  // rotary positions, int32 [seqQ] or [batch, seqQ]
   int positionsBatchStride = 0;
-  double budget = std::numeric_limits<double>::infinity();  // bytes the forward may take (over_budget)
+  double budget = std::numeric_limits<double>::infinity();  // bytes the forward may take (within_budget)
 };
 
 // The four projections' arrays and the sinks in setWeights layout (src/js/mha-weights.mjs): the
@@ -543,7 +573,7 @@ attn::MhaGrads to_grads(const JsProjectionArrays& weights, const JsMhaGrads& d =
   return g;
 }
 
-std::string mha_configure(attn::MultiHeadAttention& m, const JsMhaConfig& c) {
+val mha_configure(attn::MultiHeadAttention& m, const JsMhaConfig& c) {
   attn::MhaConfig config{c.embedDim, c.numHeads, c.numKvHeads,
                          c.kdim,     c.vdim,     attn::Biases(c.biasQ, c.biasK, c.biasV, c.biasO)};
   config.head_dim = c.headDim;
@@ -555,51 +585,50 @@ std::string mha_configure(attn::MultiHeadAttention& m, const JsMhaConfig& c) {
   config.window_right = c.windowRight;
   config.softcap = c.softcap;
   config.sinks = c.sinks;
-  return message(m.configure(config));
+  return answer([&] { return m.configure(config); });
 }
 
-std::string mha_set_rotary_tables(attn::MultiHeadAttention& m, std::uintptr_t cos, std::uintptr_t sin, int positions,
-                                  double budget) {
+val mha_set_rotary_tables(attn::MultiHeadAttention& m, std::uintptr_t cos, std::uintptr_t sin, int positions,
+                          double budget) {
   const float *c = ptr<const float>(cos), *s = ptr<const float>(sin);
   return within_budget(m.rotary_tables_bytes(c, s, positions), budget,
                        [&] { return m.set_rotary_tables(c, s, positions); });
 }
 
-std::string mha_set_alibi(attn::MultiHeadAttention& m, std::uintptr_t slopes, double budget) {
+val mha_set_alibi(attn::MultiHeadAttention& m, std::uintptr_t slopes, double budget) {
   const float* a = ptr<const float>(slopes);
   return within_budget(m.alibi_bytes(a), budget, [&] { return m.set_alibi(a); });
 }
 
-std::string mha_set_weights(attn::MultiHeadAttention& m, const JsProjectionArrays& weights, double budget) {
+val mha_set_weights(attn::MultiHeadAttention& m, const JsProjectionArrays& weights, double budget) {
   return within_budget(m.set_weights_bytes(), budget, [&] { return m.set_weights(to_arrays(weights)); });
 }
 
-std::string mha_get_weight(const attn::MultiHeadAttention& m, attn::Projection which, std::uintptr_t w,
-                           std::uintptr_t b) {
-  return message(m.get_weight(which, ptr<float>(w), ptr<float>(b)));
+val mha_get_weight(const attn::MultiHeadAttention& m, attn::Projection which, std::uintptr_t w, std::uintptr_t b) {
+  return answer([&] { return m.get_weight(which, ptr<float>(w), ptr<float>(b)); });
 }
 
-std::string mha_get_sinks(const attn::MultiHeadAttention& m, std::uintptr_t out) {
-  return message(m.get_sinks(ptr<float>(out)));
+val mha_get_sinks(const attn::MultiHeadAttention& m, std::uintptr_t out) {
+  return answer([&] { return m.get_sinks(ptr<float>(out)); });
 }
 
 // The layer's forward f (with a cache or a tape, if set), unless what it allocates for itself
 // (its work buffer, the kernel's workspace and a tape's buffers) exceeds `budget`.
-std::string forward_within(const attn::MultiHeadAttention& m, const attn::MhaForward& f, double budget) {
-  return within_budget(m.forward_workspace_bytes(f), budget, [&] { return m.forward(f); });
+val forward_within(const attn::MultiHeadAttention& m, const attn::MhaForward& f, double budget) {
+  return within_budget(m.forward_workspace_bytes(f), budget, [&] { return m.forward(f); }, f.cache);
 }
 
-std::string mha_forward(const attn::MultiHeadAttention& m, const JsMhaCall& c) {
+val mha_forward(const attn::MultiHeadAttention& m, const JsMhaCall& c) {
   return forward_within(m, to_forward(c), c.budget);
 }
 
-std::string mha_forward_cached(const attn::MultiHeadAttention& m, const JsMhaCall& c, attn::KvCache& cache) {
+val mha_forward_cached(const attn::MultiHeadAttention& m, const JsMhaCall& c, attn::KvCache& cache) {
   attn::MhaForward f = to_forward(c);
   f.cache = &cache;
   return forward_within(m, f, c.budget);
 }
 
-std::string mha_forward_cross(const attn::MultiHeadAttention& m, const JsMhaCall& c, const attn::KvCache& cache) {
+val mha_forward_cross(const attn::MultiHeadAttention& m, const JsMhaCall& c, const attn::KvCache& cache) {
   attn::MhaForward f = to_forward(c);
   f.cross = &cache;
   return forward_within(m, f, c.budget);
@@ -607,11 +636,11 @@ std::string mha_forward_cross(const attn::MultiHeadAttention& m, const JsMhaCall
 
 // MultiHeadAttention.createCrossCache: key [batch, seqK, kdim] and value [batch, seqK, vdim] (0:
 // the key) projected into an empty cache, unless the projection's buffers exceed `budget`.
-std::string mha_fill_cross_cache(const attn::MultiHeadAttention& m, attn::KvCache& cache, std::uintptr_t key,
-                                 std::uintptr_t value, int batch, int seq_k, double budget) {
-  return within_budget(m.fill_cross_cache_bytes(cache, batch, seq_k), budget, [&] {
-    return m.fill_cross_cache(cache, ptr<const float>(key), ptr<const float>(value), batch, seq_k);
-  });
+val mha_fill_cross_cache(const attn::MultiHeadAttention& m, attn::KvCache& cache, std::uintptr_t key,
+                         std::uintptr_t value, int batch, int seq_k, double budget) {
+  return within_budget(
+      m.fill_cross_cache_bytes(cache, batch, seq_k), budget,
+      [&] { return m.fill_cross_cache(cache, ptr<const float>(key), ptr<const float>(value), batch, seq_k); }, &cache);
 }
 
 // MultiHeadAttention.createCache checks the layer against the cache's config here.
@@ -619,41 +648,42 @@ JsCacheCheck mha_check_cache(const attn::MultiHeadAttention& m, const JsKvCacheC
   return to_js(m.check_cache(to_cache_config(c)));
 }
 
-std::string mha_forward_train(const attn::MultiHeadAttention& m, const JsMhaCall& c, attn::MhaTape& tape) {
+val mha_forward_train(const attn::MultiHeadAttention& m, const JsMhaCall& c, attn::MhaTape& tape) {
   attn::MhaForward f = to_forward(c);
   f.tape = &tape;
   return forward_within(m, f, c.budget);
 }
 
-std::string mha_backward(const attn::MultiHeadAttention& m, const attn::MhaTape& tape, const JsMhaGrads& d,
-                         const JsProjectionArrays& weights, double budget) {
+val mha_backward(const attn::MultiHeadAttention& m, const attn::MhaTape& tape, const JsMhaGrads& d,
+                 const JsProjectionArrays& weights, double budget) {
   return within_budget(m.backward_workspace_bytes(tape), budget,
                        [&] { return m.backward(tape, ptr<const float>(d.dOut), to_grads(weights, d)); });
 }
 
 // Allocates nothing (so it takes no budget).
-std::string mha_sgd_step(attn::MultiHeadAttention& m, const JsProjectionArrays& grads, float lr) {
+val mha_sgd_step(attn::MultiHeadAttention& m, const JsProjectionArrays& grads, float lr) {
   m.sgd_step(to_grads(grads), lr);
-  return "";
+  return val::undefined();
 }
 
-std::string mha_adam_step(attn::MultiHeadAttention& m, const JsProjectionArrays& grads, float lr, float beta1,
-                          float beta2, float eps, int step, double budget) {
+val mha_adam_step(attn::MultiHeadAttention& m, const JsProjectionArrays& grads, float lr, float beta1, float beta2,
+                  float eps, int step, double budget) {
   return within_budget(m.adam_step_bytes(), budget,
                        [&] { return m.adam_step(to_grads(grads), lr, beta1, beta2, eps, step); });
 }
 
-std::string mha_get_adam_state(const attn::MultiHeadAttention& m, attn::Projection which, std::uintptr_t m_w,
-                               std::uintptr_t m_b, std::uintptr_t v_w, std::uintptr_t v_b) {
-  return message(m.get_adam_state(which, ptr<float>(m_w), ptr<float>(m_b), ptr<float>(v_w), ptr<float>(v_b)));
+val mha_get_adam_state(const attn::MultiHeadAttention& m, attn::Projection which, std::uintptr_t m_w,
+                       std::uintptr_t m_b, std::uintptr_t v_w, std::uintptr_t v_b) {
+  return answer(
+      [&] { return m.get_adam_state(which, ptr<float>(m_w), ptr<float>(m_b), ptr<float>(v_w), ptr<float>(v_b)); });
 }
 
-std::string mha_get_adam_sinks(const attn::MultiHeadAttention& m, std::uintptr_t m1, std::uintptr_t m2) {
-  return message(m.get_adam_sinks(ptr<float>(m1), ptr<float>(m2)));
+val mha_get_adam_sinks(const attn::MultiHeadAttention& m, std::uintptr_t m1, std::uintptr_t m2) {
+  return answer([&] { return m.get_adam_sinks(ptr<float>(m1), ptr<float>(m2)); });
 }
 
-std::string mha_set_adam_state(attn::MultiHeadAttention& m, const JsProjectionArrays& moment1,
-                               const JsProjectionArrays& moment2, double budget) {
+val mha_set_adam_state(attn::MultiHeadAttention& m, const JsProjectionArrays& moment1,
+                       const JsProjectionArrays& moment2, double budget) {
   const attn::ProjectionArrays m1 = to_arrays(moment1);
   return within_budget(m.set_adam_state_bytes(m1), budget, [&] { return m.set_adam_state(m1, to_arrays(moment2)); });
 }
@@ -752,8 +782,6 @@ std::string version() { return ATTN_VERSION; }
 double heap_in_use() { return static_cast<double>(static_cast<std::uint32_t>(mallinfo().uordblks)); }
 // The most the heap can grow to (-sMAXIMUM_MEMORY: 4 GiB less one 64 KiB page).
 double heap_max() { return static_cast<double>(emscripten_get_heap_max()); }
-// Bytes of the last allocation inside the C++ core that failed (for out-of-memory messages).
-double last_failed_allocation() { return static_cast<double>(attn::g_last_failed_allocation.load()); }
 // lib.info.simd: 'simd128' or 'relaxed-simd'.
 std::string simd_name() { return attn::simd_name(); }
 
@@ -762,7 +790,6 @@ EMSCRIPTEN_BINDINGS(runtime) {
   function("version", &version);
   function("heapInUse", &heap_in_use);
   function("heapMax", &heap_max);
-  function("lastFailedAllocation", &last_failed_allocation);
   function("setNumThreads", &attn::set_num_threads);
   function("numThreads", &attn::num_threads);
   function("simdName", &simd_name);

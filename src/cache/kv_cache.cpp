@@ -161,7 +161,7 @@ const char* KvCache::stage(const float* key, const Strides& ks, const float* val
     if (in_key || find_f16_overflow(value, vs, c, c.value_dim, seq, at)) {
       at.key = in_key;
       overflow_ = at;
-      return "kv cache: a finite value is beyond float16's range (it would be stored as infinity)";
+      return kF16OverflowError;
     }
   }
   const std::size_t eb = element_bytes();

@@ -40,6 +40,11 @@ struct F16Overflow {
 // the tie rounds to even, which is ∞).
 constexpr float kF16Overflow = 65520.0f;
 
+// What append() and stage() return when they refuse such a value (callers tell it by its address;
+// f16_overflow() says where it is).
+inline constexpr char kF16OverflowError[] =
+    "kv cache: a finite value is beyond float16's range (it would be stored as infinity)";
+
 // The memory a cache of config c takes, known before allocating it: its keys, its values and, for
 // int8, each of its two arrays of scales (one float per row). Doubles, so sizes past size_t's
 // range (wasm32's is 4 GiB) stay comparable instead of wrapping; exact below 2^53.

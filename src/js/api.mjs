@@ -1,7 +1,7 @@
 // The library object that loadAttention() resolves to: checks arguments, copies tensors into
 // one reused heap block, runs the kernel, copies the results out into caller-owned arrays.
 import { cacheCallError, conflictName } from './cache-rule.mjs';
-import { HeapArena, wasmMemoryLimit } from './heap.mjs';
+import { HeapArena, heap, wasmMemoryLimit } from './heap.mjs';
 import { isAnyKVCache, makeKVCacheClass } from './kvcache.mjs';
 import { makeMultiHeadAttention } from './mha.mjs';
 import { makeRotary } from './rotary.mjs';
@@ -183,7 +183,7 @@ export function createLibrary(module, { threads = module.numThreads(), threadsRe
 
   function memoryUsage() {
     if (letGo) throw new Error('attention-wasm: memoryUsage() after lib.dispose() and the disposal of its every cache and layer: the instance holds no memory');
-    return { wasmMemory: M.HEAPU8.length, arena: arena.capacity, heapInUse: M.heapInUse(), wasmMemoryLimit: wasmMemoryLimit(M) };
+    return { wasmMemory: heap(M).HEAPU8.length, arena: arena.capacity, heapInUse: M.heapInUse(), wasmMemoryLimit: wasmMemoryLimit(M) };
   }
 
   // Gives the arena back to the module's allocator (for a cache or weights); returns its bytes.

@@ -1,9 +1,7 @@
-// Moving arrays in and out of wasm memory. One malloc'd block is reused by every call (calls are
-// synchronous, so it is never shared) and grown when a call needs more; a block far larger than
-// usual is given back when its call ends. Heap views are taken fresh after anything that may
-// grow memory, since growth replaces them. (In a threaded build a worker thread may grow memory
-// too; the glue makes Module.HEAP* again as it reads a call's string result, so they are current
-// after every call.)
+// Moving arrays in and out of wasm memory, and what a call's answer means. One malloc'd block is
+// reused by every call (calls are synchronous, so it is never shared) and grown when a call needs
+// more; a block far larger than usual is given back when its call ends. Heap views are taken
+// through heap(M) after anything that may grow memory, since growth replaces them.
 //
 // Every build may grow to all of wasm32's 4 GiB (-sMAXIMUM_MEMORY=4GB; Emscripten's allocator
 // stops one 64 KiB page short, M.heapMax()). Addresses from 2 GiB up do not fit a signed int32,
@@ -27,6 +25,17 @@ const usableBytes = (M) => wasmMemoryLimit(M) - RESERVED_BYTES;
 // Between calls the arena keeps at most this much; a call that needs more gets a block that is
 // freed when the call returns (so one huge call does not hold memory a cache may need later).
 export const ARENA_KEEP_BYTES = 16 * 2 ** 20;
+// Views of wasm memory as it is now: { HEAPU8, HEAP32, HEAPF32 }. Growth replaces its buffer, and
+// the glue then makes Module.HEAP* anew — but in a threaded build a worker may grow it, and the glue
+// notices only when it next reads memory itself (a call's answer, undefined or a CallError, need
+// not make it). The threaded builds export their memory (Module.wasmMemory): when the glue's views
+// lag behind its buffer, fresh ones. Nothing is kept (a disposed instance lets go of its memory).
+export function heap(M) {
+  const buffer = M.wasmMemory?.buffer;
+  if (!buffer || buffer === M.HEAPU8.buffer) return M;
+  return { HEAPU8: new Uint8Array(buffer), HEAP32: new Int32Array(buffer), HEAPF32: new Float32Array(buffer) };
+}
+
 const ALIGN = 16;
 const alignUp = (n) => Math.ceil(n / ALIGN) * ALIGN;
 const mib = (n) => `${Math.ceil(n / 2 ** 20)} MiB`;
@@ -38,26 +47,22 @@ export function formatBytes(n) {
   return `${Math.ceil(n / 2 ** 10)} KiB`;
 }
 
-// The first character of a call's error string when the C++ entry refused a workspace larger than
-// the call's budget (kOverBudget in src/bindings.cpp); the bytes it needs follow. No message of
-// the core starts with it (they are text).
-const OVER_BUDGET = 1;
-
 const OOM_HINT = 'dispose() layers and caches that are no longer needed, call lib.trim(), or split the work into smaller calls';
 
 // "(asked for …; … in use, wasm memory … of at most 4.00 GiB); <hint>": what every out-of-memory
 // message ends with.
 function memoryReport(M, askedBytes) {
   const asked = askedBytes > 0 && askedBytes < 2 ** 53 ? `asked for ${formatBytes(askedBytes)}; ` : '';
-  return `(${asked}${formatBytes(M.heapInUse())} in use, wasm memory ${formatBytes(M.HEAPU8.length)} ` +
+  return `(${asked}${formatBytes(M.heapInUse())} in use, wasm memory ${formatBytes(heap(M).HEAPU8.length)} ` +
     `of at most ${formatBytes(wasmMemoryLimit(M))}); ${OOM_HINT}`;
 }
 
-// The Error for a message from the C++ core; an out-of-memory one gets the sizes (`askedBytes`,
-// default: the allocation that failed) and a hint.
-export function coreError(M, message, askedBytes = M.lastFailedAllocation()) {
-  if (/out of memory/.test(message)) return new Error(`attention-wasm: ${message} ${memoryReport(M, askedBytes)}`);
-  return new Error(`attention-wasm: ${message}`);
+// The Error for a call's CallError (src/bindings.cpp) when the caller words no message of its own:
+// the core's message, and for out of memory the sizes (`askedBytes`, default: the allocation that
+// failed) and a hint.
+export function coreError(M, failure, askedBytes = failure.bytes) {
+  if (failure.kind === M.Failure.outOfMemory) return new Error(`attention-wasm: ${failure.message} ${memoryReport(M, askedBytes)}`);
+  return new Error(`attention-wasm: ${failure.message}`);
 }
 
 const CALL_HINT = 'split the batch or the heads';
@@ -125,8 +130,9 @@ export class HeapArena {
   // count) in the arena, after checking that they fit in wasm memory; copies the inputs in.
   // Returns address(name) (0 when absent), copyOut(name, target), `budget` (the bytes left for
   // what the C++ side allocates; the call passes it, and the C++ entry checks its workspace
-  // against it before allocating: src/bindings.cpp, over_budget) and error(message): the Error
-  // for the call's error string.
+  // against it before allocating: within_budget in src/bindings.cpp) and error(failure): the Error
+  // for the call's CallError — over budget, the RangeError of this memory check for the staged
+  // and the needed bytes; anything else, coreError's.
   stage(fn, inputs, outputs = {}) {
     const offsets = {};
     let bytes = 0;
@@ -140,22 +146,22 @@ export class HeapArena {
     checkMemory(M, fn, bytes, { block: bytes });
 
     const base = this.reserve(bytes);
+    const { HEAPU8, HEAP32, HEAPF32 } = heap(M);
     for (const [name, array] of Object.entries(inputs)) {
       if (!array) continue;
       const at = base + offsets[name];
       const kind = kindOf(array);
-      if (kind === 'Uint8Array') M.HEAPU8.set(array, at);
-      else if (kind === 'Int32Array') M.HEAP32.set(array, at >>> 2);
-      else M.HEAPF32.set(array, at >>> 2);
+      if (kind === 'Uint8Array') HEAPU8.set(array, at);
+      else if (kind === 'Int32Array') HEAP32.set(array, at >>> 2);
+      else HEAPF32.set(array, at >>> 2);
     }
     return {
       budget: usableBytes(M) - bytes,
-      error: (message) => (message.charCodeAt(0) === OVER_BUDGET ? tooLarge(M, fn, bytes + Number(message.slice(1)))
-        : coreError(M, message)),
+      error: (failure) => (failure.kind === M.Failure.overBudget ? tooLarge(M, fn, bytes + failure.bytes) : coreError(M, failure)),
       address: (name) => (name in offsets ? base + offsets[name] : 0),
       copyOut: (name, target) => {
         const start = (base + offsets[name]) >>> 2;
-        target.set(M.HEAPF32.subarray(start, start + target.length));  // fresh view
+        target.set(heap(M).HEAPF32.subarray(start, start + target.length));  // fresh: the call may have grown memory
         return target;
       },
     };

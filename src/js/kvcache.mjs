@@ -39,12 +39,11 @@ export const isAnyKVCache = (value) => EVERY_CACHE.has(value);
 export const FOREIGN_CACHE = 'a KVCache of another attention-wasm instance (another loadAttention() or createAttention() ' +
   'call); a cache lives in the wasm memory of the instance that made it';
 
-// Where a float16 cache's refused value is, for a message: 'key[batch 0, kvHead 1, position 13,
+// The RangeError for a finite value that a float16 cache refused, since float16 would store it as
+// ±Infinity (attention over it would then be NaN): `o` is the CallError's overflow (src/bindings.cpp),
+// where it is in the rows appended at `length`, said as 'key[batch 0, kvHead 1, position 13,
 // element 5] = 70000' (`rows`: what the appended rows are called, e.g. 'the projected key').
-// The cache refuses a finite value that float16 would store as ±Infinity (attention over it would
-// then be NaN).
-export function float16OverflowError(fn, core, length, rows = (o) => (o.key ? 'key' : 'value')) {
-  const o = core.f16Overflow();
+export function float16OverflowError(fn, o, length, rows = (overflow) => (overflow.key ? 'key' : 'value')) {
   return new RangeError(`${fn}: ${rows(o)}[batch ${o.batch}, kvHead ${o.head}, position ${length + o.row}, element ${o.element}] = ` +
     `${o.value} is beyond float16's range (±65504; it would be stored as ${o.value > 0 ? '' : '−'}Infinity and attention would ` +
     `return NaN), so nothing was appended; store this cache with dtype 'bfloat16' (float32's range in 2 bytes) or 'float32'`);
@@ -99,7 +98,7 @@ export function makeKVCacheClass(M, arena, registry) {
       checkRoom(fn, this, core, seq);
       arena.call(fn, { key, value }, {}, (call) => {
         const error = core.append(call.address('key'), call.address('value'), seq, layout === 'bshd');
-        if (error && /beyond float16's range/.test(error)) throw float16OverflowError(fn, core, length);
+        if (error?.kind === M.Failure.float16Overflow) throw float16OverflowError(fn, error.overflow, length);
         if (error) throw coreError(M, error);
       });
     }
@@ -181,7 +180,7 @@ export function makeKVCacheClass(M, arena, registry) {
     if (error) {
       core.delete();
       const e = coreError(M, error, bytes.total);
-      if (/out of memory/.test(error)) e.message += `; or ${SMALLER}`;
+      if (error.kind === M.Failure.outOfMemory) e.message += `; or ${SMALLER}`;
       throw e;
     }
     return new KVCache(core, Object.freeze({ ...sizes }), owner);

@@ -97,8 +97,8 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
         if (train) error = this.#tape.forward(core, args, plan);
         else if (cross) error = core.forwardCross(args, cacheCore);
         else error = cacheCore ? core.forwardCached(args, cacheCore) : core.forward(args);
-        if (error && cacheCore && /beyond float16's range/.test(error)) {
-          throw float16OverflowError(fn, cacheCore, plan.seqTotal - plan.seqQ, (o) => `the projected ${o.key ? 'key' : 'value'}`);
+        if (error?.kind === M.Failure.float16Overflow) {
+          throw float16OverflowError(fn, error.overflow, plan.seqTotal - plan.seqQ, (o) => `the projected ${o.key ? 'key' : 'value'}`);
         }
         if (error) throw call.error(error);
         if (weightsOut) call.copyOut('weights', weightsOut);
@@ -191,8 +191,8 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
         const cacheCore = KVCache.coreFor(cache, fn, { owner: this });
         arena.call(fn, { key, value: value ?? undefined }, {}, (call) => {
           const error = core.fillCrossCache(cacheCore, call.address('key'), call.address('value'), batch, seqK, call.budget);
-          if (error && /beyond float16's range/.test(error)) {
-            throw float16OverflowError(fn, cacheCore, 0, (o) => `the projected ${o.key ? 'key' : 'value'}`);
+          if (error?.kind === M.Failure.float16Overflow) {
+            throw float16OverflowError(fn, error.overflow, 0, (o) => `the projected ${o.key ? 'key' : 'value'}`);
           }
           if (error) throw call.error(error);
         });

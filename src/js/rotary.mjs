@@ -1,6 +1,7 @@
 // lib.rotary(): rotary position embeddings (RoPE) on a [batch, heads, seq, headDim] or
 // [batch, seq, heads, headDim] tensor, by the C++ kernel in src/layer/rotary.cpp. Every argument is
 // checked here before the heap is touched.
+import { heap } from './heap.mjs';
 import { bool, checkFloat32, checkKnownKeys, describe, dim, elementCount, formula, given, kindOf, resolveLayout } from './shapes.mjs';
 
 const FN = 'rotary';
@@ -133,29 +134,27 @@ export function makeRotary(M, arena) {
     const { rows, rowFloats, pieces, pieceRow } = chunking(r, kindOf(M.HEAPF32.buffer) === 'SharedArrayBuffer');
     const src = overlapsPartially(x, r.out) ? x.slice() : x;
     const out = r.out ?? new Float32Array(r.count);
-    // Int32 positions go in as their bytes (the arena copies Uint8Arrays byte for byte).
-    const positions = r.positions && new Uint8Array(r.positions.buffer, r.positions.byteOffset, r.positions.byteLength);
-    const call = arena.stage(FN, { positions, cos: r.tables?.cos, sin: r.tables?.sin }, { chunk: rows * rowFloats });
+    const call = arena.stage(FN, { positions: r.positions, cos: r.tables?.cos, sin: r.tables?.sin }, { chunk: rows * rowFloats });
     const chunk = call.address('chunk');
     for (let t0 = 0; t0 < r.seq; t0 += rows) {
       const n = Math.min(rows, r.seq - t0), piece = n * pieceRow;
-      let heap = M.HEAPF32;
+      let heapF32 = heap(M).HEAPF32;
       for (let i = 0; i < pieces; i++) {
         const from = (i * r.seq + t0) * pieceRow;
-        heap.set(src.subarray(from, from + piece), (chunk >>> 2) + i * piece);
+        heapF32.set(src.subarray(from, from + piece), (chunk >>> 2) + i * piece);
       }
       const error = M.rotary({
-        x: chunk, positions: positions ? call.address('positions') + 4 * t0 : 0,
+        x: chunk, positions: r.positions ? call.address('positions') + 4 * t0 : 0,
         positionsBatchStride: r.perBatch ? r.seq : 0, positionOffset: r.offset + t0,
         cos: call.address('cos'), sin: call.address('sin'), tablePositions: r.tables ? r.tables.maxPosition : 0,
         batch: r.batch, heads: r.heads, seq: n, headDim: r.headDim, rotaryDim: r.rotaryDim, bshd: r.layout === 'bshd',
         interleaved: r.interleaved, base: r.base, budget: call.budget,
       });
       if (error) throw call.error(error);
-      heap = M.HEAPF32;  // fresh: the kernel's allocations may have grown memory
+      heapF32 = heap(M).HEAPF32;  // fresh: the kernel's allocations may have grown memory
       for (let i = 0; i < pieces; i++) {
         const from = (i * r.seq + t0) * pieceRow;
-        out.set(heap.subarray((chunk >>> 2) + i * piece, (chunk >>> 2) + (i + 1) * piece), from);
+        out.set(heapF32.subarray((chunk >>> 2) + i * piece, (chunk >>> 2) + (i + 1) * piece), from);
       }
     }
     return out;

@@ -12,8 +12,15 @@
 
 namespace attn {
 
-// Bytes of the last allocation that failed (0: none yet), for out-of-memory messages.
+// Allocations that failed so far, and the bytes of the last: a call whose count moved failed for
+// want of memory (the JS boundary says so by kind, src/bindings.cpp), and the bytes go in the message.
+inline std::atomic<std::uint64_t> g_failed_allocations{0};
 inline std::atomic<std::size_t> g_last_failed_allocation{0};
+
+inline void note_failed_allocation(std::size_t bytes) {
+  g_last_failed_allocation = bytes;
+  ++g_failed_allocations;
+}
 
 #if ATTN_FAULT_INJECTION
 // Test builds only (tests/cpp/test_faults.cpp): fail_after = n makes the n-th allocation from
@@ -56,18 +63,18 @@ inline constexpr std::size_t kMaxBlockBytes = static_cast<std::size_t>(std::nume
 // kMaxBlockBytes).
 inline void* allocate_bytes(std::size_t bytes) {
   if (bytes > kMaxBlockBytes) {
-    g_last_failed_allocation = bytes;
+    note_failed_allocation(bytes);
     return nullptr;
   }
 #if ATTN_FAULT_INJECTION
   if ((fault::fail_after.load() > 0 && fault::fail_after.fetch_sub(1) == 1) || !fault::hold(bytes)) {
-    g_last_failed_allocation = bytes;
+    note_failed_allocation(bytes);
     return nullptr;
   }
   auto* block = static_cast<unsigned char*>(std::malloc(fault::kHeader + bytes));
   if (!block) {
     fault::live_bytes -= bytes;
-    g_last_failed_allocation = bytes;
+    note_failed_allocation(bytes);
     return nullptr;
   }
   *reinterpret_cast<std::size_t*>(block) = bytes;
@@ -77,7 +84,7 @@ inline void* allocate_bytes(std::size_t bytes) {
 #else
   void* p = std::malloc(bytes ? bytes : 1);
   if (!p) {
-    g_last_failed_allocation = bytes;
+    note_failed_allocation(bytes);
     return nullptr;
   }
   return p;
@@ -116,7 +123,7 @@ struct HeapBuffer {
     data.reset();
     if (n > kMaxBlockBytes / sizeof(T)) {
       const std::uint64_t most = std::numeric_limits<std::size_t>::max();
-      g_last_failed_allocation = static_cast<std::size_t>(n > most / sizeof(T) ? most : n * sizeof(T));
+      note_failed_allocation(static_cast<std::size_t>(n > most / sizeof(T) ? most : n * sizeof(T)));
       return false;
     }
     data.reset(static_cast<T*>(allocate_bytes(static_cast<std::size_t>(n) * sizeof(T))));

@@ -1,7 +1,8 @@
 // Allocation-failure injection, the way SQLite tests itself: every public entry point of the C++
 // core runs with its 1st, 2nd, 3rd … allocation failing (ATTN_FAULT_INJECTION in src/runtime/buffer.h)
 // until it succeeds. Each failure must
-//   - come back as an "out of memory" error message (no crash),
+//   - come back as an "out of memory" error message (no crash), counted in g_failed_allocations
+//     (what the JS boundary reads as out of memory; a call that succeeds moves no count),
 //   - leave every object exactly as it was (state() is the same before and after),
 //   - keep nothing allocated (and LSan checks the whole run for leaks at exit),
 // and the next call must work and give exactly what a call that never failed gives. Under ASan
@@ -458,6 +459,7 @@ int check(const EntryPoint& e, int threads) {
     Fixture f(e.needs);
     const std::vector<float> before = state(f);
     const long live = attn::fault::live, made = attn::fault::made;
+    const std::uint64_t failed = attn::g_failed_allocations;
 #if ATTN_COUNT_MALLOCS
     const long mallocs = g_mallocs;
 #endif
@@ -470,12 +472,14 @@ int check(const EntryPoint& e, int threads) {
 #endif
     if (!fired) {  // the call made fewer than n allocations: it ran to the end
       REQUIRE(err == nullptr);
+      CHECK(attn::g_failed_allocations == failed);
       CHECK(same(everything(f), want));
       break;
     }
     ++failures;
     REQUIRE(err != nullptr);
     CHECK_THAT(text(err), Catch::Matchers::Contains("out of memory"));
+    CHECK(attn::g_failed_allocations > failed);
     CHECK(same(state(f), before));
     CHECK(attn::fault::live == live);
     REQUIRE(e.call(f) == nullptr);

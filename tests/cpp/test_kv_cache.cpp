@@ -434,14 +434,15 @@ TEST_CASE("a float16 cache refuses a finite value it would store as infinity, an
     const attn::Strides kd = attn::dense_bhsd(2, 6, 4), vd = attn::dense_bhsd(2, 6, 3);
     std::vector<float> k(d.k), v(d.v);
     v[(std::size_t(1) * 2 + 1) * 6 * 3 + 4 * 3 + 2] = -1e5f;  // value: batch 1, head 1, position 4, element 2
-    CHECK(std::string(cache.append(k.data() + 4 * kd.row, kd, v.data() + 4 * vd.row, vd, 1)) ==
-          "kv cache: a finite value is beyond float16's range (it would be stored as infinity)");
+    const char* err = cache.append(k.data() + 4 * kd.row, kd, v.data() + 4 * vd.row, vd, 1);
+    CHECK(err == attn::kF16OverflowError);  // the JS boundary tells it by its address
+    CHECK(std::string(err) == "kv cache: a finite value is beyond float16's range (it would be stored as infinity)");
     const attn::F16Overflow& o = cache.f16_overflow();
     CHECK_FALSE(o.key);
     CHECK((o.batch == 1 && o.head == 1 && o.row == 0 && o.element == 2 && o.value == -1e5f));
     k[3] = 70000.0f;  // key: batch 0, head 0, position 0: not in this append
     k[4 * 4 + 1] = attn::kF16Overflow;  // position 4, element 1
-    CHECK(cache.append(k.data() + 4 * kd.row, kd, v.data() + 4 * vd.row, vd, 1) != nullptr);
+    CHECK(cache.append(k.data() + 4 * kd.row, kd, v.data() + 4 * vd.row, vd, 1) == attn::kF16OverflowError);
     CHECK((cache.f16_overflow().key && cache.f16_overflow().row == 0 && cache.f16_overflow().element == 1));
     CHECK(cache.length() == 4);
     CHECK(attend(cache, d, 1, local, 4) == before);  // nothing written, in a ring nothing overwritten

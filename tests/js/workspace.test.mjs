@@ -19,7 +19,6 @@ const alignUp = (n) => Math.ceil(n / 16) * 16;  // the arena's alignment (src/js
 const RESERVED = 32 * MiB;  // what a call may not use of wasm32's memory (RESERVED_BYTES in src/js/heap.mjs)
 const NEEDS = (fn, mib) => new RegExp(`^${fn.replace('.', '\\.')}: this call needs ${mib} MiB of wasm memory, ` +
   'more than the 4064 MiB a wasm32 module can use; split the batch or the heads$');
-const OVER_BUDGET = '\u0001';  // how an entry starts its answer when it refuses (kOverBudget, src/bindings.cpp)
 
 let M;
 let lib;
@@ -50,7 +49,7 @@ function checkBudget({ fn, target, name, where, staged, call, warm = call, keeps
     passed.push(where.get(args));
     const held = M.heapInUse();
     refused = real.apply(this, where.set(args, 0));
-    needed = Number(refused.slice(1));
+    needed = refused?.bytes;  // a CallError of kind overBudget (src/bindings.cpp)
     below = real.apply(this, where.set(args, needed - 1));
     assert.equal(M.heapInUse(), held, 'the entry allocated nothing before refusing');
     at = real.apply(this, where.set(args, needed));
@@ -62,8 +61,8 @@ function checkBudget({ fn, target, name, where, staged, call, warm = call, keeps
     target[name] = real;
   }
   assert.deepEqual(passed, [usage.wasmMemoryLimit - RESERVED - staged], 'the budget: what is left after staging');
-  assert.ok(refused.startsWith(OVER_BUDGET) && Number.isInteger(needed) && needed > 0, JSON.stringify(refused));
-  assert.deepEqual([below, at], [refused, ''], 'refused past the budget, run within it');
+  assert.ok(refused?.kind === M.Failure.overBudget && Number.isInteger(needed) && needed > 0, `${refused?.kind?.constructor.name} ${needed}`);
+  assert.deepEqual([below, at], [refused, undefined], 'refused past the budget, run within it');
   const { heapInUse, ...rest } = lib.memoryUsage();
   const { heapInUse: before, ...restBefore } = usage;
   assert.deepEqual(rest, restBefore, 'memory as before the call');

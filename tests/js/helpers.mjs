@@ -1,5 +1,8 @@
 // Shared test helpers: the built library, seeded random tensors, and tolerant comparison.
 import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import { createLibrary } from '../../dist/api.mjs';
+import createAttnModule from '../../dist/attn.mjs';
 import { createAttention as create, loadAttention as load } from '../../dist/node.mjs';
 
 // ATTN_TEST_SIMD=relaxed pins every suite to the relaxed-SIMD builds (scripts/test.sh runs
@@ -9,6 +12,13 @@ const pinned = process.env.ATTN_TEST_SIMD ? { simd: process.env.ATTN_TEST_SIMD, 
 export const EXPECTED_SIMD = process.env.ATTN_TEST_SIMD === 'relaxed' ? 'relaxed-simd' : 'simd128';
 export const loadAttention = (options) => load({ ...pinned, ...options });
 export const createAttention = (options) => create({ ...pinned, ...options });
+
+// The single-threaded SIMD128 module itself, for the suites that call its entries directly, and a
+// library over it: { M, lib }.
+export async function moduleAndLibrary() {
+  const M = await createAttnModule({ wasmBinary: await readFile(new URL('../../dist/attn.wasm', import.meta.url)) });
+  return { M, lib: createLibrary(M) };
+}
 
 // mulberry32: a small seeded PRNG so every run sees the same tensors.
 export function rng(seed) {

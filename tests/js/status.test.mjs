@@ -3,18 +3,13 @@
 // with what the message needs (the bytes, where the overflow is, the core's message) in the same
 // crossing. The JS side words its errors from the kind (src/js/heap.mjs), never from the text.
 import assert from 'node:assert/strict';
-import { readFile } from 'node:fs/promises';
 import { after, before, test } from 'node:test';
-import createAttnModule from '../../dist/attn.mjs';
-import { createLibrary } from '../../dist/api.mjs';
 import { heap } from '../../dist/heap.mjs';
+import { moduleAndLibrary } from './helpers.mjs';
 
 let M;
 let lib;
-before(async () => {
-  M = await createAttnModule({ wasmBinary: await readFile(new URL('../../dist/attn.wasm', import.meta.url)) });
-  lib = createLibrary(M);
-});
+before(async () => ({ M, lib } = await moduleAndLibrary()));
 after(() => lib.dispose());
 
 const GiB = 2 ** 30;

@@ -8,11 +8,8 @@
 // checked and then cut (a wrapper around the entry), and two calls whose workspaces cannot fit
 // run as they are.
 import assert from 'node:assert/strict';
-import { readFile } from 'node:fs/promises';
 import { after, before, test } from 'node:test';
-import createAttnModule from '../../dist/attn.mjs';
-import { createLibrary } from '../../dist/api.mjs';
-import { createAttention, randomTensor, rng } from './helpers.mjs';
+import { createAttention, moduleAndLibrary, randomTensor, rng } from './helpers.mjs';
 
 const MiB = 2 ** 20;
 const alignUp = (n) => Math.ceil(n / 16) * 16;  // the arena's alignment (src/js/heap.mjs)
@@ -22,10 +19,7 @@ const NEEDS = (fn, mib) => new RegExp(`^${fn.replace('.', '\\.')}: this call nee
 
 let M;
 let lib;
-before(async () => {
-  M = await createAttnModule({ wasmBinary: await readFile(new URL('../../dist/attn.wasm', import.meta.url)) });
-  lib = createLibrary(M);
-});
+before(async () => ({ M, lib } = await moduleAndLibrary()));
 after(() => lib.dispose());
 
 // Where an entry takes its budget: a field of its call object (the first argument), or its last argument.

@@ -42,8 +42,8 @@ using simd::round_up;
 using simd::vfloat;
 using simd::W;
 
-// Query rows per tile, at most (the integer path's int16 queries interleave in tiles of this many,
-// see pack_query_i16).
+// Query rows per tile, at most, on both paths (the integer path's int16 queries interleave in tiles
+// of this many, see pack_query_i16).
 constexpr int kQueryTile = 4;
 
 // ---- float rows, a pair of K or V rows at a time ----
@@ -57,7 +57,7 @@ constexpr int kQueryTile = 4;
 template <class Fn>
 inline void for_each_tile(int rows, Fn&& fn) {
   int r0 = 0;
-  for (; r0 + 4 <= rows; r0 += 4) fn(std::integral_constant<int, 4>{}, r0);
+  for (; r0 + kQueryTile <= rows; r0 += kQueryTile) fn(std::integral_constant<int, kQueryTile>{}, r0);
   for (; r0 < rows; ++r0) fn(std::integral_constant<int, 1>{}, r0);
 }
 

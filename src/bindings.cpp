@@ -59,13 +59,11 @@ val failed(Failure kind, const char* message, double bytes = 0, const JsF16Overf
   return val(JsCallError{kind, message, bytes, overflow});
 }
 
-// The answer to run(), a core call (nullptr or its message): out_of_memory when an allocation
-// failed while it ran (runtime/buffer.h counts them), float16_overflow when `cache` refused a
-// value, otherwise invalid.
-template <class Run>
-val answer(Run&& run, const attn::KvCache* cache = nullptr) {
-  const std::uint64_t failures = attn::g_failed_allocations;
-  const char* err = run();
+// What a core call that returned `err` (nullptr or its message) answers: undefined, or
+// out_of_memory when an allocation failed while it ran (runtime/buffer.h counts them; `failures`:
+// the count before it ran), float16_overflow when `cache` refused a value, otherwise invalid.
+// Never inlined, as over_budget: every entry calls them, and inlined in each they took 3.8 KB more.
+[[gnu::noinline]] val answer_to(const char* err, std::uint64_t failures, const attn::KvCache* cache) {
   if (!err) return val::undefined();
   if (attn::g_failed_allocations != failures)
     return failed(Failure::out_of_memory, err, static_cast<double>(attn::g_last_failed_allocation.load()));
@@ -74,6 +72,15 @@ val answer(Run&& run, const attn::KvCache* cache = nullptr) {
   return failed(Failure::invalid, err);
 }
 
+// The answer to run(), a core call.
+template <class Run>
+val answer(Run&& run, const attn::KvCache* cache = nullptr) {
+  const std::uint64_t failures = attn::g_failed_allocations;
+  return answer_to(run(), failures, cache);
+}
+
+[[gnu::noinline]] val over_budget(double needed) { return failed(Failure::over_budget, "", needed); }
+
 // The memory check of a call, in the same crossing as the call: JS passes the bytes wasm32 has
 // left once it has staged the call's arguments (`budget`), and an entry whose workspace (sized by
 // the code that allocates it: `needed`) exceeds them answers over_budget with those bytes, before
@@ -81,7 +88,7 @@ val answer(Run&& run, const attn::KvCache* cache = nullptr) {
 // RangeError of its own memory check.
 template <class Run>
 val within_budget(double needed, double budget, Run&& run, const attn::KvCache* cache = nullptr) {
-  return needed > budget ? failed(Failure::over_budget, "", needed) : answer(run, cache);
+  return needed > budget ? over_budget(needed) : answer(run, cache);
 }
 
 EMSCRIPTEN_BINDINGS(answers) {

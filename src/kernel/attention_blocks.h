@@ -28,10 +28,13 @@ using simd::vfloat;
 using simd::W;
 
 constexpr int kRowsPerBlock = 16;  // query rows that share one pass over a key block
-constexpr int kKeysPerBlock = 64;  // keys per block: S (16×64) and a Kᵀ block stay in L1
+constexpr int kKeysPerBlock = 64;  // keys packed at a time (K and V are packed lazily, by blocks)
+// Keys per pass of a row block's scores (one softmax update, one P·V): the per-row work of a pass
+// is paid once per this many keys. S (16×256) and a V panel of a pass (256×16) stay in L1.
+constexpr int kPassKeys = 256;
 constexpr float kRescaleSlack = 8.0f;  // log2 units: probabilities up to 2^8 before a rescale
 constexpr float kPosInf = std::numeric_limits<float>::infinity();
-static_assert(kKeysPerBlock % kTileCols == 0, "key blocks hold whole panels");
+static_assert(kKeysPerBlock % kTileCols == 0 && kPassKeys % kTileCols == 0, "key blocks and passes hold whole panels");
 // Up to this many query rows per kv head (a decode step: one position, the heads of a group;
 // a speculative verify: a few positions), packing K and V would cost more than it saves: the
 // few-rows path reads them in place, all rows of the kv head in one block.
@@ -155,7 +158,7 @@ struct WorkspaceLayout {
   bool few = false;         // few rows per kv head: no packing, see few_rows.h
   int blocks = 0;           // key blocks of seq_k
   int acc_ld = 0;           // value_dim rounded up to kTileCols (0 without values)
-  int scores_ld = 0;        // kKeysPerBlock, or kFewKeys for few rows
+  int scores_ld = 0;        // kPassKeys, or kFewKeys for few rows
   std::uint64_t rows_cap = 0;  // query rows of one block
   std::uint64_t kt = 0, vp = 0, flags = 0, rows = 0, zeros = 0, qpack = 0, scores = 0, acc = 0;
   // Floats in all: the arrays above, then row_max, row_sum and row_scale (rows_cap each).
@@ -168,7 +171,7 @@ inline WorkspaceLayout workspace_layout(const AttentionParams& p, bool few) {
   l.few = few;
   l.blocks = (p.seq_k + kKeysPerBlock - 1) / kKeysPerBlock;
   l.acc_ld = p.value ? round_up(p.value_dim, kTileCols) : 0;
-  l.scores_ld = few ? kFewKeys : kKeysPerBlock;
+  l.scores_ld = few ? kFewKeys : kPassKeys;
   l.rows_cap = few ? kFewRows : kRowsPerBlock;
   // Kᵀ and V of one kv head, packed block by block, and a flag per block once packed (blocked only).
   l.kt = few ? 0 : U(l.blocks) * kKeysPerBlock * U(p.head_dim);
@@ -198,12 +201,12 @@ struct Workspace {
   int blocks = 0;           // key blocks of seq_k
   int kt_block_floats = 0;  // head_dim × kKeysPerBlock
   int acc_ld = 0;           // value_dim rounded up to kTileCols
-  int v_block_floats = 0;   // kKeysPerBlock × acc_ld
-  int scores_ld = kKeysPerBlock;  // kFewKeys for few rows
+  int v_panel_floats = 0;   // blocks × kKeysPerBlock × kTileCols: V's columns of one panel, every key
+  int scores_ld = kPassKeys;  // kFewKeys for few rows
   bool few = false;         // few rows per kv head: no packing, see few_rows.h
   FloatBuffer mem;
-  float* kt = nullptr;      // Kᵀ of one kv head, block by block, see pack_block
-  float* vp = nullptr;      // V of one kv head, block by block
+  float* kt = nullptr;      // Kᵀ of one kv head in panels of kTileCols keys, see transpose_keys
+  float* vp = nullptr;      // V of one kv head in panels of kTileCols columns, see panel_values
   float* packed = nullptr;  // per key block: 1 once kt and vp hold it
   float* rows = nullptr;    // one key block of K or V rows as floats (before transposing); few rows: one row
   float* zeros = nullptr;   // few rows: a row of zeros, as long as the longest K or V row
@@ -226,7 +229,7 @@ struct Workspace {
     acc_ld = l.acc_ld;
     // Both fit in int now: a key block of either is within the block just allocated.
     kt_block_floats = few ? 0 : p.head_dim * kKeysPerBlock;
-    v_block_floats = few ? 0 : kKeysPerBlock * acc_ld;
+    v_panel_floats = few ? 0 : blocks * kKeysPerBlock * kTileCols;
     kt = mem.get();
     vp = kt + l.kt;
     packed = vp + l.vp;
@@ -255,73 +258,22 @@ struct Workspace {
   }
 
   float* kt_block(int blk) const { return kt + static_cast<std::ptrdiff_t>(blk) * kt_block_floats; }
-  float* v_block(int blk) const { return vp + static_cast<std::ptrdiff_t>(blk) * v_block_floats; }
+  // Where value panel c0 / kTileCols (the panel of value columns c0 … c0 + kTileCols − 1) holds `key`.
+  float* v_at(int c0, int key) const {
+    return vp + static_cast<std::ptrdiff_t>(c0 / kTileCols) * v_panel_floats +
+           static_cast<std::ptrdiff_t>(key) * kTileCols;
+  }
 };
 
-// Stored rows of a block as floats (int8 scales applied): rows [kb, kb + len) of keys (or of
-// values) into dst, `cols` floats per row. The only part of packing that depends on the type.
-template <class T>
-void convert_rows(const kv::Head& h, bool values, int kb, int len, int cols, float* dst) {
-  for (int j = 0; j < len; ++j, dst += cols) {
-    const int s = h.slot(kb + j);
-    const T* src = values ? h.value_at_slot<T>(s) : h.key_at_slot<T>(s);
-    const float scale = values ? h.value_scale_at_slot(s) : h.key_scale_at_slot(s);
-    const vfloat vs(scale);
-    int c = 0;
-    for (; c + W <= cols; c += W) simd::store(dst + c, kv::Stored<T>::load(src + c) * vs);
-    for (; c < cols; ++c) dst[c] = kv::Stored<T>::one(src + c) * scale;
-  }
-}
+// Key block blk of the head (keys, or values read as keys) as panels of kTileCols keys,
+// [panel][dim][kTileCols] (the B layout of the Q·Kᵀ micro-kernel); keys past the block's length,
+// to the end of its last panel, are zero. `rows` holds a block of converted rows for storage
+// types other than float32 (attention_forward.cpp).
+void pack_key_block(const kv::Head& h, bool values, int blk, int seq_k, int dim, float* rows, float* block);
 
-inline void convert_block(const kv::Head& h, bool values, int kb, int len, int cols, float* dst) {
-  kv::with_type(h.type, [&](auto t) { convert_rows<decltype(t)>(h, values, kb, len, cols, dst); });
-}
-
-// Transposes rows [len × head_dim] (one key block, as floats) into panels of kTileCols keys,
-// [panel][head_dim][kTileCols], so the micro-kernel reads one contiguous stream per panel; keys
-// past len are zero.
-inline void transpose_block(const float* rows, int len, int head_dim, float* block) {
-  for (int j = 0; j < round_up(len, kTileCols); ++j) {
-    float* dst = block + (j / kTileCols) * head_dim * kTileCols + j % kTileCols;
-    const float* src = rows + static_cast<std::ptrdiff_t>(j) * head_dim;
-    for (int d = 0; d < head_dim; ++d) dst[d * kTileCols] = j < len ? src[d] : 0.0f;
-  }
-}
-
-// Copies value rows [len × value_dim] into panels of kTileCols value columns,
-// [panel][key][kTileCols], zero-padded past value_dim, so the P·V micro-kernel reads contiguous
-// streams and never a partial vector. Keys past len are never read (their probabilities are 0
-// and the GEMM stops at the block's length).
-inline void panel_block(const float* rows, int len, int value_dim, int acc_ld, float* block) {
-  const int panels = acc_ld / kTileCols;
-  for (int j = 0; j < len; ++j) {
-    const float* src = rows + static_cast<std::ptrdiff_t>(j) * value_dim;
-    for (int pn = 0; pn < panels; ++pn) {
-      float* dst = block + (pn * kKeysPerBlock + j) * kTileCols;
-      const int c0 = pn * kTileCols;
-      for (int c = 0; c < kTileCols; ++c) dst[c] = c0 + c < value_dim ? src[c0 + c] : 0.0f;
-    }
-  }
-}
-
-// Key block blk of the head (keys, or values read as keys) as transposed panels.
-inline void pack_key_block(const kv::Head& h, bool values, int blk, int seq_k, int dim, float* rows, float* block) {
-  const int kb = blk * kKeysPerBlock, len = std::min(kKeysPerBlock, seq_k - kb);
-  convert_block(h, values, kb, len, dim, rows);
-  transpose_block(rows, len, dim, block);
-}
-
-// Makes sure key block blk of the head is packed (K always, V when there is a value).
-inline void ensure_packed(const AttentionParams& p, const kv::Head& h, Workspace& ws, int blk) {
-  if (ws.packed[blk] != 0.0f) return;
-  pack_key_block(h, false, blk, p.seq_k, p.head_dim, ws.rows, ws.kt_block(blk));
-  if (h.value) {
-    const int kb = blk * kKeysPerBlock, len = std::min(kKeysPerBlock, p.seq_k - kb);
-    convert_block(h, true, kb, len, p.value_dim, ws.rows);
-    panel_block(ws.rows, len, p.value_dim, ws.acc_ld, ws.v_block(blk));
-  }
-  ws.packed[blk] = 1.0f;
-}
+// Makes sure key block blk of the head is packed: Kᵀ, and V in panels of kTileCols value columns
+// over all the head's keys (Workspace::v_at) when there is a value (attention_forward.cpp).
+void ensure_packed(const AttentionParams& p, const kv::Head& h, Workspace& ws, int blk);
 
 // max |q| over the block's query rows.
 inline float query_abs_max(const RowBlock& rb, int head_dim) {
@@ -338,16 +290,9 @@ inline float query_abs_max(const RowBlock& rb, int head_dim) {
 }
 
 // Copies the block's query rows, times `factor`, into tiles of kTileRows rows stored
-// [head_dim][kTileRows], the A layout of the Q·Kᵀ micro-kernel; rows past the block's end are zero.
-inline void pack_queries(const RowBlock& rb, int head_dim, float factor, float* qpack) {
-  for (int i0 = 0; i0 < rb.rows; i0 += kTileRows) {
-    float* tile = qpack + static_cast<std::ptrdiff_t>(i0 / kTileRows) * head_dim * kTileRows;
-    for (int i = 0; i < kTileRows; ++i) {
-      const float* q = i0 + i < rb.rows ? rb.q[i0 + i] : nullptr;
-      for (int d = 0; d < head_dim; ++d) tile[d * kTileRows + i] = q ? q[d] * factor : 0.0f;
-    }
-  }
-}
+// [head_dim][kTileRows], the A layout of the Q·Kᵀ micro-kernel; rows past the block's end are
+// zero (attention_forward.cpp).
+void pack_queries(const RowBlock& rb, int head_dim, float factor, float* qpack);
 
 // ---- the online softmax ----
 

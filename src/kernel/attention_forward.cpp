@@ -1,8 +1,9 @@
 // The forward driver. Work items of (batch, kv head, chunk of row blocks) run in parallel; each
-// walks blocks of query rows over the key blocks those rows can see, with an online softmax
-// (flash attention): Kᵀ and V are packed into panels block by block as first needed (or, for a
-// kv head with few query rows, read in place in their storage type by few_rows.h's tiles). Only
-// the primitives in simd.h, the micro-kernels and the score rule touch scores.
+// walks blocks of query rows over the keys those rows can see, in passes of up to kPassKeys keys
+// with an online softmax (flash attention): Kᵀ and V are packed into panels block by block as
+// first needed (the packing, which the backward shares, is here too), or, for a kv head with few
+// query rows, read in place in their storage type by few_rows.h's tiles. Only the primitives in
+// simd.h, the micro-kernels and the score rule touch scores.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -20,36 +21,158 @@ namespace attn {
 using namespace blocks;
 using kernel::Init;
 
+namespace {
+
+// Stored rows of a block as floats (int8 scales applied): rows [kb, kb + len) of keys (or of
+// values) into dst, `cols` floats per row. The only part of packing that depends on the type.
+template <class T>
+void convert_rows(const kv::Head& h, bool values, int kb, int len, int cols, float* dst) {
+  for (int j = 0; j < len; ++j, dst += cols) {
+    const int s = h.slot(kb + j);
+    const T* src = values ? h.value_at_slot<T>(s) : h.key_at_slot<T>(s);
+    const float scale = values ? h.value_scale_at_slot(s) : h.key_scale_at_slot(s);
+    const vfloat vs(scale);
+    int c = 0;
+    for (; c + W <= cols; c += W) simd::store(dst + c, kv::Stored<T>::load(src + c) * vs);
+    for (; c < cols; ++c) dst[c] = kv::Stored<T>::one(src + c) * scale;
+  }
+}
+
+void convert_block(const kv::Head& h, bool values, int kb, int len, int cols, float* dst) {
+  kv::with_type(h.type, [&](auto t) { convert_rows<decltype(t)>(h, values, kb, len, cols, dst); });
+}
+
+// Keys [j0, j0 + n) of a key block — rows of `dim` floats, row j0 + j at src + j·ld — into the
+// block's panels of kTileCols keys, [panel][dim][kTileCols], so the micro-kernel reads one
+// contiguous stream per panel: W keys × W dims at a time, transposed in registers.
+void transpose_keys(const float* src, std::ptrdiff_t ld, int j0, int n, int dim, float* block) {
+  const auto at = [block, dim](int j, int d) { return block + (j / kTileCols * dim + d) * kTileCols + j % kTileCols; };
+  int j = 0;
+  for (; j < n && (j0 + j) % W != 0; ++j)  // (a ring's second piece may start mid-vector)
+    for (int d = 0; d < dim; ++d) *at(j0 + j, d) = src[j * ld + d];
+  for (; j + W <= n; j += W) {
+    const float* s = src + j * ld;
+    int d = 0;
+    for (; d + W <= dim; d += W) {
+      vfloat v[W];
+      ATTN_UNROLL for (int i = 0; i < W; ++i) v[i] = simd::load(s + i * ld + d);
+      simd::transpose(v);
+      float* dst = at(j0 + j, d);
+      ATTN_UNROLL for (int i = 0; i < W; ++i) simd::store(dst + i * kTileCols, v[i]);
+    }
+    for (; d < dim; ++d)
+      for (int i = 0; i < W; ++i) *at(j0 + j + i, d) = s[i * ld + d];
+  }
+  for (; j < n; ++j)
+    for (int d = 0; d < dim; ++d) *at(j0 + j, d) = src[j * ld + d];
+}
+
+// Value rows of keys [k0, k0 + n) (row k0 + j at src + j·ld) into panels of kTileCols value
+// columns, each [key][kTileCols] over all the head's keys (Workspace::v_at), zero-padded past
+// value_dim, so the P·V micro-kernel reads contiguous streams over any range of keys and never a
+// partial vector. Keys past seq_k are never read (a pass stops at its last key).
+void panel_values(const float* src, std::ptrdiff_t ld, int k0, int n, int value_dim, const Workspace& ws) {
+  for (int j = 0; j < n; ++j) {
+    const float* row = src + j * ld;
+    for (int c0 = 0; c0 < ws.acc_ld; c0 += kTileCols) {
+      float* dst = ws.v_at(c0, k0 + j);
+      if (c0 + kTileCols <= value_dim) {
+        ATTN_UNROLL for (int c = 0; c < kTileCols; c += W) simd::store(dst + c, simd::load(row + c0 + c));
+      } else {
+        for (int c = 0; c < kTileCols; ++c) dst[c] = c0 + c < value_dim ? row[c0 + c] : 0.0f;
+      }
+    }
+  }
+}
+
+// Calls fn(src, ld, j0, n) for the key block's rows [kb, kb + len) of keys (or values) as floats:
+// float32 storage read in place, piece by piece (a ring wraps once at most); other types
+// converted into `rows` first. j0 is the piece's first key within the block.
+template <class Fn>
+void block_rows(const kv::Head& h, bool values, int kb, int len, int cols, float* rows, Fn&& fn) {
+  if (h.type != kv::Storage::f32) {
+    convert_block(h, values, kb, len, cols, rows);
+    return fn(static_cast<const float*>(rows), std::ptrdiff_t(cols), 0, len);
+  }
+  kv::for_each_piece(h, kb, kb + len, [&](int j0, int j1, int s0) {
+    fn(values ? h.value_at_slot<float>(s0) : h.key_at_slot<float>(s0), values ? h.value_row : h.key_row, j0 - kb,
+       j1 - j0);
+  });
+}
+
+}  // namespace
+
+void blocks::pack_key_block(const kv::Head& h, bool values, int blk, int seq_k, int dim, float* rows, float* block) {
+  const int kb = blk * kKeysPerBlock, len = std::min(kKeysPerBlock, seq_k - kb);
+  block_rows(h, values, kb, len, dim, rows,
+             [&](const float* src, std::ptrdiff_t ld, int j0, int n) { transpose_keys(src, ld, j0, n, dim, block); });
+  float* last = block + len / kTileCols * dim * kTileCols;
+  for (int d = 0; len % kTileCols && d < dim; ++d)
+    std::fill(last + d * kTileCols + len % kTileCols, last + (d + 1) * kTileCols, 0.0f);
+}
+
+void blocks::ensure_packed(const AttentionParams& p, const kv::Head& h, Workspace& ws, int blk) {
+  if (ws.packed[blk] != 0.0f) return;
+  pack_key_block(h, false, blk, p.seq_k, p.head_dim, ws.rows, ws.kt_block(blk));
+  if (h.value) {
+    const int kb = blk * kKeysPerBlock, len = std::min(kKeysPerBlock, p.seq_k - kb);
+    block_rows(h, true, kb, len, p.value_dim, ws.rows, [&](const float* src, std::ptrdiff_t ld, int j0, int n) {
+      panel_values(src, ld, kb + j0, n, p.value_dim, ws);
+    });
+  }
+  ws.packed[blk] = 1.0f;
+}
+
+void blocks::pack_queries(const RowBlock& rb, int head_dim, float factor, float* qpack) {
+  static_assert(kTileRows == 2, "tiles of two rows, interleaved by simd::zip");
+  const vfloat vf(factor), zero(0.0f);
+  for (int i0 = 0; i0 < rb.rows; i0 += kTileRows) {
+    float* tile = qpack + static_cast<std::ptrdiff_t>(i0 / kTileRows) * head_dim * kTileRows;
+    const float* q0 = rb.q[i0];
+    const float* q1 = i0 + 1 < rb.rows ? rb.q[i0 + 1] : nullptr;
+    int d = 0;
+    for (; d + W <= head_dim; d += W) {
+      vfloat lo, hi;
+      simd::zip(simd::load(q0 + d) * vf, q1 ? simd::load(q1 + d) * vf : zero, lo, hi);
+      simd::store(tile + 2 * d, lo);
+      simd::store(tile + 2 * d + W, hi);
+    }
+    for (; d < head_dim; ++d) {
+      tile[2 * d] = q0[d] * factor;
+      tile[2 * d + 1] = q1 ? q1[d] * factor : 0.0f;
+    }
+  }
+}
+
 void blocks::attend_block(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, Workspace& ws) {
   start_rows(p, rb, ws);
   const score::Scaling sc = score::scaling(p, query_abs_max(rb, p.head_dim), ws.k_max);
   pack_queries(rb, p.head_dim, sc.pack, ws.qpack);
-  const int b0 = first_block(rb), b1 = end_block(rb);
-  for (int blk = b0; blk < b1; ++blk) {
-    const int kb = blk * kKeysPerBlock;
-    const int len = std::min(kKeysPerBlock, rb.keys.end - kb);
-    ensure_packed(p, h, ws, blk);
-    // S = Q · Kᵀ for this block, panel by panel (padding keys are zero and ignored below).
-    const float* kt = ws.kt_block(blk);
+  // Passes of up to kPassKeys keys from the rows' first visible key's panel: which keys a pass
+  // holds depends on the row block alone (never on the threads), so neither does a result.
+  const int begin = rb.keys.begin / kTileCols * kTileCols;
+  for (int kb = begin; kb < rb.keys.end; kb += kPassKeys) {
+    const int len = std::min(kPassKeys, rb.keys.end - kb);
+    for (int blk = block_of(kb); blk <= block_of(kb + len - 1); ++blk) ensure_packed(p, h, ws, blk);
+    // S = Q · Kᵀ for this pass, panel by panel (padding keys are zero and ignored below).
     for (int c = 0; c < len; c += kTileCols)
-      kernel::gemm_rows<Init::zero, 1, kTileRows>(rb.rows, ws.qpack, p.head_dim * kTileRows, kt + c * p.head_dim,
-                                                  kTileCols, p.head_dim, kTileCols, ws.scores + c, kKeysPerBlock);
+      kernel::gemm_rows<Init::zero, 1, kTileRows>(rb.rows, ws.qpack, p.head_dim * kTileRows,
+                                                  ws.kt + std::ptrdiff_t(kb + c) * p.head_dim, kTileCols, p.head_dim,
+                                                  kTileCols, ws.scores + c, kPassKeys);
     for (int i = 0; i < rb.rows; ++i) {
-      float* s = ws.scores + i * kKeysPerBlock;
+      float* s = ws.scores + i * kPassKeys;
       score::apply(p, sc, rb.rule[i], rb.key_padding, kb, len, s);
       softmax_update(p, i, len, s, rb.w[i] ? rb.w[i] + kb : nullptr, ws);
     }
-    // acc += P · V for this block.
+    // acc += P · V for this pass.
     if (p.value) {
-      const float* vblock = ws.v_block(blk);
       for (int c = 0; c < ws.acc_ld; c += kTileCols)
-        kernel::gemm_rows<Init::load, kKeysPerBlock, 1>(rb.rows, ws.scores, kTileRows * kKeysPerBlock,
-                                                        vblock + c * kKeysPerBlock, kTileCols, len, kTileCols,
-                                                        ws.acc + c, ws.acc_ld);
+        kernel::gemm_rows<Init::load, kPassKeys, 1>(rb.rows, ws.scores, kTileRows * kPassKeys, ws.v_at(c, kb),
+                                                    kTileCols, len, kTileCols, ws.acc + c, ws.acc_ld);
     }
   }
   fold_sinks(p, rb, ws);
-  finish_rows(p, rb, b0 * kKeysPerBlock, rb.keys.end, ws);
+  finish_rows(p, rb, begin, rb.keys.end, ws);
 }
 
 namespace {

@@ -59,6 +59,8 @@ inline vfloat add_unless_inf(vfloat s, vfloat b) { return std::isinf(s.x) ? s : 
 inline float reduce_max(vfloat v) { return v.x; }
 inline float reduce_add(vfloat v) { return v.x; }
 inline float lane_sum(vfloat a) { return a.x; }
+inline void transpose(vfloat*) {}
+inline void zip(vfloat a, vfloat b, vfloat& lo, vfloat& hi) { lo = a, hi = b; }
 
 #else
 
@@ -107,6 +109,19 @@ inline float reduce_max(vfloat v) {
 inline float lane_sum(vfloat a) {
   const __m128 t = _mm_add_ps(a, _mm_movehl_ps(a, a));  // a0 + a2, a1 + a3
   return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
+}
+
+// v[0..3] as the rows of a 4×4 matrix, transposed in place (packing Kᵀ panels).
+inline void transpose(vfloat* v) {
+  __m128 r0 = v[0], r1 = v[1], r2 = v[2], r3 = v[3];
+  _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+  v[0] = vfloat(r0), v[1] = vfloat(r1), v[2] = vfloat(r2), v[3] = vfloat(r3);
+}
+
+// The lanes of a and b interleaved: lo = a0 b0 a1 b1, hi = a2 b2 a3 b3 (packing pairs of rows).
+inline void zip(vfloat a, vfloat b, vfloat& lo, vfloat& hi) {
+  lo = vfloat(_mm_unpacklo_ps(a, b));
+  hi = vfloat(_mm_unpackhi_ps(a, b));
 }
 
 // [Σa, Σb, Σc, Σd] in lane_sum's order: a 4×4 transpose folded into the adds (9 instructions

@@ -46,6 +46,43 @@ TEST_CASE("odd and unequal sequence lengths", "[attention]") {
   check_case(c);
 }
 
+// The blocked path's boundaries: query rows per kv head around a block of 16 (two query heads
+// share a kv head, so rows interleave), keys around a panel (16), a packed block (64) and a pass
+// of the scores (256), head_dim and value_dim not multiples of the vector or panel width (the
+// transposes' and panels' tails); with every score variant that moves where a pass starts or
+// what it sees.
+TEST_CASE("blocked path on both sides of its row block, key block and pass boundaries", "[attention]") {
+  const auto seq = GENERATE(std::pair{8, 255}, std::pair{9, 256}, std::pair{23, 257}, std::pair{17, 511},
+                            std::pair{40, 513}, std::pair{300, 300}, std::pair{257, 64}, std::pair{129, 271});
+  Case c;
+  c.heads = 2;
+  c.kv_heads = 1;
+  c.seq_q = seq.first;
+  c.seq_k = seq.second;
+  c.head_dim = 21;
+  c.value_dim = 18;
+  c.weights = true;
+  c.lse = true;
+  check_case(c);
+  c.causal = true;
+  check_case(c);
+  c.align = attn::Align::upper_left;
+  check_case(c);
+  c.causal = false;
+  c.align = attn::Align::lower_right;
+  c.window_left = 70;  // rows start their keys mid-pass and mid-panel
+  c.window_right = 5;
+  c.alibi = 1;
+  check_case(c);
+  c.window_left = c.window_right = attn::kNoLimit;
+  c.alibi = 0;
+  c.sinks = true;
+  c.softcap = 20.0f;
+  c.mask = Mask::additive;
+  c.key_padding = true;
+  check_case(c);
+}
+
 TEST_CASE("value dim differs from head dim", "[attention]") {
   const auto dims = GENERATE(std::pair{8, 3}, std::pair{5, 17}, std::pair{64, 1}, std::pair{3, 64});
   Case c;

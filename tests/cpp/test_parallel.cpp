@@ -85,7 +85,7 @@ TEST_CASE("attention is bit-identical with 1, 2 and 3 threads", "[parallel]") {
       {1, 32, 1, 1, 2500, 16, false},  // MQA decode: 32 rows, keys split into 3 chunks
       {1, 8, 8, 1, 3000, 8, false},    // one row per kv head, split into 3 chunks
       {2, 4, 1, 3, 1500, 24, true},    // 12 rows, 2 chunks, causal
-      {3, 6, 6, 17, 17, 5, false},
+      {3, 6, 6, 17, 17, 5, false},    {1, 2, 1, 90, 600, 20, true},  // passes of 256 keys, chunks of row blocks
   };
   for (const Shape& s : shapes) {
     INFO("shape " << s.b << "," << s.h << "/" << s.kv << "," << s.sq << "x" << s.sk << "," << s.d);

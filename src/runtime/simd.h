@@ -170,8 +170,10 @@ inline float dot(const float* a, const float* b, int n) {
 
 // 2^x ≈ 2^n · P(f) with n = round(x), f = x − n ∈ [−½, ½] and P Cephes' degree-6 minimax
 // polynomial for 2^f (exp2f; relative error < 2e-7 including float rounding). Built for softmax,
-// where x = score − reference ≤ a few units (valid up to x < 128): results below 2^−126
-// (including x = −∞, a masked key) are exactly 0, so masked keys get no weight; NaN stays NaN.
+// where x = score − reference ≤ a few units (valid up to x < 128). x is first clamped to −127,
+// where 2^n's exponent field is 0: x < −126.5 (including −∞, a masked key) gives exactly 0, so
+// masked keys get no weight, and −126.5 ≤ x < −126 a subnormal; NaN stays NaN. (A clamp is one
+// instruction where a compare and a select to 0 took four or five.)
 //
 // Rounding and 2^n use the 1.5·2^23 trick instead of float→int conversions, which have no
 // WebAssembly SIMD equivalent with SSE semantics (Emscripten emulates _mm_cvttps_epi32 lane by
@@ -180,14 +182,14 @@ inline float dot(const float* a, const float* b, int n) {
 namespace exp2_coef {
 constexpr float c1 = 6.931472028550421e-1f, c2 = 2.402264791363012e-1f, c3 = 5.550332471162809e-2f,
                 c4 = 9.618437357674640e-3f, c5 = 1.339887440266574e-3f, c6 = 1.535336188319500e-4f;
-constexpr float lowest = -126.0f;
+constexpr float lowest = -127.0f;
 constexpr float round_magic = 12582912.0f;  // 1.5·2^23
 constexpr std::int32_t exponent_bias = 127 << 23;
 }  // namespace exp2_coef
 
 inline float exp2_softmax(float x) {
   using namespace exp2_coef;
-  if (x < lowest) return 0.0f;
+  x = x < lowest ? lowest : x;
   const float t = x + round_magic;
   const float n = t - round_magic;
   const float f = x - n;
@@ -206,6 +208,12 @@ inline vfloat exp2_softmax(vfloat x) { return exp2_softmax(x.x); }
 inline vfloat exp2_softmax(vfloat x) {
   using namespace exp2_coef;
   using vint = xsimd::batch<std::int32_t>;
+  // max(x, lowest) with a NaN x kept: WebAssembly's pseudo-max, SSE's maxps with x second.
+#if defined(__EMSCRIPTEN__)
+  x = vfloat(static_cast<__m128>(wasm_f32x4_pmax(static_cast<v128_t>(x.data), wasm_f32x4_splat(lowest))));
+#else
+  x = vfloat(_mm_max_ps(vfloat(lowest), x));
+#endif
   const vfloat t = x + vfloat(round_magic);
   const vfloat n = t - vfloat(round_magic);
   const vfloat f = x - n;
@@ -217,7 +225,7 @@ inline vfloat exp2_softmax(vfloat x) {
   poly = madd(poly, f, vfloat(c1));
   poly = madd(poly, f, vfloat(1.0f));
   const vint bits = (xsimd::bitwise_cast<vint>(t) << 23) + vint(exponent_bias);
-  return xsimd::select(x < vfloat(lowest), vfloat(0.0f), poly * xsimd::bitwise_cast<vfloat>(bits));
+  return poly * xsimd::bitwise_cast<vfloat>(bits);
 }
 #endif
 

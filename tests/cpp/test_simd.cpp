@@ -40,7 +40,7 @@ TEST_CASE("exp2_softmax matches std::exp2 to 2e-7 relative on [-126, 12]", "[sim
 TEST_CASE("exp2_softmax edges: 0, -inf, NaN, below the normal range", "[simd]") {
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  const std::vector<float> xs = {0.0f, -0.0f, -inf, nan, -126.5f, -200.0f, -1e30f, 0.0f, -1.0f};
+  const std::vector<float> xs = {0.0f, -0.0f, -inf, nan, -126.5f, -200.0f, -1e30f, -126.6f, -1.0f, -126.25f, -127.0f};
   const std::vector<float> got = exp2_all(xs);
   for (int pass = 0; pass < 2; ++pass) {
     auto at = [&](std::size_t i) { return pass == 0 ? got[i] : attn::simd::exp2_softmax(xs[i]); };
@@ -48,10 +48,14 @@ TEST_CASE("exp2_softmax edges: 0, -inf, NaN, below the normal range", "[simd]") 
     CHECK(at(1) == 1.0f);
     CHECK(at(2) == 0.0f);
     CHECK(std::isnan(at(3)));
-    CHECK(at(4) == 0.0f);
+    // From 2^-126 down to 2^-126.5 a subnormal (-126.5 rounds to n = -126), below it exactly 0.
+    CHECK(std::abs(at(4) - std::exp2(-126.5)) <= 5e-7 * std::exp2(-126.0));  // (a few subnormal steps)
     CHECK(at(5) == 0.0f);
     CHECK(at(6) == 0.0f);
+    CHECK(at(7) == 0.0f);
     CHECK(at(8) == 0.5f);
+    CHECK(std::abs(at(9) - std::exp2(-126.25)) <= 5e-7 * std::exp2(-126.0));
+    CHECK(at(10) == 0.0f);
   }
 }
 

@@ -5,13 +5,14 @@
 // count, in Chromium, or with --browser firefox / webkit in Firefox ESR or WebKitGTK), configured
 // as its documentation recommends; engines take turns of many calls in
 // rotated rounds (web/bench/schedule.mjs); the report says how each was configured, the
-// machine and its load. Then three sections (scripts/bench/sections.mjs): a decode step over KV
-// caches against onnxruntime-web (with the wasm read bandwidth and multiply-add peak they are
-// held to), the score variants against plain attention, and a token step as a model runs it
-// (every layer's cache from memory, against the read and the peak on as many threads). Results go to
-// artifacts/bench/ as JSON; --readme rewrites the generated tables of docs/performance.md for the
-// sections that ran, from full runs of them.
-//   node scripts/bench.mjs [--browser [chromium|firefox|webkit]] [--quick] [--section shapes,decode,variants,model]
+// machine and its load. Then four sections (scripts/bench/sections.mjs): the shapes encoders and
+// prompts run (prefill), each held to the multiply-add peak timed in the same rounds; a decode
+// step over KV caches against onnxruntime-web (with the wasm read bandwidth and multiply-add peak
+// they are held to), the score variants against plain attention, and a token step as a model runs
+// it (every layer's cache from memory, against the read and the peak on as many threads). Results
+// go to artifacts/bench/ as JSON; --readme rewrites the generated tables of docs/performance.md for
+// the sections that ran, from full runs of them.
+//   node scripts/bench.mjs [--browser [chromium|firefox|webkit]] [--quick] [--section shapes,prefill,decode,variants,model]
 //                          [--shape B,H,Sq,Sk,D[,1]] [--json FILE] [--readme]
 //   (npm run bench builds what it needs first; --section picks sections, default all; --shape
 //   replaces the main table's shapes)
@@ -22,7 +23,7 @@ import { fileURLToPath } from 'node:url';
 import { measurePeak } from './bench/peak.mjs';
 import { figuresOfMerit, performanceBlock, printReport } from './bench/report.mjs';
 import { writeTable } from './bench/write-table.mjs';
-import { decodeBlock, modelBlock, printSections, sectionFigures, variantsBlock } from './bench/section-report.mjs';
+import { decodeBlock, modelBlock, prefillBlock, printSections, sectionFigures, variantsBlock } from './bench/section-report.mjs';
 import { SECTION_NAMES, runSections } from './bench/sections.mjs';
 import { measureShape, TIMING } from '../web/bench/schedule.mjs';
 import { FULL_SHAPES, QUICK_SHAPES, flops, label, parseShape } from './bench/shapes.mjs';
@@ -158,7 +159,7 @@ if (sectionNames.length) {
     }
     : async (list) => (await import('./bench/node-hosts.mjs')).startNodeHosts(list);
   try {
-    sectionResults = await runSections(sectionNames, { quick, startHosts, log, load });
+    sectionResults = await runSections(sectionNames, { quick, browser, startHosts, log, load });
   } finally {
     await shared?.close();
   }
@@ -194,6 +195,7 @@ writeFileSync(jsonPath, JSON.stringify({ ...run, figuresOfMerit: [...(results.le
 console.log(`\nresults: ${jsonPath}`);
 if (args.includes('--readme')) {
   const blocks = [...(results.length ? [[kind, performanceBlock(run)]] : []),
+    ...(run.sections.prefill ? [[`${kind}-prefill`, prefillBlock(run)]] : []),
     ...(run.sections.decode ? [[`${kind}-decode`, decodeBlock(run)]] : []),
     ...(run.sections.variants ? [[`${kind}-variants`, variantsBlock(run)]] : []),
     ...(run.sections.model ? [[`${kind}-model`, modelBlock(run)]] : [])];

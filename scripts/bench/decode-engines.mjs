@@ -20,7 +20,7 @@
 //     last two for seqQ 1 only: they would mask the new positions causally).
 import { ORT_SESSION_OPTIONS, createEngines, toBshd } from '../../web/bench/engines.mjs';
 import { createReader } from './bandwidth.mjs';
-import { peakModule } from './peak.mjs';
+import { peakEngine } from './peak.mjs';
 import { msGroupQueryAttention, msMultiHeadAttention, standardAttention } from '../../web/bench/onnx-graphs.mjs';
 
 export const DTYPES = ['float32', 'float16', 'bfloat16', 'int8'];
@@ -93,20 +93,7 @@ async function oursEngines({ threads = 1, parts = ALL_PARTS }, { createAttention
   };
   // The peak of the build our engines run (relaxed SIMD's FMA or SIMD128's mul + add), timed in
   // the same rounds: config.flopsPerCall ÷ its time is GFLOP/s.
-  const peakEngine = () => {
-    const kind = simd === 'relaxed-simd' ? 'relaxed' : 'simd128';
-    const { bytes, flopsPerIteration } = peakModule(kind);
-    const iterations = 20000;
-    let instance = null;
-    return {
-      name: PEAK_NAME,
-      config: { ...config(`scripts/bench/peak.mjs, ${kind}: ${iterations} iterations of its independent chains per call`), threads: 1, flopsPerCall: iterations * flopsPerIteration },
-      async prepare() {
-        instance ??= (await WebAssembly.instantiate(bytes, {})).instance;
-        return { run: () => instance.exports.peak(iterations) };
-      },
-    };
-  };
+  const peak = () => peakEngine(simd === 'relaxed-simd' ? 'relaxed' : 'simd128', PEAK_NAME, config());
   return [
     ...(parts.includes('caches') ? DTYPES.map(cacheEngine) : []),
     ...(parts.includes('copy') ? [{
@@ -118,7 +105,7 @@ async function oursEngines({ threads = 1, parts = ALL_PARTS }, { createAttention
       },
     }] : []),
     ...(parts.includes('reads') ? readKinds.map(readEngine) : []),
-    ...(parts.includes('peak') ? [peakEngine()] : []),
+    ...(parts.includes('peak') ? [peak()] : []),
   ];
 }
 

@@ -1,6 +1,7 @@
 // One Node process of the benchmark: loads the engines of one spec (argv[2], JSON, see
-// web/bench/engines.mjs; with spec.section 'decode', 'variants' or 'model' those of decode-engines.mjs,
-// variant-engines.mjs or model-engines.mjs) and answers the coordinator over the IPC channel:
+// web/bench/engines.mjs; with spec.section 'prefill', 'decode', 'variants' or 'model' those of
+// prefill-engines.mjs, decode-engines.mjs, variant-engines.mjs or model-engines.mjs) and answers
+// the coordinator over the IPC channel:
 //   → { id, method, args }   ← { id, result } or { id, error }
 // It first sends { ready: engines } (or { failed: message }). Each ORT thread count gets its own
 // process because onnxruntime-web's env.wasm.numThreads is global to a process.
@@ -9,9 +10,10 @@ import { createEngines } from '../../web/bench/engines.mjs';
 import { createBenchHost } from '../../web/bench/host.mjs';
 import { createDecodeEngines } from './decode-engines.mjs';
 import { createModelEngines } from './model-engines.mjs';
+import { createPrefillEngines } from './prefill-engines.mjs';
 import { createVariantEngines } from './variant-engines.mjs';
 
-const ENGINES = { main: createEngines, decode: createDecodeEngines, variants: createVariantEngines, model: createModelEngines };
+const ENGINES = { main: createEngines, prefill: createPrefillEngines, decode: createDecodeEngines, variants: createVariantEngines, model: createModelEngines };
 
 const here = (p) => fileURLToPath(new URL(p, import.meta.url));
 

@@ -1,14 +1,16 @@
 // The page side of scripts/bench/browser-hosts.mjs: the engines of ?specs= (JSON list, see
-// web/bench/engines.mjs; spec.section 'decode', 'variants' or 'model': decode-engines.mjs,
-// variant-engines.mjs or model-engines.mjs) as one bench host on window.benchHost; window.benchReady when loaded.
+// web/bench/engines.mjs; spec.section 'prefill', 'decode', 'variants' or 'model': prefill-engines.mjs,
+// decode-engines.mjs, variant-engines.mjs or model-engines.mjs) as one bench host on
+// window.benchHost; window.benchReady when loaded.
 import { createEngines } from '/web/bench/engines.mjs';
 import { createBenchHost } from '/web/bench/host.mjs';
 import { createDecodeEngines } from '/bench/decode-engines.mjs';
 import { createModelEngines } from '/bench/model-engines.mjs';
 import { measurePeak } from '/bench/peak.mjs';
+import { createPrefillEngines } from '/bench/prefill-engines.mjs';
 import { createVariantEngines } from '/bench/variant-engines.mjs';
 
-const ENGINES = { main: createEngines, decode: createDecodeEngines, variants: createVariantEngines, model: createModelEngines };
+const ENGINES = { main: createEngines, prefill: createPrefillEngines, decode: createDecodeEngines, variants: createVariantEngines, model: createModelEngines };
 
 async function depsFor(kind) {
   if (kind === 'ours') return { createAttention: (await import('/dist/index.mjs')).createAttention };

@@ -66,3 +66,18 @@ export async function measurePeak(kind, { warmMs = 1500, reps = 15 } = {}) {
   times.sort((a, b) => a - b);
   return (iterations * flopsPerIteration) / (times[reps >> 1] * 1e6);
 }
+
+// The probe as an engine of web/bench/host.mjs, timed in a benchmark's rounds beside the engines
+// whose limit it is, under the same load: config.flopsPerCall ÷ its time is GFLOP/s.
+export function peakEngine(kind, name, config = {}, iterations = 20000) {
+  const { bytes, flopsPerIteration } = peakModule(kind);
+  let instance = null;
+  return {
+    name,
+    config: { ...config, how: `scripts/bench/peak.mjs, ${kind}: ${iterations} iterations of its independent chains per call`, threads: 1, flopsPerCall: iterations * flopsPerIteration },
+    async prepare() {
+      instance ??= (await WebAssembly.instantiate(bytes, {})).instance;
+      return { run: () => instance.exports.peak(iterations) };
+    },
+  };
+}

@@ -38,12 +38,13 @@ export function printHosts(part, out, describe = () => '') {
 
 export const meritLine = (f) => `- ${f.what}: ${f.figure} (the benchmark's goal: ${f.goal}).`;
 
-// The line that says when, where and how a section's table was measured.
-export function sectionHeader(run, parts, threads = '1 thread') {
+// The line that says when, where and how a section's table was measured; `builds` says which of
+// our builds ran (default: the build of our first engine, on `threads`).
+export function sectionHeader(run, parts, threads = '1 thread', builds = null) {
   const loads = parts.flatMap((p) => p.results.flatMap((r) => [r.loadavg.before?.[0], r.loadavg.after?.[0]])).filter((l) => l !== undefined && l !== null);
   const load = loads.length ? `load average ${Math.min(...loads)}–${Math.max(...loads)} during the section` : `load average ${run.loadavg.start[0]} at start and ${run.loadavg.end[0]} at end`;
   const timing = [...new Set(parts.map((p) => (p.timing.slowMs === 0 ? `${p.timing.slowRounds} rounds of one call each` : `${p.timing.rounds} rounds of ${p.timing.turnMs} ms turns`)))].join(', then ');
   const ours = Object.values(parts[0]?.engines ?? {}).find((e) => e.config?.simd)?.config;
   return `Measured ${run.date.slice(0, 10)} by \`${run.command}\` in ${run.where} on ${run.machine.cpu} (${run.machine.cores} cores, shared), ${load}; ` +
-    `engines take interleaved turns (${timing}), medians of the round medians; ratios are medians of per-round ratios. attention-wasm's ${ours?.simd ?? '?'} build, ${threads}.`;
+    `engines take interleaved turns (${timing}), medians of the round medians; ratios are medians of per-round ratios. ${builds ?? `attention-wasm's ${ours?.simd ?? '?'} build, ${threads}`}.`;
 }

@@ -1,6 +1,10 @@
 // The benchmark's sections after the main table, each a list of parts with their own hosts,
 // shapes and timing, run by the same scheduler (web/bench/schedule.mjs: interleaved turns,
 // medians of round medians):
+//   prefill: the shapes encoders and prompts run every day (BERT-base, ViT-B/16, a GPT-2 prompt,
+//     the Whisper-base encoder, a Llama-style prompt) by our SIMD128 and relaxed-SIMD builds on
+//     1 thread beside the multiply-add peak probe of each (timed in the same rounds), by ours on 2
+//     threads, and by onnxruntime-web on 1 and 2;
 //   decode: a step of one new position over a standalone KV cache per dtype, 1 and 2 threads,
 //     with 32 (MHA), 8 (Llama-3-8B's GQA) and 1 (MQA) kv heads, beside a plain attention() call
 //     that copies K and V in, onnxruntime-web fed the same K/V (1 thread), and the wasm
@@ -17,10 +21,10 @@
 import { TIMING, measureShape } from '../../web/bench/schedule.mjs';
 import { CANDIDATE_DTYPES } from './model-engines.mjs';
 
-export const SECTION_NAMES = ['decode', 'variants', 'model'];
+export const SECTION_NAMES = ['prefill', 'decode', 'variants', 'model'];
 
 const decodeShape = (heads, kvHeads, seqQ, seqK, headDim) => ({ batch: 1, heads, kvHeads, seqQ, seqK, headDim, causal: false });
-const square = (batch, heads, s, headDim) => ({ batch, heads, seqQ: s, seqK: s, headDim, causal: false });
+const square = (batch, heads, s, headDim, causal = false) => ({ batch, heads, seqQ: s, seqK: s, headDim, causal });
 
 // Calls of a second and more: one timed call per engine per round, in the same order each
 // round, no untimed calls (the process warmed up on the part before).
@@ -46,10 +50,46 @@ export const MODELS = [
 ];
 const QUICK_MODEL = { heads: 4, kvHeads: 2, layers: 2, seqK: 256, headDim: 64 };
 
-// name → (quick) → [{ label, hosts: [{ label, spec }], shapes, timing, applies? }]; applies(shape,
-// engines) leaves out the shapes the started engines cannot run (a cache dtype the library lacks).
+// The prefill section's shapes, each named by what runs it (a layer's batch, heads, tokens, head dim).
+const PREFILL_SHAPES = [
+  { name: 'BERT-base, batch 8 × 128 tokens', ...square(8, 12, 128, 64) },
+  { name: 'ViT-B/16, batch 4 × 197 tokens', ...square(4, 12, 197, 64) },
+  { name: 'GPT-2 prompt, 512 tokens', ...square(1, 12, 512, 64, true) },
+  { name: 'Whisper-base encoder, 1500 frames', ...square(1, 8, 1500, 64) },
+  { name: 'Llama-style prompt, 2048 tokens, head 128', ...square(1, 32, 2048, 128, true) },
+];
+const QUICK_PREFILL_SHAPES = [
+  { name: 'a tiny encoder', ...square(2, 2, 40, 16) },
+  { name: 'a tiny prompt', ...square(1, 2, 70, 16, true) },
+];
 
+// name → (quick, { browser }) → [{ label, hosts: [{ label, spec, execArgv? }], shapes, timing,
+// applies? }]; applies(shape, engines) leaves out the shapes the started engines cannot run (a
+// cache dtype the library lacks).
 const PLANS = {
+  prefill: (quick, { browser }) => {
+    const spec = (kind, threads, more = {}) => ({ section: 'prefill', kind, threads, ...more });
+    // Node runs relaxed SIMD only behind a flag, in a process of its own; a browser's default
+    // build is the relaxed one where it has relaxed SIMD, with SIMD128 beside it on the same page.
+    const ours1 = browser
+      ? [{ label: 'page: ours 1T and both peak probes', spec: spec('ours', 1, { peaks: ['simd128', 'relaxed'] }) },
+          { label: 'page: ours 1T simd128', spec: spec('ours', 1, { simd: 'simd128' }) }]
+      : [{ label: 'process: ours 1T, SIMD128 peak probe', spec: spec('ours', 1, { peaks: ['simd128'] }) },
+          { label: 'process: ours 1T relaxed, FMA peak probe (node --experimental-wasm-relaxed-simd)', spec: spec('ours', 1, { simd: 'relaxed', peaks: ['relaxed'] }), execArgv: ['--experimental-wasm-relaxed-simd'] }];
+    return [{
+      label: 'the shapes encoders and prompts run',
+      hosts: [
+        ...ours1,
+        { label: `${browser ? 'page' : 'process'}: ours 2T`, spec: spec('ours', 2) },
+        { label: `${browser ? 'page' : 'process'}: ORT 1T`, spec: spec('ort', 1) },
+        { label: `${browser ? 'page' : 'process'}: ORT 2T`, spec: spec('ort', 2) },
+      ],
+      shapes: quick ? QUICK_PREFILL_SHAPES : PREFILL_SHAPES,
+      // (quick: the main table's quick timing, not SMOKE: fresh hosts, whose probes must be tiered
+      // up by the warm-up, and three rounds, so that one disturbed turn does not decide a share)
+      timing: quick ? TIMING.quick : TIMING.full,
+    }];
+  },
   decode: (quick) => {
     const [heads, seqK, headDim, kvHeads] = quick ? [4, 256, 64, [4, 2, 1]] : [32, 4096, 128, [32, 8, 1]];
     // (quick: 3 rounds, so that one disturbed round does not decide the ratio of a step to the probe)
@@ -103,16 +143,16 @@ const PLANS = {
 };
 
 export const sectionLabel = (s) => `(${s.batch},${s.heads},${s.seqQ},${s.seqK},${s.headDim})${s.kvHeads !== undefined ? ` kvHeads ${s.kvHeads}` : ''}` +
-  `${s.model ? ` × ${s.model.layers} layers, ${s.model.dtype}` : ''}`;
+  `${s.causal ? ' causal' : ''}${s.model ? ` × ${s.model.layers} layers, ${s.model.dtype}` : ''}`;
 
 // Runs the sections; `startHosts(list of { label, spec })` → { hosts, failed, close() } starts
-// them where the benchmark runs (Node processes or Chromium pages). Returns { name: [part] },
-// part: { label, hosts, failed, results: [{ shape, label, loadavg, engines }] }.
-export async function runSections(names, { quick, startHosts, log, load }) {
+// them where the benchmark runs (Node processes, or pages of a browser when `browser`). Returns
+// { name: [part] }, part: { label, hosts, failed, results: [{ shape, label, loadavg, engines }] }.
+export async function runSections(names, { quick, browser = false, startHosts, log, load }) {
   const out = {};
   for (const name of names) {
     out[name] = [];
-    for (const part of PLANS[name](quick)) {
+    for (const part of PLANS[name](quick, { browser })) {
       log(`${name}: starting ${part.hosts.map((h) => h.label).join(', ')}`);
       const { hosts, failed, close } = await startHosts(part.hosts);
       const results = [];

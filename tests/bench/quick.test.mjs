@@ -1,5 +1,5 @@
 // `node scripts/bench.mjs --quick` (Node) and `--browser --quick` (headless Chromium) run end to
-// end — every engine on one shape, then the decode, variants and model sections on tiny shapes; in
+// end — every engine on one shape, then the prefill, decode, variants and model sections on tiny shapes; in
 // Firefox and WebKitGTK the main table — and
 // write their JSON: each engine in its own process or page with its own thread count, results
 // that agree with ours, the configuration and the load recorded; the console report shows the
@@ -15,7 +15,7 @@ import { promisify } from 'node:util';
 import { test } from 'node:test';
 import { performanceBlock } from '../../scripts/bench/report.mjs';
 import { peakName, readName, stepName } from '../../scripts/bench/model-engines.mjs';
-import { decodeBlock, modelBlock, variantsBlock } from '../../scripts/bench/section-report.mjs';
+import { decodeBlock, modelBlock, prefillBlock, variantsBlock } from '../../scripts/bench/section-report.mjs';
 
 const BENCH = fileURLToPath(new URL('../../scripts/bench.mjs', import.meta.url));
 
@@ -94,14 +94,48 @@ function checkTable({ stdout, run }, engines) {
   assert.equal(row.loadavg.after.length, 3);
 }
 
-function checkRun({ stdout, run }, engines) {
+function checkRun({ stdout, run }, engines, prefillEngines) {
   checkTable({ stdout, run }, engines);
   // onnxruntime-web's thread count is per process/page: each host got its own.
   assert.equal(run.engines['onnxruntime-web ops 1T'].config.numThreads, 1);
   assert.equal(run.engines['onnxruntime-web MHA 2T'].config.numThreads, 2);
   assert.notEqual(run.engines['onnxruntime-web ops 1T'].host, run.engines['onnxruntime-web ops 2T'].host);
   assert.equal(run.engines['attention-wasm 2T'].config.threads, 2);
+  checkPrefill({ stdout, run }, prefillEngines);
   checkSections({ stdout, run });
+}
+
+const PREFILL_PROBES = ['wasm mul+add peak (SIMD128)', 'wasm FMA peak (relaxed SIMD)'];
+const PREFILL_ORT = ['onnxruntime-web ops 1T', 'onnxruntime-web MHA 1T', 'onnxruntime-web ops 2T', 'onnxruntime-web MHA 2T'];
+
+// The prefill section: our 1-thread builds beside their peak probes, ours on 2 threads and ORT,
+// timed and agreeing with ours; its table a time and a share of the peak for each of our builds.
+function checkPrefill({ stdout, run }, ours) {
+  const [part] = run.sections.prefill;
+  assert.deepEqual(part.results.map((r) => r.label), ['(2,2,40,40,16)', '(1,2,70,70,16) causal']);
+  for (const result of part.results) {
+    const report = sectionReport(stdout, result.label);
+    assert.deepEqual(Object.keys(result.engines).sort(), [...ours, ...PREFILL_ORT, ...PREFILL_PROBES].sort(), `${result.label}: the engines`);
+    for (const [name, r] of Object.entries(result.engines)) {
+      assert.ok(r.median > 0, `${result.label}: ${name} was timed: ${JSON.stringify(r)}`);
+      checkConsoleMedian(report, ' ', name, r.median);
+      if (PREFILL_PROBES.includes(name)) assert.equal(r.maxDiff, undefined, `${name}: a probe has no output to compare`);
+      else assert.ok(r.maxDiff < 1e-5, `${result.label}: ${name} computes what ours computes (max |Δ| ${r.maxDiff})`);
+    }
+  }
+  const [[header, ...rows]] = parseTables(prefillBlock(run));
+  assert.deepEqual(header, ['model', 'shape (B, H, Sq, Sk, D)', '1 thread, SIMD128', 'share of the mul + add peak', '1 thread, relaxed SIMD',
+    'share of the FMA peak', 'ORT 1 thread', '2 threads', 'ORT 2 threads', 'ORT ÷ ours, 2 threads']);
+  assert.equal(rows.length, part.results.length);
+  for (const row of rows) {
+    for (const i of [2, 4, 6, 7, 8]) assert.match(row[i], /^[\d.,]+ ms$/, `${header[i]}: ${row.join(' | ')}`);
+    for (const i of [3, 5]) checkShare(row[i], `${header[i]}: ${row.join(' | ')}`);
+    assert.match(row[9], /^[\d.]+×$/, row.join(' | '));
+  }
+  const merit = (start) => run.figuresOfMerit.find((f) => f.what.startsWith(start))?.figure ?? '';
+  const shares = String.raw`\(\S+\)( causal)? [\d.]+ %(, (?=\()|;|$)`;
+  assert.match(merit('share of the multiply-add peak of its own build'), new RegExp(`^SIMD128: (${shares})+ relaxed SIMD: (${shares})+$`));
+  assert.match(merit('onnxruntime-web 2 threads ÷ ours 2 threads, every prefill shape'), /^(\(\S+\)( causal)? [\d.]+×(, |$))+$/);
 }
 
 // Largest |Δ| from our float32 cache each decode engine may show on the quick shapes (the 2-thread
@@ -256,7 +290,7 @@ const ENGINES = ['attention-wasm 1T', 'attention-wasm 2T', 'onnxruntime-web ops 
 
 test('the quick benchmark in Node: every engine in its own process, timed, results agreeing', async () => {
   const result = await quickRun();
-  checkRun(result, [...ENGINES, 'attention-wasm 1T relaxed']);
+  checkRun(result, [...ENGINES, 'attention-wasm 1T relaxed'], ['attention-wasm 1T', 'attention-wasm 1T relaxed', 'attention-wasm 2T']);
   assert.equal(result.run.engines['attention-wasm 1T'].config.simd, 'simd128', 'Node without the flag: SIMD128');
   assert.equal(result.run.engines['attention-wasm 1T relaxed'].config.simd, 'relaxed-simd', 'its own process, with the flag');
   const { extras } = result.run;
@@ -267,7 +301,7 @@ test('the quick benchmark in Node: every engine in its own process, timed, resul
 
 test('the quick benchmark in Chromium: a 1-thread page and a cross-origin-isolated 2-thread page', async () => {
   const result = await quickRun('--browser');
-  checkRun(result, [...ENGINES, 'attention-wasm 1T simd128', 'attention-wasm 2T simd128']);
+  checkRun(result, [...ENGINES, 'attention-wasm 1T simd128', 'attention-wasm 2T simd128'], ['attention-wasm 1T', 'attention-wasm 1T simd128', 'attention-wasm 2T']);
   assert.equal(result.run.engines['attention-wasm 1T'].config.simd, 'relaxed-simd', "Chromium: 'auto' picks relaxed SIMD");
   assert.equal(result.run.engines['attention-wasm 2T simd128'].config.simd, 'simd128');
   assert.match(result.run.where, /^Chromium \d+/);

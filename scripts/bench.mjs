@@ -5,14 +5,15 @@
 // count, in Chromium, or with --browser firefox / webkit in Firefox ESR or WebKitGTK), configured
 // as its documentation recommends; engines take turns of many calls in
 // rotated rounds (web/bench/schedule.mjs); the report says how each was configured, the
-// machine and its load. Then four sections (scripts/bench/sections.mjs): the shapes encoders and
+// machine and its load. Then five sections (scripts/bench/sections.mjs): the shapes encoders and
 // prompts run (prefill), each held to the multiply-add peak timed in the same rounds; a decode
 // step over KV caches against onnxruntime-web (with the wasm read bandwidth and multiply-add peak
-// they are held to), the score variants against plain attention, and a token step as a model runs
-// it (every layer's cache from memory, against the read and the peak on as many threads). Results
-// go to artifacts/bench/ as JSON; --readme rewrites the generated tables of docs/performance.md for
-// the sections that ran, from full runs of them.
-//   node scripts/bench.mjs [--browser [chromium|firefox|webkit]] [--quick] [--section shapes,prefill,decode,variants,model]
+// they are held to), the score variants against plain attention, small calls on 1 and 2 threads
+// (2 never slower), and a token step as a model runs it (every layer's cache from memory, against
+// the read and the peak on as many threads). Results go to artifacts/bench/ as JSON; --readme
+// rewrites the generated tables of docs/performance.md for the sections that ran, from full runs
+// of them.
+//   node scripts/bench.mjs [--browser [chromium|firefox|webkit]] [--quick] [--section shapes,prefill,decode,variants,threads,model]
 //                          [--shape B,H,Sq,Sk,D[,1]] [--json FILE] [--readme]
 //   (npm run bench builds what it needs first; --section picks sections, default all; --shape
 //   replaces the main table's shapes)
@@ -23,7 +24,7 @@ import { fileURLToPath } from 'node:url';
 import { measurePeak } from './bench/peak.mjs';
 import { figuresOfMerit, performanceBlock, printReport } from './bench/report.mjs';
 import { writeTable } from './bench/write-table.mjs';
-import { decodeBlock, modelBlock, prefillBlock, printSections, sectionFigures, variantsBlock } from './bench/section-report.mjs';
+import { decodeBlock, modelBlock, prefillBlock, printSections, sectionFigures, threadsBlock, variantsBlock } from './bench/section-report.mjs';
 import { SECTION_NAMES, runSections } from './bench/sections.mjs';
 import { measureShape, TIMING } from '../web/bench/schedule.mjs';
 import { FULL_SHAPES, QUICK_SHAPES, flops, label, parseShape } from './bench/shapes.mjs';
@@ -198,6 +199,7 @@ if (args.includes('--readme')) {
     ...(run.sections.prefill ? [[`${kind}-prefill`, prefillBlock(run)]] : []),
     ...(run.sections.decode ? [[`${kind}-decode`, decodeBlock(run)]] : []),
     ...(run.sections.variants ? [[`${kind}-variants`, variantsBlock(run)]] : []),
+    ...(run.sections.threads ? [[`${kind}-threads`, threadsBlock(run)]] : []),
     ...(run.sections.model ? [[`${kind}-model`, modelBlock(run)]] : [])];
   for (const [marker, block] of blocks) writeTable(here('../docs/performance.md'), marker, block);
   console.log(`docs/performance.md: regenerated from this run: ${blocks.map(([m]) => m).join(', ')}`);

@@ -60,7 +60,7 @@ async function oursEngines({ threads = 1, parts = ALL_PARTS }, { createAttention
       const { batch, heads, kvHeads, seqQ, seqK, headDim } = shape;
       const K = splitLast(k, shape), V = splitLast(v, shape);
       const cache = lib.createKVCache({ batch, kvHeads, headDim, maxSeq: seqK, dtype });
-      cache.append(K.past, V.past);
+      if (seqK > seqQ) cache.append(K.past, V.past);  // (a step over its own keys alone has no past)
       const out = new Float32Array(q.length);
       return {
         run: () => {

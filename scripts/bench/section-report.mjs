@@ -1,15 +1,17 @@
 // The sections of a benchmark run (sections.mjs) as console report, figures of merit and the
 // tables of docs/performance.md: the prefill section's in prefill-report.mjs, the decode section's
-// in decode-report.mjs, the model section's in model-report.mjs, the variants' here.
+// in decode-report.mjs, the threads section's in threads-report.mjs, the model section's in
+// model-report.mjs, the variants' here.
 // Ratios pair the engines round by round (each round's turns ran back to back) and take the
 // median of those ratios.
 import { decodeBlock, decodeFigures, printDecode } from './decode-report.mjs';
 import { modelBlock, modelFigures, printModel } from './model-report.mjs';
 import { prefillBlock, prefillFigures, printPrefill } from './prefill-report.mjs';
+import { printThreads, threadsBlock, threadsFigures } from './threads-report.mjs';
 import { visibleScores, VARIANTS } from './variant-engines.mjs';
 import { findResult, fmt, meritLine, pairedRatio, printHosts, sectionHeader, x } from './section-common.mjs';
 
-export { decodeBlock, modelBlock, pairedRatio, prefillBlock };
+export { decodeBlock, modelBlock, pairedRatio, prefillBlock, threadsBlock };
 
 // ---- variants ----
 
@@ -29,6 +31,7 @@ function variantRows(result, engines) {
 export function printSections(run, out = console.log) {
   printPrefill(run, out);
   printDecode(run, out);
+  printThreads(run, out);
   printModel(run, out);
   for (const part of run.sections?.variants ?? []) {
     out(`\nvariants: ${part.label}; GFLOP/s over the scores each variant computes (4·B·H·D per visible score)`);
@@ -57,7 +60,7 @@ const VARIANTS_512 = '(1,12,512,512,64)', WINDOW_8192 = '(1,8,8192,8192,64)';
 
 // The figures each section is judged by: what is measured, the benchmark's goal, this run's value.
 export function sectionFigures(run) {
-  const f = [...prefillFigures(run), ...decodeFigures(run), ...modelFigures(run)];
+  const f = [...prefillFigures(run), ...decodeFigures(run), ...threadsFigures(run), ...modelFigures(run)];
   if (run.sections?.variants) {
     const a = findResult(run, 'variants', VARIANTS_512);
     const rows = a ? variantRows(a.result, a.part.engines) : [];

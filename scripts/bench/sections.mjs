@@ -13,6 +13,10 @@
 //     read probes and the multiply-add peak probe;
 //   variants: the score variants against plain attention, and a causal sliding
 //     window against plain causal attention, single-threaded;
+//   threads: small calls on 1 and 2 threads, where waking the pool costs as much as the call (the
+//     pool is used only where it pays, src/runtime/parallel.h): decode steps over caches of 1 to
+//     16384 keys (every dtype) and causal prefills of 1 to 1024 positions, 8 query heads (2 kv
+//     heads for decode), 64 dims; 2 threads must never be slower than 1;
 //   model: a token step as a model runs it (model-engines.mjs): every layer's cache once per
 //     token, from memory (a working set of at least 1 GiB), for three models, seqQ 1 and 4, 1 and
 //     2 threads, every cache dtype the library has; beside it, in the same rounds, the streaming
@@ -21,7 +25,7 @@
 import { TIMING, measureShape } from '../../web/bench/schedule.mjs';
 import { CANDIDATE_DTYPES } from './model-engines.mjs';
 
-export const SECTION_NAMES = ['prefill', 'decode', 'variants', 'model'];
+export const SECTION_NAMES = ['prefill', 'decode', 'variants', 'threads', 'model'];
 
 const decodeShape = (heads, kvHeads, seqQ, seqK, headDim) => ({ batch: 1, heads, kvHeads, seqQ, seqK, headDim, causal: false });
 const square = (batch, heads, s, headDim, causal = false) => ({ batch, heads, seqQ: s, seqK: s, headDim, causal });
@@ -124,6 +128,20 @@ const PLANS = {
     shapes: [quick ? square(1, 1, 1536, 64) : square(1, 8, 8192, 64)],
     timing: quick ? { ...LONG, rounds: 1, slowRounds: 1 } : LONG,
   }],
+  threads: (quick) => {
+    const both = (label, spec) => [1, 2].map((threads) => ({ label: `process: ours ${threads}T (${label})`, spec: { ...spec, threads } }));
+    return [{
+      label: 'decode steps over short caches, 1 and 2 threads',
+      hosts: both('KV caches', { section: 'decode', kind: 'ours', parts: ['caches'] }),
+      shapes: (quick ? [1, 256] : [1, 4, 16, 64, 256, 1024, 4096, 16384]).map((seqK) => decodeShape(8, 2, 1, seqK, 64)),
+      timing: quick ? SMOKE : DECODE,
+    }, {
+      label: 'prefills of a few positions, 1 and 2 threads',
+      hosts: both('causal prefill', { section: 'variants', kind: 'ours', variants: ['causal'] }),
+      shapes: (quick ? [1, 64] : [1, 4, 16, 64, 256, 1024]).map((s) => square(1, 8, s, 64)),
+      timing: quick ? SMOKE : DECODE,
+    }];
+  },
   model: (quick) => {
     const ours = (threads, probes) => ({ section: 'model', kind: 'ours', threads, probes, quick });
     const workingSet = quick ? 2 ** 22 : 2 ** 30;

@@ -11,6 +11,7 @@
 
 #include "kernel/attention.h"
 #include "kernel/attention_blocks.h"
+#include "kernel/work.h"
 #include "runtime/parallel.h"
 
 namespace attn {
@@ -87,7 +88,7 @@ const char* attention_backward(const AttentionParams& forward, const AttentionGr
   if (p.sinks && !sink_parts.allocate(static_cast<std::size_t>(items) * group))
     return "attention_backward: out of memory";
   std::atomic<const char*> error{nullptr};
-  parallel_for(items, [&](int item) {
+  parallel_for(items, backward_work(p), [&](int item) {
     const int b = item / p.kv_heads, kvh = item % p.kv_heads;
     Workspace ws;
     FloatBuffer buf;

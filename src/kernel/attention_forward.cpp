@@ -14,6 +14,7 @@
 #include "kernel/attention.h"
 #include "kernel/attention_blocks.h"
 #include "kernel/few_rows.h"
+#include "kernel/work.h"
 #include "runtime/parallel.h"
 
 namespace attn {
@@ -388,13 +389,14 @@ void attend_few_rows(const AttentionParams& p, const RowBlock& rb, const kv::Hea
 }
 
 // Units are contiguous ranges of the work [0, units), handed out to about four times as many
-// items as there are threads, each item with its own workspace: which thread runs which unit
-// never changes a result (a unit is always computed the same way), only how the work spreads.
+// items as there are threads worth using for `work`, each item with its own workspace: which
+// thread runs which unit never changes a result (a unit is always computed the same way), only
+// how the work spreads.
 template <class Fn>
-const char* for_each_unit(const AttentionParams& p, int units, bool stats_only, Fn&& fn) {
-  const int items = std::min(units, 4 * num_threads());
+const char* for_each_unit(const AttentionParams& p, int units, const Work& work, bool stats_only, Fn&& fn) {
+  const int items = std::min(units, 4 * threads_for(work));
   std::atomic<const char*> error{nullptr};
-  parallel_for(items, [&](int item) {
+  parallel_for(items, work, [&](int item) {
     Workspace ws;
     if (!(stats_only ? ws.reserve_stats(p) : ws.reserve(p))) {
       error = "attention: out of memory for the workspace";
@@ -427,8 +429,9 @@ const char* run_few_rows(const AttentionParams& p) {
     const kv::Head h = kv::head(p, b, kvh);
     kv::with_type(h.type, [&](auto t) { attend_few_rows<decltype(t)>(p, rb, h, kb, ke, ws); });
   };
+  const Work work = forward_work(p);
   if (chunks == 1) {
-    return for_each_unit(p, heads, false, [&](int u, Workspace& ws) {
+    return for_each_unit(p, heads, work, false, [&](int u, Workspace& ws) {
       RowBlock rb;
       attend(u / p.kv_heads, u % p.kv_heads, rb, begin, end, ws);
       fold_sinks(p, rb, ws);
@@ -441,7 +444,7 @@ const char* run_few_rows(const AttentionParams& p) {
   FloatBuffer partial;
   if (!partial.allocate(size_product(size_product(heads, chunks), unit_floats)))
     return "attention: out of memory for the workspace";
-  const char* err = for_each_unit(p, heads * chunks, false, [&](int u, Workspace& ws) {
+  const char* err = for_each_unit(p, heads * chunks, work, false, [&](int u, Workspace& ws) {
     const int head = u / chunks, c = u % chunks;
     const int kb = begin + c * kSplitKeys, ke = std::min(end, kb + kSplitKeys);
     RowBlock rb;
@@ -452,7 +455,8 @@ const char* run_few_rows(const AttentionParams& p) {
     if (p.value) simd::copy(ws.acc, rows * acc_ld, out + 2 * rows);
   });
   if (err) return err;
-  return for_each_unit(p, heads, true, [&](int head, Workspace& ws) {
+  const double merged = double(heads) * chunks * unit_floats;  // each chunk's statistics, read and merged
+  return for_each_unit(p, heads, Work{8 * merged, 4 * merged}, true, [&](int head, Workspace& ws) {
     RowBlock rb;
     fill_row_block(p, head / p.kv_heads, head % p.kv_heads, 0, rb, kFewRows);
     start_rows(p, rb, ws);
@@ -471,10 +475,11 @@ const char* run(const AttentionParams& p) {
   // Work items: one (batch, kv head) each, or chunks of its row blocks (each chunk then packs the
   // key blocks it needs itself). Items never share output rows and compute them exactly as a
   // serial run would.
-  const BlockedSplit split = blocked_split(p, num_threads());
+  const Work work = forward_work(p);
+  const BlockedSplit split = blocked_split(p, threads_for(work));
   const int chunks = split.chunks;
   std::atomic<const char*> error{nullptr};
-  parallel_for(p.batch * p.kv_heads * chunks, [&](int item) {
+  parallel_for(p.batch * p.kv_heads * chunks, work, [&](int item) {
     const int b = item / chunks / p.kv_heads, kvh = item / chunks % p.kv_heads, chunk = item % chunks;
     Workspace ws;
     if (!ws.reserve(p)) {

@@ -1,10 +1,13 @@
 // The parts of the public API that are not the kernel: stride helpers, parameter checks and the
 // build's instruction-set name.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 
 #include "kernel/attention.h"
+#include "kernel/score_rule.h"
+#include "kernel/work.h"
 #include "runtime/simd.h"
 
 namespace attn {
@@ -22,6 +25,26 @@ Strides mask_strides(MaskShape shape, int heads, int seq_q, int seq_k) {
   if (shape == MaskShape::plane) m.batch = 0;
   if (shape != MaskShape::per_head) m.head = 0;
   return m;
+}
+
+Work forward_work(const AttentionParams& p) {
+  // Visible keys per row: the mean of the first and the last row's (exact where causal and
+  // windows make them grow linearly).
+  const score::KeyRange first = score::key_range(p, 0), last = score::key_range(p, p.seq_q - 1);
+  const double keys = 0.5 * (std::max(0, first.end - first.begin) + std::max(0, last.end - last.begin));
+  const double rows = double(p.batch) * p.heads * p.seq_q;
+  const double dv = p.value ? p.value_dim : 0;
+  const double stored = p.kv_type == KvType::f32 ? 4 : p.kv_type == KvType::i8 ? 1 : 2;  // bytes an element
+  Work w;
+  w.flops = rows * keys * (2.0 * p.head_dim + 2 * dv + 8);
+  w.bytes = double(p.batch) * p.kv_heads * p.seq_k * (p.head_dim + dv) * stored + 4 * rows * (p.head_dim + dv) +
+            (p.weights ? 4 * rows * p.seq_k : 0);
+  return w;
+}
+
+Work backward_work(const AttentionParams& p) {
+  const Work forward = forward_work(p);
+  return {2.5 * forward.flops, 2 * forward.bytes};
 }
 
 const char* validate(const AttentionParams& p) {

@@ -101,7 +101,8 @@ void PackedLinear::apply(const float* x, std::ptrdiff_t ldx, int rows, float* y,
   // One work item per full panel, each over the whole depth in kDepth blocks (in the same
   // order for every thread count, so results do not depend on it).
   const int full_panels = out_ / kPanel;
-  parallel_for(full_panels, [&](int p) {
+  const double mac = double(rows) * in_ * out_;
+  parallel_for(full_panels, Work{2 * mac, 4 * (double(in_) * out_ + double(rows) * (in_ + out_))}, [&](int p) {
     float* yp = y + p * kPanel;
     for (int kb = 0; kb < in_; kb += kDepth) {
       const int k_len = std::min(kDepth, in_ - kb);

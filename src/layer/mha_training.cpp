@@ -24,9 +24,14 @@ bool copy_bytes(ByteBuffer& dst, const void* src, std::uint64_t n) {
   return true;
 }
 
+// The work of one product of a [rows, out] by a [rows, in] or an [out, in] matrix.
+Work product_work(int rows, int out, int in) {
+  return {2.0 * rows * out * in, 4.0 * (double(rows) * (out + in) + double(out) * in)};
+}
+
 // dw[o] = Σ_r dy[r][o] · x[r] and db[o] = Σ_r dy[r][o] (db may be null); one output row per item.
 void weight_gradients(const float* dy, const float* x, int rows, int out, int in, float* dw, float* db) {
-  parallel_for(out, [&](int o) {
+  parallel_for(out, product_work(rows, out, in), [&](int o) {
     float* w = dw + static_cast<std::size_t>(o) * in;
     std::fill(w, w + in, 0.0f);
     float bias = 0.0f;
@@ -42,7 +47,7 @@ void weight_gradients(const float* dy, const float* x, int rows, int out, int in
 
 // dx[r] += Σ_o dy[r][o] · w[o]; one input row per item.
 void add_input_gradients(const float* dy, const float* w, int rows, int out, int in, float* dx) {
-  parallel_for(rows, [&](int r) {
+  parallel_for(rows, product_work(rows, out, in), [&](int r) {
     float* d = dx + static_cast<std::size_t>(r) * in;
     for (int o = 0; o < out; ++o) {
       const float g = dy[static_cast<std::size_t>(r) * out + o];

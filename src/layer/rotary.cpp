@@ -218,8 +218,12 @@ const char* rotary(const RotaryParams& p) {
   const int blocks = row_blocks(p);
   const std::size_t pass_bytes = static_cast<std::size_t>(p.head_dim - p.rotary_dim) * sizeof(float);
   std::atomic<const char*> error{nullptr};
+  // The work: each table entry's angle (a product in double and its cos and sin, about 40
+  // operations), then a multiply-add pair per element rotated, every element read and written.
+  const double entries = double(groups) * p.seq * h, rows = double(p.batch) * p.heads * p.seq;
+  const Work work{40 * entries + 3 * rows * p.rotary_dim, 8 * rows * p.head_dim};
   // Items never share output rows, and each computes its rows exactly as a serial run would.
-  parallel_for(groups * blocks, [&](int item) {
+  parallel_for(groups * blocks, work, [&](int item) {
     const int group = item / blocks, t0 = item % blocks * kRowsPerBlock;
     const int t1 = std::min(t0 + kRowsPerBlock, p.seq);
     FloatBuffer table;

@@ -2,7 +2,8 @@
 // threads (the single-threaded wasm module, ATTN_THREADS=0) run every item on the calling thread.
 //
 // Work is split into items that are each computed entirely by one thread with the same code as a
-// serial run, so results are bit-identical whatever the thread count.
+// serial run, so results are bit-identical whatever the thread count — and whoever runs them: a
+// call too small to gain from the pool runs its items on the calling thread (threads_for).
 #pragma once
 
 namespace attn {
@@ -12,17 +13,37 @@ namespace attn {
 void set_num_threads(int n);
 int num_threads();
 
+// What a call computes, estimated from its shape: floating-point operations and bytes read or
+// written. Only compared with the pool's cost of a job (threads_for), so rough is enough.
+struct Work {
+  double flops = 0;
+  double bytes = 0;
+};
+
+// The threads worth using for `work`: num_threads(), or 1 when at a core's peak it would take a
+// thread less time than four of the pool's empty jobs (waking the workers and waiting for them;
+// measured when the pool is sized, see parallel.cpp) — then the pool could not make it faster.
+int threads_for(const Work& work);
+
 namespace detail {
 // fn is called as call(fn, i); no allocation, so a job can start even when memory is exhausted.
-void parallel_for(int count, void (*call)(const void* fn, int i), const void* fn);
+void parallel_for(int count, bool pool, void (*call)(const void* fn, int i), const void* fn);
+
+// For tests: the jobs the pool has run (a call whose items all ran on the calling thread is none),
+// and a switch that sends every call of two or more items to the pool, however small (so that
+// tests of thread-count independence reach the workers with small shapes).
+unsigned pool_jobs();
+void set_pool_for_every_call(bool on);
 }  // namespace detail
 
 // Runs fn(i) for every i in [0, count) and returns when all are done; the calling thread takes
-// items too. Safe from any thread: jobs of concurrent callers run one after the other, and a
-// parallel_for inside fn runs its items serially on that thread.
+// items too, and takes them all when threads_for(work) is 1. Safe from any thread: jobs of
+// concurrent callers run one after the other, and a parallel_for inside fn runs its items
+// serially on that thread.
 template <class Fn>
-void parallel_for(int count, const Fn& fn) {
-  detail::parallel_for(count, [](const void* f, int i) { (*static_cast<const Fn*>(f))(i); }, &fn);
+void parallel_for(int count, const Work& work, const Fn& fn) {
+  detail::parallel_for(
+      count, threads_for(work) > 1, [](const void* f, int i) { (*static_cast<const Fn*>(f))(i); }, &fn);
 }
 
 }  // namespace attn

@@ -1,5 +1,5 @@
 // `node scripts/bench.mjs --quick` (Node) and `--browser --quick` (headless Chromium) run end to
-// end — every engine on one shape, then the prefill, decode, variants and model sections on tiny shapes; in
+// end — every engine on one shape, then the prefill, decode, variants, threads and model sections on tiny shapes; in
 // Firefox and WebKitGTK the main table — and
 // write their JSON: each engine in its own process or page with its own thread count, results
 // that agree with ours, the configuration and the load recorded; the console report shows the
@@ -15,7 +15,7 @@ import { promisify } from 'node:util';
 import { test } from 'node:test';
 import { performanceBlock } from '../../scripts/bench/report.mjs';
 import { peakName, readName, stepName } from '../../scripts/bench/model-engines.mjs';
-import { decodeBlock, modelBlock, prefillBlock, variantsBlock } from '../../scripts/bench/section-report.mjs';
+import { decodeBlock, modelBlock, prefillBlock, threadsBlock, variantsBlock } from '../../scripts/bench/section-report.mjs';
 
 const BENCH = fileURLToPath(new URL('../../scripts/bench.mjs', import.meta.url));
 
@@ -260,8 +260,35 @@ function checkModel({ stdout, run }) {
   for (const dtype of dtypes.slice(1)) assert.match(merit(`a token step: float32 cache ÷ ${dtype} cache`), /seqQ 1 [\d.]+×, .* seqQ 4 [\d.]+×$/);
 }
 
+// The threads section: every small call on 1 and 2 threads, the console's rows showing the JSON's
+// medians, the table one row per pair with both times and their ratio, the figure with its goal.
+function checkThreads({ stdout, run }) {
+  const parts = run.sections.threads;
+  assert.deepEqual(parts.map((p) => p.results.length), [2, 2], 'two decode steps and two prefills');
+  let pairs = 0;
+  for (const result of parts.flatMap((p) => p.results)) {
+    const names = Object.keys(result.engines);
+    assert.ok(names.length >= 2 && names.length % 2 === 0, `${result.label}: pairs of engines (${names})`);
+    for (const name of names.filter((n) => / 1T /.test(n))) {
+      const [one, two] = [result.engines[name], result.engines[name.replace(' 1T ', ' 2T ')]];
+      assert.ok(one?.median > 0 && two?.median > 0, `${result.label}: ${name} and its 2-thread twin were timed`);
+      const row = stdout.match(new RegExp(`^\\s+${escape(result.label)}\\s+${escape(name.replace('attention-wasm 1T ', ''))}\\s+([\\d.,]+)\\s+([\\d.,]+)\\s+[\\d.]+$`, 'm'));
+      assert.ok(row, `the console report has ${name} on ${result.label}`);
+      assert.ok(Math.abs(number(row[1]) - one.median) <= 0.01 * one.median + 0.005, `${name}: console ${row[1]} ms, JSON ${one.median} ms`);
+      pairs++;
+    }
+  }
+  const [[header, ...rows]] = parseTables(threadsBlock(run));
+  assert.deepEqual(header, ['shape (B, H, Sq, Sk, D)', 'call', '1 thread, ms', '2 threads, ms', '2 threads ÷ 1']);
+  assert.equal(rows.length, pairs);
+  for (const row of rows) assert.match(row.slice(2).join(' '), /^[\d.,]+ [\d.,]+ [\d.]+$/, row.join(' | '));
+  const figure = run.figuresOfMerit.find((f) => f.what.includes('small calls') && f.what.endsWith('on 2 threads ÷ on 1'));
+  assert.match(figure?.figure ?? '', /^[\d.]+× \(.+, \(1,8,\d+,\d+,64\)( kvHeads 2)?\)$/, JSON.stringify(figure));
+}
+
 function checkSections({ stdout, run }) {
   checkDecode({ stdout, run });
+  checkThreads({ stdout, run });
   checkModel({ stdout, run });
   const variants = run.sections.variants.flatMap((p) => p.results);
   assert.equal(variants.length, 2);

@@ -30,6 +30,7 @@
 #include "layer/linear.h"
 #include "layer/mha.h"
 #include "layer/rotary.h"
+#include "pool_for_every_call.h"
 #include "runtime/buffer.h"
 #include "runtime/parallel.h"
 
@@ -437,6 +438,7 @@ std::vector<EntryPoint> entry_points() {
 
 // Returns how many allocations were made to fail.
 int check(const EntryPoint& e, int threads) {
+  const PoolForEveryCall every_call;  // failures inside the workers too
   attn::set_num_threads(threads);
   INFO(e.name << ", " << threads << " thread(s)");
   Fixture pristine(e.needs);

@@ -18,6 +18,7 @@
 #include "kernel/attention.h"
 #include "layer/linear.h"
 #include "layer/mha.h"
+#include "pool_for_every_call.h"
 #include "runtime/parallel.h"
 
 namespace {
@@ -59,21 +60,93 @@ std::vector<float> run(int threads, int batch, int heads, int kv_heads, int seq_
   return out;
 }
 
+// Work no pool's cost of a job outweighs (a second of it on one thread): the pool is used.
+const attn::Work kLarge{1e12, 0};
+
 }  // namespace
 
 TEST_CASE("parallel_for runs every item exactly once", "[parallel]") {
   for (int threads : {1, 2, 3, 8}) {
     attn::set_num_threads(threads);
-    for (int count : {0, 1, 2, 7, 100}) {
-      std::vector<std::atomic<int>> hits(count);
-      attn::parallel_for(count, [&](int i) { hits[i]++; });
-      for (int i = 0; i < count; ++i) CHECK(hits[i].load() == 1);
-    }
+    for (int count : {0, 1, 2, 7, 100})
+      for (const attn::Work& work : {attn::Work{}, kLarge}) {
+        std::vector<std::atomic<int>> hits(count);
+        attn::parallel_for(count, work, [&](int i) { hits[i]++; });
+        for (int i = 0; i < count; ++i) CHECK(hits[i].load() == 1);
+      }
   }
   attn::set_num_threads(1);
 }
 
+#if ATTN_THREADS
+// Small work runs on the calling thread; large work on the pool: two items that each wait (up to
+// 10 s) for the other to start can only both finish on two threads at once.
+TEST_CASE("a call too small for the pool runs on the calling thread, a large one on the workers", "[parallel]") {
+  attn::set_num_threads(2);
+  CHECK(attn::threads_for(attn::Work{}) == 1);
+  CHECK(attn::threads_for(attn::Work{1e3, 1e3}) == 1);  // a few tens of ns of work
+  CHECK(attn::threads_for(kLarge) == 2);
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<int> elsewhere{0};
+  attn::parallel_for(8, attn::Work{1e3, 1e3}, [&](int) {
+    if (std::this_thread::get_id() != caller) elsewhere++;
+  });
+  CHECK(elsewhere.load() == 0);
+  std::atomic<int> arrived{0}, met{0};
+  attn::parallel_for(2, kLarge, [&](int) {
+    arrived++;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (arrived.load() < 2 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    if (arrived.load() == 2) met++;
+  });
+  CHECK(met.load() == 2);
+  attn::set_num_threads(1);
+  CHECK(attn::threads_for(kLarge) == 1);
+}
+
+// The kernel and the layer ask for the pool by their calls' work: a decode step over a short
+// cache (8 heads, 2 kv heads, 64 dims), a prefill of 16 positions and a one-row projection run
+// on the calling thread with 2 threads, where every call used to wake the workers; a prefill of
+// 512 positions (about 0.3 GFLOP) still goes to them.
+TEST_CASE("small kernel and projection calls do not wake the pool, a large prefill does", "[parallel]") {
+  const auto jobs_of = [](auto&& call) {
+    attn::set_num_threads(2);
+    const unsigned before = attn::detail::pool_jobs();
+    call();
+    const unsigned jobs = attn::detail::pool_jobs() - before;
+    attn::set_num_threads(1);
+    return jobs;
+  };
+  const auto attention_jobs = [&](int heads, int kv_heads, int seq_q, int seq_k, attn::KvType type) {
+    tcase::Case c;
+    c.heads = heads;
+    c.kv_heads = kv_heads;
+    c.seq_q = seq_q;
+    c.seq_k = seq_k;
+    c.head_dim = 64;
+    c.causal = true;
+    c.kv_type = type;
+    tcase::Run r = tcase::make_run(c);
+    INFO(c.describe());
+    return jobs_of([&] { REQUIRE(attn::attention(r.p) == nullptr); });
+  };
+  for (const attn::KvType type : {attn::KvType::f32, attn::KvType::f16, attn::KvType::bf16, attn::KvType::i8})
+    for (int keys : {1, 16, 64}) CHECK(attention_jobs(8, 2, 1, keys, type) == 0);
+  CHECK(attention_jobs(8, 8, 16, 16, attn::KvType::f32) == 0);
+  CHECK(attention_jobs(8, 8, 512, 512, attn::KvType::f32) > 0);
+
+  const int in = 64, out = 192;
+  const auto x = random_vec(in, 4), w = random_vec(std::size_t(out) * in, 5);
+  attn::PackedLinear lin;
+  REQUIRE(lin.pack(w.data(), nullptr, out, in) == nullptr);
+  std::vector<float> scratch(lin.scratch_floats(1)), y(out);
+  CHECK(jobs_of([&] { lin.apply(x.data(), in, 1, y.data(), out, scratch.data()); }) == 0);
+}
+#endif
+
 TEST_CASE("attention is bit-identical with 1, 2 and 3 threads", "[parallel]") {
+  const PoolForEveryCall every_call;
+  const unsigned jobs = attn::detail::pool_jobs();
   struct Shape {
     int b, h, kv, sq, sk, d;
     bool causal;
@@ -95,6 +168,9 @@ TEST_CASE("attention is bit-identical with 1, 2 and 3 threads", "[parallel]") {
       CHECK(std::memcmp(one.data(), many.data(), one.size() * sizeof(float)) == 0);
     }
   }
+#if ATTN_THREADS
+  CHECK(attn::detail::pool_jobs() > jobs);  // the workers took part
+#endif
 }
 
 // The few-rows paths of a decode or speculative step, in every storage type: one row per kv head
@@ -102,6 +178,7 @@ TEST_CASE("attention is bit-identical with 1, 2 and 3 threads", "[parallel]") {
 // and keys split into chunks (flash-decoding) whose statistics are merged — a split fixed by the
 // shape, so 1, 2 and 3 threads give the same bits (also where 2 chunks meet 3 threads).
 TEST_CASE("few rows: bit-identical with 1, 2 and 3 threads in every storage type, split keys included", "[parallel]") {
+  const PoolForEveryCall every_call;
   struct Shape {
     int b, h, kv, sq, sk, d;
     int ring;
@@ -144,6 +221,7 @@ TEST_CASE("few rows: bit-identical with 1, 2 and 3 threads in every storage type
 }
 
 TEST_CASE("PackedLinear is bit-identical with 1 and 3 threads", "[parallel]") {
+  const PoolForEveryCall every_call;
   const int rows = 9, in = 300, out = 70;
   const auto x = random_vec(std::size_t(rows) * in, 4), w = random_vec(std::size_t(out) * in, 5);
   const auto b = random_vec(out, 6);
@@ -242,6 +320,7 @@ std::vector<float> layer_step(int threads, bool wide) {
 
 TEST_CASE("the layer's training step, cached decoding and cross-attention are bit-identical on 1 and 3 threads",
           "[parallel]") {
+  const PoolForEveryCall every_call;
   const bool wide = GENERATE(false, true);
   INFO((wide ? "wide" : "plain") << " layer");
   const auto one = layer_step(1, wide);
@@ -304,7 +383,7 @@ TEST_CASE("the pool survives resizes between jobs (stress, with a watchdog)", "[
       const int count = 2 + (it * 3 + job) % 9;
       std::vector<std::atomic<int>> hits(count);
       std::atomic<int> inside{0};
-      attn::parallel_for(count, [&](int i) {
+      attn::parallel_for(count, kLarge, [&](int i) {
         inside++;
         volatile int spin = 0;
         for (int s = 0; s < 200 * (i % 4); ++s) spin = spin + s;
@@ -330,10 +409,10 @@ TEST_CASE("parallel_for from two threads at once, and nested inside an item", "[
     for (int job = 0; job < 300; ++job) {
       const int count = 2 + (job + seed) % 7;
       std::vector<std::atomic<int>> hits(count);
-      attn::parallel_for(count, [&](int i) {
+      attn::parallel_for(count, kLarge, [&](int i) {
         // A nested call runs serially on this thread (it would otherwise wait for itself).
         int inner = 0;
-        attn::parallel_for(3, [&](int) { ++inner; });
+        attn::parallel_for(3, kLarge, [&](int) { ++inner; });
         if (inner != 3) bad++;
         hits[i]++;
       });

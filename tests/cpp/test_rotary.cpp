@@ -19,6 +19,7 @@
 
 #include "layer/rotary.h"
 #include "layer/sincos.h"
+#include "pool_for_every_call.h"
 #include "runtime/parallel.h"
 
 namespace {
@@ -332,6 +333,7 @@ TEST_CASE("rotary: bit-identical for 1, 2 and 3 threads", "[rotary][parallel]") 
   c.head_dim = 40;
   c.rotary_dim = 32;
   c.positions = Positions::per_batch;
+  const PoolForEveryCall every_call;
   std::vector<float> one;
   for (int threads : {1, 2, 3}) {
     attn::set_num_threads(threads);

@@ -26,6 +26,7 @@
 #include "layer/linear.h"
 #include "layer/mha.h"
 #include "layer/rotary.h"
+#include "pool_for_every_call.h"
 #include "runtime/buffer.h"
 #include "runtime/parallel.h"
 
@@ -62,6 +63,7 @@ void check_once(double estimate, Call&& call, double kept) {
 // The estimate of `run` on 1, 2 and 3 threads: each within budget, exact on one thread.
 template <class Estimate, class Run>
 void check_threads(Estimate&& estimate, Run&& run) {
+  const PoolForEveryCall every_call;  // the workers' workspaces held at once
   double one = 0;
   for (int threads : {1, 2, 3}) {
     attn::set_num_threads(threads);

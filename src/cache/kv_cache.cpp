@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <limits>
 
 #include "kernel/half.h"
@@ -67,7 +68,7 @@ float store_i8(const float* x, int n, std::int8_t* out) {
 const char* validate(const KvCacheConfig& c) {
   if (c.batch < 1 || c.kv_heads < 1 || c.head_dim < 1 || c.value_dim < 1 || c.max_seq < 1)
     return "kv cache: batch, kv_heads, head_dim, value_dim and max_seq must be positive";
-  if (c.dtype != KvType::f32 && c.dtype != KvType::f16 && c.dtype != KvType::bf16 && c.dtype != KvType::i8)
+  if (std::find(std::begin(kCacheDtypes), std::end(kCacheDtypes), c.dtype) == std::end(kCacheDtypes))
     return "kv cache: unknown dtype";
   if (c.window < 0) return "kv cache: window must be 0 (none) or positive";
   if (c.window > 0 && c.max_seq < c.window) return "kv cache: max_seq must be at least the window";
@@ -198,6 +199,74 @@ const char* KvCache::truncate(int n) {
     return "kv cache: a ring cannot go back that far (the positions before it were overwritten)";
   length_ = n;
   if (n == 0) first_ = 0;
+  return nullptr;
+}
+
+const char* KvCache::reorder(const int* indices) {
+  if (!allocated()) return "kv cache: not allocated";
+  const KvCacheConfig& c = config_;
+  const int batch = c.batch;
+  if (!indices) return "kv cache: reorder needs indices";
+  for (int b = 0; b < batch; ++b)
+    if (indices[b] < 0 || indices[b] >= batch) return "kv cache: reorder indices must be in [0, batch)";
+  HeapBuffer<int> work;
+  if (!work.allocate(3 * std::uint64_t(batch))) return "kv cache: out of memory";
+
+  // What moves: the held slots [lo, hi) (a ring that has wrapped holds every slot; otherwise a
+  // position's slot is the position itself) of each kv head in each array, laid out
+  // [batch, kv_heads, slots, row]: fn(first byte of the span in entry 0, bytes per entry, bytes).
+  const std::size_t eb = element_bytes();
+  std::uint8_t* const bases[4] = {k_.get(), v_.get(), reinterpret_cast<std::uint8_t*>(k_scale_.get()),
+                                  reinterpret_cast<std::uint8_t*>(v_scale_.get())};
+  const std::size_t row_bytes[4] = {c.head_dim * eb, c.value_dim * eb, sizeof(float), sizeof(float)};
+  const bool wrapped = c.window > 0 && length_ > c.max_seq;
+  const int lo = wrapped ? 0 : first_, hi = wrapped ? c.max_seq : length_;
+  const auto each_span = [&](auto&& fn) {
+    for (int a = 0; a < (c.dtype == KvType::i8 ? 4 : 2); ++a)
+      for (int h = 0; h < c.kv_heads; ++h)
+        fn(bases[a] + (std::size_t(h) * c.max_seq + lo) * row_bytes[a],
+           std::size_t(c.kv_heads) * c.max_seq * row_bytes[a], std::size_t(hi - lo) * row_bytes[a]);
+  };
+  const auto copy = [&](int to, int from) {
+    each_span([&](std::uint8_t* s, std::size_t entry, std::size_t bytes) {
+      std::memcpy(s + to * entry, s + from * entry, bytes);
+    });
+  };
+  // The cycle start ← indices[start] ← … ← start, a piece at a time through `held`.
+  const auto rotate = [&](int start) {
+    alignas(16) std::uint8_t held[4096];
+    each_span([&](std::uint8_t* s, std::size_t entry, std::size_t bytes) {
+      for (std::size_t o = 0; o < bytes; o += sizeof held) {
+        const std::size_t n = std::min(sizeof held, bytes - o);
+        std::memcpy(held, s + start * entry + o, n);
+        int to = start;
+        for (int from = indices[to]; from != start; to = from, from = indices[to])
+          std::memcpy(s + to * entry + o, s + from * entry + o, n);
+        std::memcpy(s + to * entry + o, held, n);
+      }
+    });
+  };
+
+  // readers[r]: entries still to be written that read entry r (r itself not counted). An entry is
+  // written once nothing it holds is still needed; what is left then are cycles.
+  int *readers = work.get(), *ready = readers + batch, *done = ready + batch;
+  std::fill(readers, readers + 3 * std::size_t(batch), 0);
+  for (int b = 0; b < batch; ++b)
+    if (indices[b] != b) ++readers[indices[b]];
+  int top = 0;
+  for (int b = 0; b < batch; ++b)
+    if (indices[b] != b && readers[b] == 0) ready[top++] = b;
+  while (top > 0) {
+    const int b = ready[--top], from = indices[b];
+    copy(b, from);
+    done[b] = 1;
+    if (--readers[from] == 0 && indices[from] != from) ready[top++] = from;
+  }
+  for (int b = 0; b < batch; ++b) {
+    if (indices[b] == b || done[b]) continue;
+    rotate(b);
+    for (int e = b; !done[e]; e = indices[e]) done[e] = 1;
+  }
   return nullptr;
 }
 

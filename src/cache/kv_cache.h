@@ -19,6 +19,9 @@
 
 namespace attn {
 
+// Every storage type a cache can hold: validate() accepts these, and the tests run each of them.
+inline constexpr KvType kCacheDtypes[] = {KvType::f32, KvType::f16, KvType::bf16, KvType::i8};
+
 struct KvCacheConfig {
   int batch = 1, kv_heads = 1, head_dim = 1, value_dim = 1;
   int max_seq = 1;    // positions (linear) or slots (ring)
@@ -78,6 +81,12 @@ class KvCache {
   bool has_room(int seq) const { return seq <= room(); }
 
   void reset() { length_ = first_ = 0; }
+  // Beam search (Hugging Face's reorder_cache(beam_idx)): batch entry b becomes what entry
+  // indices[b] was, at every position held; `indices` has batch entries in [0, batch), repeats
+  // allowed (a beam several continue), entries not named are dropped. In place, moving only the
+  // held slots: an entry others read is copied to them before it is overwritten, and cycles
+  // rotate through a small buffer. Allocates three ints per batch entry first: all-or-nothing.
+  const char* reorder(const int* indices);
   // Forgets positions >= n. A ring can only go back as far as it still holds the window − 1
   // positions before n.
   const char* truncate(int n);

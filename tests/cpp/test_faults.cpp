@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/cache_rule.h"
 #include "kernel/attention.h"
 #include "kernel/half.h"
 #include "layer/linear.h"
@@ -255,12 +256,29 @@ std::vector<float> state(Fixture& f) {
       }
     }
   }
-  // The cache: its contents show in the outputs of the next successful call (see check()).
+  // The cache: its sizes, and what it holds, through a decode step over it (every position held
+  // shapes its output).
   s.push_back(static_cast<float>(f.cache.length()));
   s.push_back(static_cast<float>(f.cache.config().batch));
   s.push_back(static_cast<float>(f.cache.config().max_seq));
   s.push_back(static_cast<float>(f.cache.held()));
   s.push_back(static_cast<float>(f.cross.length()));
+  if (f.cache.allocated() && f.cache.length() > 0) {
+    const int batch = f.cache.config().batch;
+    const std::vector<float> q = random_vec(std::size_t(batch) * H * HD, 14);
+    std::vector<float> o(q.size());
+    attn::AttentionParams p;
+    attn::CacheCall call;
+    call.heads = H;
+    REQUIRE(attn::resolve(call, f.cache, p).ok());
+    p.heads = H;
+    p.query = q.data();
+    p.out = o.data();
+    p.q = p.o = attn::dense_bhsd(H, 1, HD);
+    p.scale = 0.5f;
+    REQUIRE(attn::attention(p) == nullptr);
+    append(s, o);
+  }
   return s;
 }
 
@@ -431,6 +449,11 @@ std::vector<EntryPoint> entry_points() {
          return attn::rotary(p);
        }},
       {"cache allocate, new", kNothing, [](Fixture& f) { return f.cache.allocate(f.self.cache_config(B, MAX_SEQ)); }},
+      {"cache reorder, an entry repeated", kCache,
+       [](Fixture& f) {
+         const int indices[B] = {1, 1};
+         return f.cache.reorder(indices);
+       }},
       {"cache allocate, replacing a cache holding positions", kCache,
        [](Fixture& f) { return f.cache.allocate(f.self.cache_config(1, MAX_SEQ + 3, attn::KvType::i8)); }},
   };

@@ -456,3 +456,61 @@ TEST_CASE("a float16 cache refuses a finite value it would store as infinity, an
     CHECK(cache.length() == 5);
   }
 }
+
+// Beam search: reorder(indices) makes batch entry b what entry indices[b] was. Checked against a
+// cache built with the entries already in that order: the same stored bytes, so attention over
+// the two is the same bit for bit, before and after more positions are appended; for every dtype
+// a cache can hold (kCacheDtypes), linear and a ring that has wrapped, and index patterns that an
+// in-place copy in order would get wrong (an entry read after it was overwritten).
+TEST_CASE("reorder: entry b becomes entry indices[b], repeats allowed, every dtype, rings too", "[cache]") {
+  const auto dtype = GENERATE(from_range(std::begin(attn::kCacheDtypes), std::end(attn::kCacheDtypes)));
+  const int window = GENERATE(0, 6);
+  const std::vector<std::vector<int>> patterns = {{0, 1, 2, 3, 4}, {4, 3, 2, 1, 0}, {1, 2, 3, 4, 0},
+                                                  {0, 0, 0, 0, 0}, {1, 2, 2, 0, 3}, {3, 3, 1, 1, 4},
+                                                  {2, 0, 1, 4, 4}, {4, 4, 4, 4, 3}, {1, 0, 3, 2, 2}};
+  const int batch = 5, length = 31, more = 4;
+  const int max_seq = window ? window - 1 + more : length + more;
+  const Data d = make_data(batch, 4, 2, length + more, 12, 5, 41);
+  for (const std::vector<int>& indices : patterns) {
+    INFO("dtype " << int(dtype) << " window " << window << " indices " << indices[0] << indices[1] << indices[2]
+                  << indices[3] << indices[4]);
+    Data moved = d;  // entry b holds entry indices[b]'s keys and values
+    const std::size_t kn = d.k.size() / batch, vn = d.v.size() / batch;
+    for (int b = 0; b < batch; ++b) {
+      std::copy_n(d.k.begin() + indices[b] * kn, kn, moved.k.begin() + b * kn);
+      std::copy_n(d.v.begin() + indices[b] * vn, vn, moved.v.begin() + b * vn);
+    }
+    attn::KvCache cache, want;
+    REQUIRE(cache.allocate(config_for(d, dtype, max_seq, window)) == nullptr);
+    REQUIRE(want.allocate(config_for(d, dtype, max_seq, window)) == nullptr);
+    for (int at = 0; at < length; at += 3) {  // a ring wraps several times
+      append(cache, d, at, std::min(3, length - at));
+      append(want, moved, at, std::min(3, length - at));
+    }
+    REQUIRE(cache.reorder(indices.data()) == nullptr);
+    CHECK(cache.length() == length);
+    attn::AttentionParams seen;  // what a ring of window W serves: the W − 1 positions before
+    if (window) seen.window_left = window - 1;
+    CHECK(attend(cache, moved, 1, seen, length) == attend(want, moved, 1, seen, length));
+    append(cache, moved, length, more);  // decoding goes on in the new order
+    append(want, moved, length, more);
+    seen.causal = true;
+    CHECK(attend(cache, moved, more, seen) == attend(want, moved, more, seen));
+  }
+}
+
+TEST_CASE("reorder refuses indices outside 0 … batch − 1 and changes nothing", "[cache]") {
+  const Data d = make_data(3, 2, 2, 6, 4, 4, 43);
+  attn::KvCache cache;
+  REQUIRE(cache.allocate(config_for(d, attn::KvType::f32, 8)) == nullptr);
+  append(cache, d, 0, 6);
+  const auto before = attend(cache, d, 1);
+  for (const std::vector<int>& bad : {std::vector<int>{0, 1, 3}, std::vector<int>{-1, 0, 1}}) {
+    CHECK(std::string(cache.reorder(bad.data())) == "kv cache: reorder indices must be in [0, batch)");
+    CHECK(attend(cache, d, 1) == before);
+  }
+  CHECK(cache.reorder(nullptr) != nullptr);
+  attn::KvCache empty;
+  const int identity[3] = {0, 1, 2};
+  CHECK(std::string(empty.reorder(identity)) == "kv cache: not allocated");
+}

@@ -119,9 +119,10 @@ EMSCRIPTEN_BINDINGS(answers) {
 // from the sizes and the layout.
 struct JsAttentionCall {
   std::uintptr_t query = 0, key = 0, value = 0, out = 0, weights = 0, mask = 0;
-  std::uintptr_t lse = 0;  // each row's log-sum-exp [batch, heads, seqQ], when asked for
+  std::uintptr_t lse = 0;         // each row's log-sum-exp [batch, heads, seqQ], when asked for
+  std::uintptr_t keyPadding = 0;  // [batch, seqK] bytes, nonzero = padding
   attn::MaskType maskType = attn::MaskType::none;
-  attn::MaskShape maskShape = attn::MaskShape::plane;
+  attn::MaskShape maskShape = attn::MaskShape::plane;  // the dimensions the mask has (the rest broadcast)
   int batch = 1, heads = 1, kvHeads = 1, seqQ = 1, seqK = 1, headDim = 1, valueDim = 1;
   bool bshd = false;  // layout of query, key, value and out: [batch, seq, heads, dim]
   float scale = 1.0f;
@@ -150,6 +151,8 @@ attn::AttentionParams to_params(const JsAttentionCall& c) {
   p.weights = ptr<float>(c.weights);
   p.mask = ptr<const void>(c.mask);
   p.mask_type = c.maskType;
+  p.key_padding = ptr<const std::uint8_t>(c.keyPadding);
+  p.key_padding_batch_stride = c.seqK;
   p.batch = c.batch;
   p.heads = c.heads;
   p.kv_heads = c.kvHeads;
@@ -210,11 +213,12 @@ EMSCRIPTEN_BINDINGS(attention) {
   enum_<attn::MaskType>("MaskType")
       .value("none", attn::MaskType::none)
       .value("additive", attn::MaskType::additive)
-      .value("boolean", attn::MaskType::boolean);
-  enum_<attn::MaskShape>("MaskShape")
-      .value("plane", attn::MaskShape::plane)
-      .value("perBatch", attn::MaskShape::per_batch)
-      .value("perHead", attn::MaskShape::per_head);
+      .value("boolean", attn::MaskType::boolean)
+      .value("block", attn::MaskType::block);
+  value_object<attn::MaskShape>("MaskShape")
+      .field("batch", &attn::MaskShape::batch)
+      .field("heads", &attn::MaskShape::heads)
+      .field("rows", &attn::MaskShape::rows);
   enum_<attn::Align>("Align").value("lowerRight", attn::Align::lower_right).value("upperLeft", attn::Align::upper_left);
 
   value_object<JsAttentionCall>("AttentionCall")
@@ -225,6 +229,7 @@ EMSCRIPTEN_BINDINGS(attention) {
       .field("weights", &JsAttentionCall::weights)
       .field("mask", &JsAttentionCall::mask)
       .field("lse", &JsAttentionCall::lse)
+      .field("keyPadding", &JsAttentionCall::keyPadding)
       .field("maskType", &JsAttentionCall::maskType)
       .field("maskShape", &JsAttentionCall::maskShape)
       .field("batch", &JsAttentionCall::batch)

@@ -85,7 +85,7 @@ export const EN = {
   s4Formula: 'alpha hat of i j equals exp of alpha prime of i j over the sum over m from 1 to n of exp of alpha prime of i m',
   s4Text: 'Each row of scaled, masked scores α′ goes through a softmax: every score becomes exp(score), then each is divided by the row’s sum. The sum runs over every key <var>m</var> of the same row <var>i</var>, so the weights of a row are positive and add up to 1.',
   s4Note: 'α′ is the score after the scale and the mask of step 3; a hidden key has α′ = −∞, so exp(α′) = 0.',
-  s4Dev: '<code>lib.attentionWeights(Q, K, { heads: 1, seqQ: 4, headDim: 4, scale, causal, mask })</code> returns this table (the library never stores it on its fast path).',
+  s4Dev: '<code>lib.attentionWeights(Q, K, { heads: 1, seqQ: 4, headDim: 4, scale, causal, attendMask })</code> returns this table (the library never stores it on its fast path).',
   softmaxWorked: 'The row of <var class="q">q</var><sup>{i}</sup> worked out: each score α′({i}, j), its exp, the row’s sum Σ, and each exp divided by Σ.',
   softmaxShifted: 'The row of <var class="q">q</var><sup>{i}</sup> worked out. Its scores are far from 0, so the largest, {shift}, is first taken off each one (the library does the same): exp(α′ − {shift}) is at most 1, and each divided by the row’s sum Σ gives the same weights.',
   s4Rows: 'Every row goes through the softmax on its own; row by row, the weights make the matrix Â.',

@@ -84,7 +84,7 @@ export const ZH = {
   s4Formula: 'alpha hat i j 等于 exp(alpha prime i j) 除以对 m 从 1 到 n 求和的 exp(alpha prime i m)',
   s4Text: '每一行缩放并加了遮罩的分数 α′ 经过 softmax：每个分数先变成 exp(分数)，再除以这一行的和。求和遍历同一行 <var>i</var> 的每个键 <var>m</var>，所以每一行的权重都是正数，加起来等于 1。',
   s4Note: 'α′ 是第 3 步缩放并加遮罩之后的分数；被遮住的键 α′ = −∞，所以 exp(α′) = 0。',
-  s4Dev: '<code>lib.attentionWeights(Q, K, { heads: 1, seqQ: 4, headDim: 4, scale, causal, mask })</code> 返回这张表（函数库的快速路径从不存储它）。',
+  s4Dev: '<code>lib.attentionWeights(Q, K, { heads: 1, seqQ: 4, headDim: 4, scale, causal, attendMask })</code> 返回这张表（函数库的快速路径从不存储它）。',
   emptyRow: '第 q{i} 行没有看得见的键：所有键都被遮住了，权重没有可以分配的对象（0/0）。这样的行权重全为 0、b{i} = 0：它的权重加起来是 0，不是 1。',
   softmaxWorked: '把 <var class="q">q</var><sup>{i}</sup> 这一行算出来：每个分数 α′({i}, j)、它的 exp、这一行的和 Σ，以及每个 exp 除以 Σ。',
   softmaxShifted: '把 <var class="q">q</var><sup>{i}</sup> 这一行算出来。它的分数离 0 很远，所以先把最大的 {shift} 从每个分数里减掉（函数库也这么做）：exp(α′ − {shift}) 最大是 1，每个再除以这一行的和 Σ，得到的权重完全一样。',

@@ -68,14 +68,14 @@ export function startWalkthrough(lib, strings) {
     const scores = lib.linear(query, key, { inFeatures: D, outFeatures: N });  // row i, column j: qⁱ·kʲ
     const stacked = lib.linear(key, query, { inFeatures: D, outFeatures: N });  // K·Qᵀ: column i holds qⁱ's scores
     const s = scale();
-    const mask = new Uint8Array(N * N).map((_, e) => (state.maskedKeys.has(e % N) ? 0 : 1));
-    const options = { heads: 1, seqQ: N, headDim: D, causal: state.causal, mask, scale: s };
+    const attendMask = new Uint8Array(N * N).map((_, e) => (state.maskedKeys.has(e % N) ? 0 : 1));  // 1 = may attend
+    const options = { heads: 1, seqQ: N, headDim: D, causal: state.causal, attendMask, scale: s };
     const scaled = scores.map((x, e) => (hiddenBy(Math.floor(e / N), e % N) ? -Infinity : x * s));
     const weights = lib.attentionWeights(query, key, options);
     const outputs = lib.attention(query, key, value, options);
     // The layer always divides by √d_k; W_q·s·√d_k makes it use the scale s.
     layer.setWeights({ wq: state.wq.map((w) => w * s * Math.sqrt(D)), wk: state.wk, wv: state.wv, wo: IDENTITY });
-    const fromLayer = layer.forward(state.inputs, null, null, { causal: state.causal, mask });
+    const fromLayer = layer.forward(state.inputs, null, null, { causal: state.causal, attendMask });
     const layerDiff = outputs.reduce((m, o, i) => Math.max(m, Math.abs(o - fromLayer[i])), 0);
     return { query, key, value, scores, stacked, scaled, weights, outputs, fromLayer, layerDiff, options };
   }
@@ -179,7 +179,7 @@ export function startWalkthrough(lib, strings) {
     window.attentionDemo.walk = {
       inputs: [...state.inputs], wq: [...state.wq], wk: [...state.wk], wv: [...state.wv],
       ...Object.fromEntries(['query', 'key', 'value', 'scores', 'stacked', 'scaled', 'weights', 'outputs', 'fromLayer'].map((k) => [k, [...computed[k]]])),
-      options: { ...computed.options, mask: [...computed.options.mask] }, selected: i, component: c, layerDiff: computed.layerDiff,
+      options: { ...computed.options, attendMask: [...computed.options.attendMask] }, selected: i, component: c, layerDiff: computed.layerDiff,
       alignment: points,
     };
   }

@@ -3,32 +3,33 @@
 import { cacheCallError, conflictName } from './cache-rule.mjs';
 import { HeapArena, heap, wasmMemoryLimit } from './heap.mjs';
 import { isAnyKVCache, makeKVCacheClass } from './kvcache.mjs';
+import { MASK_OPTIONS, NO_MASK_SHAPE, resolveMasks } from './masks.mjs';
 import { makeMultiHeadAttention } from './mha.mjs';
 import { makeRotary } from './rotary.mjs';
 import { VARIANT_OPTIONS, resolveVariants, resolveVisibility } from './variants.mjs';
 import {
-  checkFloat32, checkKnownKeys, checkMask, checkOptionalTensor, checkTensor, describe, dim, elementCount, given, kindOf,
+  checkFloat32, checkKnownKeys, checkOptionalTensor, checkTensor, describe, dim, elementCount, given, kindOf,
   resolveShape, tensorParts,
 } from './shapes.mjs';
 
 const ATTENTION_OPTIONS = ['batch', 'heads', 'kvHeads', 'seqQ', 'seqK', 'headDim', 'valueDim', 'layout',
-  'scale', 'causal', 'mask', ...VARIANT_OPTIONS, 'out', 'weightsOut', 'lseOut'];
+  'scale', 'causal', ...MASK_OPTIONS, ...VARIANT_OPTIONS, 'out', 'weightsOut', 'lseOut'];
 const BACKWARD_OPTIONS = ['batch', 'heads', 'kvHeads', 'seqQ', 'seqK', 'headDim', 'valueDim', 'layout', 'scale',
-  'causal', 'mask', ...VARIANT_OPTIONS, 'lse', 'out'];
+  'causal', ...MASK_OPTIONS, ...VARIANT_OPTIONS, 'lse', 'out'];
 const LINEAR_OPTIONS = ['inFeatures', 'outFeatures', 'rows', 'bias', 'out'];
 const WEIGHTS_OPTIONS = ['batch', 'heads', 'kvHeads', 'seqQ', 'seqK', 'headDim', 'layout', 'scale', 'causal',
-  'mask', ...VARIANT_OPTIONS, 'out'];
+  ...MASK_OPTIONS, ...VARIANT_OPTIONS, 'out'];
 
 // What attention(), attentionWeights() and attentionBackward() start with: the call's shape (from
 // `options` and, over a cache, the cache's `sizes`), its score variants (`visibility`: already
 // resolved) and its tensors' parts; then `tensors` (name → array; dOut has out's parts) and the
-// mask, checked in that order.
+// masks (masks.mjs: `mask` and `keyPadding`), checked in that order.
 function resolveCall(fn, options, known, tensors, { sizes, visibility } = {}) {
   const shape = resolveShape(fn, sizes ? { ...options, ...sizes } : options, known);
   const variants = resolveVariants(shape, options, visibility);
   const parts = tensorParts(shape);
   for (const name in tensors) checkTensor(shape, name, tensors[name], parts[name === 'dOut' ? 'out' : name]);
-  return { shape, variants, parts, mask: checkMask(options.mask, shape) };
+  return { shape, variants, parts, ...resolveMasks(fn, options, shape) };
 }
 
 // `threads` is the thread count the loader starts (default: the module's now); `threadsReason` /
@@ -50,14 +51,14 @@ export function createLibrary(module, { threads = module.numThreads(), threadsRe
   // returns copyOut(name, target) for the results. The calls are the AttentionCall and
   // AttentionGrads of src/bindings.cpp; the C++ entry checks the kernel's workspace against the
   // call's budget (what wasm32 has left after the staging).
-  function run(fn, { shape, variants, mask }, inputs, outputs, { cacheCore = null, backward = false } = {}) {
-    const call = arena.stage(fn, { ...inputs, mask: mask?.array, alibi: variants.alibi, sinks: variants.sinks }, outputs);
+  function run(fn, { shape, variants, mask, keyPadding }, inputs, outputs, { cacheCore = null, backward = false } = {}) {
+    const call = arena.stage(fn, { ...inputs, mask: mask?.array, keyPadding, alibi: variants.alibi, sinks: variants.sinks }, outputs);
     const { address } = call;
     const forward = {
       query: address('query'), key: address('key'), value: address('value'),
       out: address('out'), weights: address('weights'), mask: address('mask'),
-      lse: backward ? 0 : address('lse'),
-      maskType: M.MaskType[mask ? mask.type : 'none'], maskShape: M.MaskShape[mask ? mask.shape : 'plane'],
+      lse: backward ? 0 : address('lse'), keyPadding: address('keyPadding'),
+      maskType: M.MaskType[mask ? mask.type : 'none'], maskShape: mask ? mask.shape : NO_MASK_SHAPE,
       batch: shape.batch, heads: shape.heads, kvHeads: shape.kvHeads, seqQ: shape.seqQ, seqK: shape.seqK,
       headDim: shape.headDim, valueDim: shape.valueDim || 1, bshd: shape.layout === 'bshd',
       scale: shape.scale, causal: variants.causal, align: M.Align[variants.align],

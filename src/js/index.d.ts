@@ -87,8 +87,45 @@ export interface LibraryInfo {
  */
 export type Layout = 'bhsd' | 'bshd';
 
+/**
+ * The masks of a call: at most one of `mask`, `attendMask` and `blockMask`, and at most one of
+ * `keyPaddingMask` and `attentionMask`; they combine with each other and with `causal` and
+ * `window`. A boolean mask means opposite things in PyTorch, so its option says which meaning it
+ * has; a `Uint8Array` given as `mask` is a TypeError. A query row whose every key is masked gives
+ * zeros (never NaN).
+ *
+ * A mask has the shape of a PyTorch mask that broadcasts to `[batch, heads, seqQ, seqK]`
+ * (dimensions aligned from the right, each 1 or the size there; the last is seqK): `[seqQ, seqK]`,
+ * `[batch, 1, 1, seqK]` (padding), `[batch, 1, seqQ, seqK]`, `[heads, seqQ, seqK]` (a position
+ * bias), `[batch, heads, seqQ, seqK]`, … and nn.MultiheadAttention's `[batch·heads, seqQ, seqK]`.
+ * Without `maskShape` its length says which, and a length two shapes share (batch equal to heads
+ * or to seqQ) is a RangeError that asks for `maskShape`. Broadcast masks are read in place, never
+ * copied per batch entry or head.
+ */
+export interface MaskOptions {
+  /** Added to the scaled scores (`-Infinity` masks a key): a float `attn_mask`, Hugging Face's 4-D float masks. */
+  mask?: Float32Array | null;
+  /**
+   * Boolean, **1 = may attend**, 0 = masked: `torch.nn.functional.scaled_dot_product_attention`'s
+   * boolean `attn_mask`, Hugging Face's 4-D boolean masks.
+   */
+  attendMask?: Uint8Array | null;
+  /** Boolean, **1 = masked**, 0 = may attend: `torch.nn.MultiheadAttention`'s (and `nn.Transformer`'s) boolean `attn_mask`. */
+  blockMask?: Uint8Array | null;
+  /**
+   * The shape of `mask`, `attendMask` or `blockMask`, as PyTorch gives it (`list(mask.shape)`),
+   * e.g. `[batch, 1, 1, seqK]` or `[heads, seqQ, seqK]`. Required when the mask's length fits two
+   * shapes.
+   */
+  maskShape?: readonly number[] | null;
+  /** `[batch, seqK]`, **1 = padding: this key is ignored** — PyTorch's boolean `key_padding_mask`. */
+  keyPaddingMask?: Uint8Array | null;
+  /** `[batch, seqK]`, **1 = a real token**, 0 = padding — Hugging Face's `attention_mask`. */
+  attentionMask?: Uint8Array | null;
+}
+
 /** Shape options shared by {@link AttentionLibrary.attention} and {@link AttentionLibrary.attentionWeights}. */
-export interface AttentionShapeOptions {
+export interface AttentionShapeOptions extends MaskOptions {
   /** Batch size. Default 1. */
   batch?: number | null;
   /** Query heads. Required. */
@@ -145,15 +182,6 @@ export interface AttentionShapeOptions {
    * than 1; a fully masked row gives zeros and an lse of `sink_h`. `-Infinity` = no sink.
    */
   sinks?: Float32Array | null;
-  /**
-   * Optional mask, combined with `causal` and `window`:
-   * - `Float32Array`: added to the scaled scores (`-Infinity` masks a key);
-   * - `Uint8Array`: 1 = may attend, 0 = masked (PyTorch SDPA polarity).
-   *
-   * Shape `[seqQ, seqK]`, `[batch, 1, seqQ, seqK]` or `[batch, heads, seqQ, seqK]`, told apart by
-   * length. A query row whose every key is masked gives zeros (never NaN).
-   */
-  mask?: Float32Array | Uint8Array | null;
 }
 
 /** Options of {@link AttentionLibrary.attention}. */
@@ -471,25 +499,19 @@ export interface MultiHeadAttentionWeights {
   sinks?: Float32Array | null;
 }
 
-/** Options of {@link MultiHeadAttention.forward}. */
-export interface MultiHeadAttentionForwardOptions {
+/**
+ * Options of {@link MultiHeadAttention.forward}. The masks are those of `attention()`
+ * ({@link MaskOptions}) with heads = numHeads and seqK counting cached positions too:
+ * nn.MultiheadAttention's boolean `attn_mask` is `blockMask`, its `key_padding_mask`
+ * `keyPaddingMask`, a float one `mask`.
+ */
+export interface MultiHeadAttentionForwardOptions extends MaskOptions {
   /** Batch size. Default 1, or the cache's batch. */
   batch?: number | null;
   /** Query positions. Default: inferred from the query's length. */
   seqQ?: number | null;
   /** Key positions. Default: inferred from the key's length (not used with a cache). */
   seqK?: number | null;
-  /**
-   * As in `attention()` (`Uint8Array`: 1 = may attend; `Float32Array`: added to the scores),
-   * shaped `[seqQ, seqK]`, `[batch, 1, seqQ, seqK]` or `[batch, numHeads, seqQ, seqK]`, where
-   * seqK counts cached positions too.
-   */
-  mask?: Float32Array | Uint8Array | null;
-  /**
-   * `[batch, seqK]`, **1 = padding: this key is ignored** — PyTorch's `key_padding_mask`
-   * polarity, the opposite of a `Uint8Array` `mask` (where 1 = may attend).
-   */
-  keyPaddingMask?: Uint8Array | null;
   /**
    * Causal masking as in `attention()`: `true`/`'lower-right'` or `'upper-left'`. Always on
    * (lower-right) with a cache: false and 'upper-left' are rejected there.

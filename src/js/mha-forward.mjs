@@ -2,11 +2,12 @@
 // a plan — the sizes and what to stage — and then the C++ args.
 import { checkRoom } from './cache-rule.mjs';
 import { isAnyKVCache } from './kvcache.mjs';
-import { bool, checkFloat32, checkKnownKeys, checkMask, describe, dim, given, kindOf } from './shapes.mjs';
+import { MASK_OPTIONS, NO_MASK_SHAPE, resolveMasks } from './masks.mjs';
+import { bool, checkFloat32, checkKnownKeys, describe, dim, given, kindOf } from './shapes.mjs';
 import { resolveCausal } from './variants.mjs';
 
 const FN = 'MultiHeadAttention.forward';
-const FORWARD_OPTIONS = ['batch', 'seqQ', 'seqK', 'mask', 'keyPaddingMask', 'causal', 'positions', 'weightsOut',
+const FORWARD_OPTIONS = ['batch', 'seqQ', 'seqK', ...MASK_OPTIONS, 'causal', 'positions', 'weightsOut',
   'averageAttnWeights', 'out', 'cache', 'train'];
 
 // Length of an activation [batch, seq, features]: returns seq, inferred from the length when
@@ -125,18 +126,7 @@ export function planForward(config, cacheOf, query, key, value, options) {
     seqTotal = seqK;
   }
 
-  const shape = { batch, heads: numHeads, seqQ, seqK: seqTotal };
-  const mask = checkMask(opts.mask, shape, FN);
-  let keyPadding;
-  if (given(opts.keyPaddingMask)) {
-    keyPadding = opts.keyPaddingMask;
-    if (kindOf(keyPadding) !== 'Uint8Array') {
-      throw new TypeError(`${FN}: options.keyPaddingMask must be a Uint8Array (1 = padding, ignored), got ${describe(keyPadding)}`);
-    }
-    if (keyPadding.length !== batch * seqTotal) {
-      throw new RangeError(`${FN}: options.keyPaddingMask has length ${keyPadding.length}, expected ${batch * seqTotal} (batch ${batch} × seqK ${seqTotal})`);
-    }
-  }
+  const { mask, keyPadding } = resolveMasks(FN, opts, { batch, heads: numHeads, seqQ, seqK: seqTotal });
   const { causal, align } = resolveCausal(FN, opts.causal);
   if (cache && align === 'upperLeft') {
     throw new RangeError(`${FN}: options.causal 'upper-left' does not apply to options.cache (the new queries are its last positions: 'lower-right')`);
@@ -182,7 +172,7 @@ export function forwardArgs(M, call, { mask, batch, seqQ, seqTotal, causal, alig
     query: call.address('query'), key: call.address('key'), value: call.address('value'),
     out: call.address('out'), weights: call.address('weights'), averageWeights: average, mask: call.address('mask'),
     keyPadding: call.address('keyPadding'), maskType: M.MaskType[mask ? mask.type : 'none'],
-    maskShape: M.MaskShape[mask ? mask.shape : 'plane'], batch, seqQ, seqK: seqTotal, causal, align: M.Align[align],
+    maskShape: mask ? mask.shape : NO_MASK_SHAPE, batch, seqQ, seqK: seqTotal, causal, align: M.Align[align],
     positions: call.address('positions'), positionsBatchStride: positions && positions.length !== seqQ ? seqQ : 0,
     budget: call.budget,
   };

@@ -146,25 +146,3 @@ export function checkTensor(s, name, array, parts) {
 export function checkOptionalTensor(s, name, array, parts) {
   return given(array) ? checkTensor(s, name, array, parts) : undefined;
 }
-
-// Returns undefined or { array, type, shape }: type 'additive' or 'boolean', shape 'plane'
-// ([seqQ, seqK]), 'perBatch' ([batch, 1, seqQ, seqK]) or 'perHead' ([batch, heads, seqQ, seqK]),
-// the names of the module's MaskType and MaskShape (src/bindings.cpp).
-// `fn` defaults to the one resolveShape recorded in `s`.
-export function checkMask(mask, s, fn = s.fn) {
-  if (!given(mask)) return undefined;
-  let type;
-  if (kindOf(mask) === 'Float32Array') type = 'additive';
-  else if (kindOf(mask) === 'Uint8Array') type = 'boolean';
-  else {
-    throw new TypeError(`${from(fn)}options.mask must be a Float32Array (added to the scores) or a Uint8Array (1 = may attend, 0 = masked), got ${describe(mask)}`);
-  }
-  const plane = s.seqQ * s.seqK;
-  const lengths = [plane, s.batch * plane, s.batch * s.heads * plane];
-  const shape = ['plane', 'perBatch', 'perHead'][lengths.indexOf(mask.length)];
-  if (!shape) {
-    throw new RangeError(`${from(fn)}options.mask has length ${mask.length}, expected ${lengths[0]} ([seqQ ${s.seqQ}, seqK ${s.seqK}]), ` +
-      `${lengths[1]} ([batch ${s.batch}, 1, seqQ, seqK]) or ${lengths[2]} ([batch ${s.batch}, heads ${s.heads}, seqQ, seqK])`);
-  }
-  return { array: mask, type, shape };
-}

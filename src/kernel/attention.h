@@ -32,7 +32,8 @@ struct Strides {
 enum class MaskType : int {
   none = 0,
   additive = 1,  // const float*: added to the scaled scores; -INFINITY masks a key
-  boolean = 2,   // const uint8_t*: nonzero = may attend, 0 = masked (PyTorch SDPA polarity)
+  boolean = 2,   // const uint8_t*: nonzero = may attend, 0 = masked (PyTorch SDPA's bool attn_mask)
+  block = 3,     // const uint8_t*: nonzero = masked (torch.nn.MultiheadAttention's bool attn_mask)
 };
 
 // How keys and values are stored. Strides count elements of the storage type.
@@ -58,7 +59,7 @@ struct AttentionParams {
   const void* value = nullptr;   // [batch, kv_heads, seq_k, value_dim], of kv_type; null: weights only
   float* out = nullptr;          // [batch, heads,    seq_q, value_dim]; null iff value is null
   float* weights = nullptr;      // optional softmax matrix [batch, heads, seq_q, seq_k]
-  const void* mask = nullptr;    // optional [batch, heads, seq_q, seq_k], see MaskType
+  const void* mask = nullptr;    // optional [batch, heads, seq_q, seq_k] (read with m), see MaskType
   MaskType mask_type = MaskType::none;
   // Optional [batch, seq_k] bytes, nonzero = padding: that key is ignored by every query of its
   // batch entry (PyTorch key_padding_mask polarity). Combines with mask and causal.
@@ -108,14 +109,25 @@ struct AttentionParams {
   const float* sinks = nullptr;
 };
 
-// The three shapes a mask may have, and the strides that broadcast it to
-// [batch, heads, seq_q, seq_k].
-enum class MaskShape : int {
-  plane = 0,      // [seq_q, seq_k]
-  per_batch = 1,  // [batch, 1, seq_q, seq_k]
-  per_head = 2,   // [batch, heads, seq_q, seq_k]
+// Which of the dimensions batch, heads and seq_q a mask has; one it lacks is broadcast (stride 0),
+// as PyTorch broadcasts a mask of shape [batch, 1, 1, seq_k] (padding) or [heads, seq_q, seq_k]
+// (a position bias) to [batch, heads, seq_q, seq_k]. seq_k it always has, contiguous.
+struct MaskShape {
+  bool batch = false, heads = false, rows = true;
+  static const MaskShape plane, per_batch, per_head;
 };
+inline constexpr MaskShape MaskShape::plane{false, false, true};     // [seq_q, seq_k]
+inline constexpr MaskShape MaskShape::per_batch{true, false, true};  // [batch, 1, seq_q, seq_k]
+inline constexpr MaskShape MaskShape::per_head{true, true, true};    // [batch, heads, seq_q, seq_k]
+constexpr bool operator==(MaskShape a, MaskShape b) {
+  return a.batch == b.batch && a.heads == b.heads && a.rows == b.rows;
+}
+constexpr bool operator!=(MaskShape a, MaskShape b) { return !(a == b); }
+
+// The strides that read a dense mask of that shape as [batch, heads, seq_q, seq_k], and its
+// elements (64-bit: a count that may pass size_t's range in wasm32).
 Strides mask_strides(MaskShape shape, int heads, int seq_q, int seq_k);
+std::uint64_t mask_elements(MaskShape shape, int batch, int heads, int seq_q, int seq_k);
 
 // Strides of a dense tensor stored as [batch, heads, rows, cols] ("bhsd").
 Strides dense_bhsd(int heads, int rows, int cols);

@@ -92,7 +92,8 @@ inline void fill_row_block(const AttentionParams& p, int b, int kvh, int r0, Row
     r.mask = nullptr;
     const std::ptrdiff_t m = b * p.m.batch + h * p.m.head + qi * p.m.row;
     if (p.mask_type == MaskType::additive) r.mask = static_cast<const float*>(p.mask) + m;
-    if (p.mask_type == MaskType::boolean) r.mask = static_cast<const std::uint8_t*>(p.mask) + m;
+    if (p.mask_type == MaskType::boolean || p.mask_type == MaskType::block)
+      r.mask = static_cast<const std::uint8_t*>(p.mask) + m;
     if (r.keys.begin < r.keys.end) {
       rb.keys.begin = std::min(rb.keys.begin, r.keys.begin);
       rb.keys.end = std::max(rb.keys.end, r.keys.end);

@@ -21,10 +21,16 @@ Strides dense_bshd(int heads, int rows, int cols) {
 }
 
 Strides mask_strides(MaskShape shape, int heads, int seq_q, int seq_k) {
-  Strides m = dense_bhsd(shape == MaskShape::per_head ? heads : 1, seq_q, seq_k);
-  if (shape == MaskShape::plane) m.batch = 0;
-  if (shape != MaskShape::per_head) m.head = 0;
-  return m;
+  const std::ptrdiff_t row = shape.rows ? seq_k : 0;
+  const std::ptrdiff_t head = shape.heads ? (shape.rows ? seq_q : 1) * std::ptrdiff_t(seq_k) : 0;
+  const std::ptrdiff_t batch =
+      shape.batch ? (shape.heads ? heads : 1) * (shape.rows ? seq_q : 1) * std::ptrdiff_t(seq_k) : 0;
+  return {batch, head, row};
+}
+
+std::uint64_t mask_elements(MaskShape shape, int batch, int heads, int seq_q, int seq_k) {
+  return (shape.batch ? std::uint64_t(batch) : 1) * (shape.heads ? std::uint64_t(heads) : 1) *
+         (shape.rows ? std::uint64_t(seq_q) : 1) * std::uint64_t(seq_k);
 }
 
 Work forward_work(const AttentionParams& p) {
@@ -56,7 +62,8 @@ const char* validate(const AttentionParams& p) {
   if (!p.value && !p.weights) return "attention: nothing to compute (no out and no weights)";
   if (p.value && p.value_dim < 1) return "attention: value_dim must be positive";
   if ((p.mask_type == MaskType::none) != (p.mask == nullptr)) return "attention: mask and mask_type disagree";
-  if (p.mask_type != MaskType::none && p.mask_type != MaskType::additive && p.mask_type != MaskType::boolean)
+  if (p.mask_type != MaskType::none && p.mask_type != MaskType::additive && p.mask_type != MaskType::boolean &&
+      p.mask_type != MaskType::block)
     return "attention: unknown mask_type";
   if (p.kv_type != KvType::f32 && p.kv_type != KvType::f16 && p.kv_type != KvType::i8 && p.kv_type != KvType::bf16)
     return "attention: unknown kv_type";

@@ -149,6 +149,10 @@ inline void apply(const AttentionParams& p, const Scaling& sc, const RowRule& r,
     const std::uint8_t* m = static_cast<const std::uint8_t*>(r.mask) + kb;
     for (j = 0; j < len; ++j)
       if (!m[j]) s[j] = kNegInf;
+  } else if (p.mask_type == MaskType::block) {
+    const std::uint8_t* m = static_cast<const std::uint8_t*>(r.mask) + kb;
+    for (j = 0; j < len; ++j)
+      if (m[j]) s[j] = kNegInf;
   }
   if (key_padding) {
     const std::uint8_t* pad = key_padding + kb;

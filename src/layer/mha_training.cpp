@@ -70,10 +70,7 @@ MultiHeadAttention::TapeWork MultiHeadAttention::tape_work(const MhaForward& f) 
   if (f.key) w.key = rows_k * std::uint64_t(config_.kdim);
   if (f.value) w.value = rows_k * std::uint64_t(config_.vdim);
   if (f.mask) {
-    const std::uint64_t slices = f.mask_shape == MaskShape::plane       ? 1
-                                 : f.mask_shape == MaskShape::per_batch ? std::uint64_t(f.batch)
-                                                                        : std::uint64_t(f.batch) * config_.num_heads;
-    w.mask = slices * std::uint64_t(f.seq_q) * std::uint64_t(f.seq_k) *
+    w.mask = mask_elements(f.mask_shape, f.batch, config_.num_heads, f.seq_q, f.seq_k) *
              (f.mask_type == MaskType::additive ? sizeof(float) : 1);
   }
   if (f.key_padding) w.key_padding = rows_k;

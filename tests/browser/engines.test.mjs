@@ -195,7 +195,7 @@ for (const engine of testedEngines()) {
         for (const part of ['walk', 'words', 'heads', 'position', 'decode', 'masks']) assert.ok(state[part], `the ${part} section computed`);
         const { inputs, wq, wk, wv, options, weights, outputs } = state.walk;
         const [q, k, v] = [wq, wk, wv].map((w) => referenceLinear(inputs, 4, 4, w, null, 4));
-        const wanted = referenceAttention(q, k, v, { ...options, mask: new Uint8Array(options.mask) });
+        const wanted = referenceAttention(q, k, v, { ...options, attendMask: new Uint8Array(options.attendMask) });
         for (const [name, got, exp] of [['weights', weights, wanted.weights], ['outputs', outputs, wanted.out]]) {
           got.forEach((x, i) => assert.ok(Math.abs(x - exp[i]) <= 2e-5 + 1e-4 * Math.abs(exp[i]), `walk-through ${name}[${i}]: ${x} vs ${exp[i]}`));
         }

@@ -18,7 +18,7 @@ before(async () => { demo = await startDemo(); });
 after(async () => { await demo?.close(); });
 
 // Which keys the reference hides from each query: the causal rule and the mask, as documented.
-const hidden = (o) => Array.from({ length: N * N }, (_, e) => (o.causal && e % N > Math.floor(e / N)) || !o.mask[e]);
+const hidden = (o) => Array.from({ length: N * N }, (_, e) => (o.causal && e % N > Math.floor(e / N)) || !o.attendMask[e]);
 
 // Recomputes every matrix of the walk-through from the page's inputs and weights.
 function checkWalkthrough(s) {
@@ -32,7 +32,7 @@ function checkWalkthrough(s) {
   near(s.scores, scores, 'Q·Kᵀ');
   const masked = hidden(s.options);
   near(s.scaled, [...scores].map((x, e) => (masked[e] ? -Infinity : x * s.options.scale)), 's·Q·Kᵀ + mask');
-  const want = referenceAttention(q, k, v, { ...s.options, mask: new Uint8Array(s.options.mask) });
+  const want = referenceAttention(q, k, v, { ...s.options, attendMask: new Uint8Array(s.options.attendMask) });
   near(s.weights, want.weights, 'weights');
   near(s.outputs, want.out, 'outputs');
   near(s.fromLayer, want.out, 'the layer\'s outputs');

@@ -28,13 +28,16 @@
 
 namespace tcase {
 
-enum class Mask { none, additive, boolean };
+// boolean: nonzero = may attend (SDPA's polarity); block: nonzero = masked (nn.MultiheadAttention's).
+enum class Mask { none, additive, boolean, block };
 
 struct Case {
   int batch = 1, heads = 1, kv_heads = 1, seq_q = 1, seq_k = 1, head_dim = 4, value_dim = -1;
   bool bshd = false, causal = false, weights = false, weights_only = false, lse = false;
   Mask mask = Mask::none;
-  int mask_broadcast = 2;  // 0: [sq, sk], 1: [b, 1, sq, sk], 2: [b, h, sq, sk]
+  // Which of batch (4), heads (2) and query rows (1) the mask has; it broadcasts the others, e.g.
+  // 7: [b, h, sq, sk], 5: [b, 1, sq, sk], 4: [b, 1, 1, sk], 3: [h, sq, sk], 1: [sq, sk].
+  int mask_dims = 7;
   bool key_padding = false;  // the last key of each batch entry and every 7th are padding
   float input_scale = 1.0f;  // multiplies q and k: large values give large logits
   bool integer_inputs = false;  // round q and k to integers (exact float dot products)
@@ -57,7 +60,7 @@ struct Case {
     std::ostringstream s;
     s << "batch " << batch << " heads " << heads << "/" << kv_heads << " seq " << seq_q << "x" << seq_k << " dim "
       << head_dim << "/" << value_dim << (bshd ? " bshd" : " bhsd") << (causal ? " causal" : "")
-      << (align == attn::Align::upper_left ? " upper-left" : "") << " mask " << int(mask) << "/" << mask_broadcast
+      << (align == attn::Align::upper_left ? " upper-left" : "") << " mask " << int(mask) << "/" << mask_dims
       << (key_padding ? " padding" : "") << " window [" << window_left << "," << window_right << "] softcap " << softcap
       << " alibi " << alibi << (sinks ? " sinks" : "") << " kv_type " << int(kv_type) << " ring " << ring
       << (kv_finite ? " finite" : "") << " input_scale " << input_scale << " query_scale " << query_scale << " scale "
@@ -187,20 +190,23 @@ inline Run make_run(Case c) {
     p.lse = r.lse.data();
   }
   if (c.mask != Mask::none) {
-    const int mb = c.mask_broadcast == 0 ? 1 : c.batch;
-    const int mh = c.mask_broadcast == 2 ? c.heads : 1;
-    const std::size_t n = std::size_t(mb) * mh * c.seq_q * c.seq_k;
-    p.m = attn::dense_bhsd(mh, c.seq_q, c.seq_k);
-    if (c.mask_broadcast == 0) p.m.batch = 0;
-    if (c.mask_broadcast != 2) p.m.head = 0;
+    const bool has_b = c.mask_dims & 4, has_h = c.mask_dims & 2, has_q = c.mask_dims & 1;
+    const int mb = has_b ? c.batch : 1, mh = has_h ? c.heads : 1, mq = has_q ? c.seq_q : 1;
+    const std::size_t n = std::size_t(mb) * mh * mq * c.seq_k;
+    p.m = attn::dense_bhsd(mh, mq, c.seq_k);
+    if (!has_b) p.m.batch = 0;
+    if (!has_h) p.m.head = 0;
+    if (!has_q) p.m.row = 0;
     std::uniform_int_distribution<int> quarter(0, 3);
     std::vector<bool> keep(n);
-    for (std::size_t e = 0; e < n; ++e) keep[e] = quarter(rng) != 0 && (e / c.seq_k) % c.seq_q != 0;
-    if (c.mask == Mask::boolean) {
+    // A quarter of the keys masked, and the first query row of each plane entirely.
+    for (std::size_t e = 0; e < n; ++e) keep[e] = quarter(rng) != 0 && (!has_q || (e / c.seq_k) % c.seq_q != 0);
+    if (c.mask == Mask::boolean || c.mask == Mask::block) {
+      const bool block = c.mask == Mask::block;
       r.bmask.resize(n);
-      for (std::size_t e = 0; e < n; ++e) r.bmask[e] = keep[e] ? std::uint8_t(1 + e % 200) : 0;
+      for (std::size_t e = 0; e < n; ++e) r.bmask[e] = keep[e] != block ? std::uint8_t(1 + e % 200) : 0;
       p.mask = r.bmask.data();
-      p.mask_type = attn::MaskType::boolean;
+      p.mask_type = block ? attn::MaskType::block : attn::MaskType::boolean;
     } else {
       r.fmask.resize(n);
       for (std::size_t e = 0; e < n; ++e) r.fmask[e] = keep[e] ? uni(rng) : -std::numeric_limits<float>::infinity();

@@ -57,6 +57,7 @@ std::vector<double> attention(const attn::AttentionParams& p, const T* query, co
           const std::ptrdiff_t m = at(p.m, b, h, i) + j;
           if (p.mask_type == attn::MaskType::additive) s += static_cast<const float*>(p.mask)[m];
           if (p.mask_type == attn::MaskType::boolean && !static_cast<const std::uint8_t*>(p.mask)[m]) vis = false;
+          if (p.mask_type == attn::MaskType::block && static_cast<const std::uint8_t*>(p.mask)[m]) vis = false;
           if (p.key_padding && p.key_padding[b * p.key_padding_batch_stride + j]) vis = false;
           if (std::isinf(s) && s < 0) vis = false;
           visible[j] = vis;

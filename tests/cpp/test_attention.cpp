@@ -143,8 +143,8 @@ TEST_CASE("causal rows before the first key are zeros", "[attention]") {
 }
 
 TEST_CASE("masks of every kind and shape, alone and with causal", "[attention]") {
-  const Mask kind = GENERATE(Mask::additive, Mask::boolean);
-  const int broadcast = GENERATE(0, 1, 2);
+  const Mask kind = GENERATE(Mask::additive, Mask::boolean, Mask::block);
+  const int dims = GENERATE(range(0, 8));  // every broadcast: [sk], [sq, sk], [h, 1, sk], … [b, h, sq, sk]
   const bool causal = GENERATE(false, true);
   Case c;
   c.batch = 2;
@@ -154,7 +154,7 @@ TEST_CASE("masks of every kind and shape, alone and with causal", "[attention]")
   c.seq_k = 75;
   c.head_dim = 7;
   c.mask = kind;
-  c.mask_broadcast = broadcast;
+  c.mask_dims = dims;
   c.causal = causal;
   c.weights = true;
   check_case(c);
@@ -163,7 +163,7 @@ TEST_CASE("masks of every kind and shape, alone and with causal", "[attention]")
 }
 
 TEST_CASE("fully masked rows give zeros, never NaN", "[attention]") {
-  const Mask kind = GENERATE(Mask::additive, Mask::boolean);
+  const Mask kind = GENERATE(Mask::additive, Mask::boolean, Mask::block);
   Case c;
   c.heads = 2;
   c.kv_heads = 2;
@@ -212,7 +212,7 @@ TEST_CASE("layout bshd gives the same numbers as bhsd", "[attention]") {
   c.bshd = true;
   c.causal = causal;
   c.mask = Mask::boolean;
-  c.mask_broadcast = 1;
+  c.mask_dims = 5;
   c.weights = true;
   check_case(c);
 }
@@ -341,8 +341,8 @@ TEST_CASE("random shapes", "[attention]") {
     c.value_dim = pick(1, 40);
     c.bshd = pick(0, 1);
     c.causal = pick(0, 1);
-    c.mask = static_cast<Mask>(pick(0, 2));
-    c.mask_broadcast = pick(0, 2);
+    c.mask = static_cast<Mask>(pick(0, 3));
+    c.mask_dims = pick(0, 7);
     c.weights = pick(0, 1);
     c.seed = std::uint32_t(n + 100);
     check_case(c);

@@ -17,7 +17,9 @@ namespace {
 struct Case {
   int batch = 1, heads = 2, kv_heads = 2, seq_q = 3, seq_k = 4, d = 3, dv = 2;
   bool bshd = false, causal = false, key_padding = false;
-  int mask = 0;  // 0 none, 1 boolean [sq, sk], 2 additive [b, h, sq, sk]
+  // 0 none, 1 boolean [sq, sk], 2 additive [b, h, sq, sk], 3 block (nonzero = masked) [b, 1, 1, sk],
+  // 4 additive [h, sq, sk] (broadcast over the batch)
+  int mask = 0;
   // Score variants (attention.h).
   attn::Align align = attn::Align::lower_right;
   int window_left = attn::kNoLimit, window_right = attn::kNoLimit;
@@ -88,6 +90,18 @@ void check_gradients(const Case& c) {
     p.mask = fmask.data();
     p.mask_type = attn::MaskType::additive;
     p.m = attn::mask_strides(attn::MaskShape::per_head, c.heads, c.seq_q, c.seq_k);
+  } else if (c.mask == 3) {
+    bmask.resize(std::size_t(c.batch) * c.seq_k);
+    for (std::size_t e = 0; e < bmask.size(); ++e) bmask[e] = e % 4 == 1;
+    p.mask = bmask.data();
+    p.mask_type = attn::MaskType::block;
+    p.m = attn::mask_strides({true, false, false}, c.heads, c.seq_q, c.seq_k);
+  } else if (c.mask == 4) {
+    fmask.resize(std::size_t(c.heads) * c.seq_q * c.seq_k);
+    for (std::size_t e = 0; e < fmask.size(); ++e) fmask[e] = e % 6 == 2 ? -INFINITY : float(std::cos(double(e)));
+    p.mask = fmask.data();
+    p.mask_type = attn::MaskType::additive;
+    p.m = attn::mask_strides({false, true, true}, c.heads, c.seq_q, c.seq_k);
   }
   if (c.key_padding) {
     pad.assign(std::size_t(c.batch) * c.seq_k, 0);
@@ -224,6 +238,13 @@ TEST_CASE("attention_backward with masks, padding, layouts and odd sizes", "[bac
   c.d = 9;
   c.mask = 0;
   c.causal = true;
+  check_gradients(c);
+  c.batch = 2;
+  c.heads = 2;
+  c.mask = 3;  // broadcast masks: padding of each batch entry, a bias per head
+  check_gradients(c);
+  c.mask = 4;
+  c.key_padding = false;
   check_gradients(c);
 }
 

@@ -190,7 +190,7 @@ TEST_CASE("few rows: every score variant, one row and several", "[few]") {
       check_case(c);
       c = base();
       c.mask = Mask::additive;
-      c.mask_broadcast = n % 3;
+      c.mask_dims = n % 8;
       c.key_padding = true;
       c.weights = true;
       c.bshd = true;

@@ -237,7 +237,7 @@ TEST_CASE("every variant at once, random shapes", "[variants]") {
     c.alibi = pick(0, 2);
     c.sinks = pick(0, 1);
     c.mask = static_cast<Mask>(pick(0, 2));
-    c.mask_broadcast = pick(0, 2);
+    c.mask_dims = pick(0, 7);
     c.key_padding = pick(0, 1);
     c.weights = pick(0, 1);
     c.lse = pick(0, 1);
@@ -327,7 +327,7 @@ TEST_CASE("huge finite masks and ALiBi slopes on overflowed scores give no NaN (
       c.head_dim = 2;
       c.value_dim = 3;
       c.mask = Mask::additive;
-      c.mask_broadcast = 0;
+      c.mask_dims = 1;
       c.alibi = alibi;
       c.align = attn::Align::upper_left;
       c.lse = true;

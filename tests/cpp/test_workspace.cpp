@@ -487,11 +487,12 @@ TEST_CASE("the layer's exported training forward size counts the tape it fills",
     const int inputs = trial % 2 ? pick(0, 2) : 0;
     const int batch = pick(1, 2), seq_q = pick(2, 30), seq_k = inputs == 2 || pick(0, 1) ? seq_q : pick(1, 300);
     const int mask_kind = pick(0, 2);  // none, boolean, additive
-    const attn::MaskShape shape = attn::MaskShape(pick(0, 2));
+    const int dims = pick(0, 7);  // which of batch, heads, rows the mask has (the rest broadcast)
+    const attn::MaskShape shape{(dims & 4) != 0, (dims & 2) != 0, (dims & 1) != 0};
     const bool padding = pick(0, 1), positions = pick(0, 1) && seq_k == seq_q, per_batch = pick(0, 1);
     INFO("trial " << trial << " batch " << batch << " seq " << seq_q << "x" << seq_k << " heads " << heads << "/"
                   << config.num_kv_heads << " embed " << e << " inputs " << inputs << " mask " << mask_kind << " shape "
-                  << int(shape) << (padding ? " padding" : "") << (positions ? " positions" : ""));
+                  << dims << (padding ? " padding" : "") << (positions ? " positions" : ""));
     const std::size_t most_q = std::size_t(batch) * seq_q, most_k = std::size_t(batch) * seq_k;
     const std::vector<float> xq(most_q * e, 0.1f), xk(most_k * config.kdim, 0.2f), xv(most_k * config.vdim, 0.3f);
     const std::size_t most_mask = std::size_t(batch) * heads * seq_q * seq_k;
@@ -522,12 +523,10 @@ TEST_CASE("the layer's exported training forward size counts the tape it fills",
       f.seq_k = sk;
       f.positions_batch_stride = per_batch ? sq : 0;
       const double rows_q = double(batch) * sq, rows_k = double(batch) * sk;
-      const double slices = shape == attn::MaskShape::plane       ? 1
-                            : shape == attn::MaskShape::per_batch ? batch
-                                                                  : batch * heads;
+      const double mask = (shape.batch ? batch : 1) * (shape.heads ? heads : 1) * double(shape.rows ? sq : 1) * sk;
       return 4.0 * (rows_q * heads + rows_q * e + 2 * rows_q * qf + 2 * rows_k * kv) +
              (f.key ? 4.0 * rows_k * config.kdim : 0) + (f.value ? 4.0 * rows_k * config.vdim : 0) +
-             (f.mask ? slices * sq * sk * (mask_kind == 2 ? 4 : 1) : 0) + (padding ? rows_k : 0) +
+             (f.mask ? mask * (mask_kind == 2 ? 4 : 1) : 0) + (padding ? rows_k : 0) +
              (positions ? 4.0 * (per_batch ? rows_q : sq) : 0);
     };
     const double tape = shaped(seq_q, seq_k);

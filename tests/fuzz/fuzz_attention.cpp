@@ -111,16 +111,15 @@ void fuzz_attention(Reader& r) {
     p.weights = w.data();
     p.w = attn::dense_bhsd(p.heads, p.seq_q, p.seq_k);
   }
-  const int mask_kind = r.u8() % 3;
-  const auto shape = static_cast<attn::MaskShape>(r.u8() % 3);
-  const int mb = shape == attn::MaskShape::plane ? 1 : p.batch;
-  const int mh = shape == attn::MaskShape::per_head ? p.heads : 1;
-  std::vector<float> fmask(std::size_t(mb) * mh * p.seq_q * p.seq_k);
+  const int mask_kind = r.u8() % 4;
+  const int dims = r.u8() % 8;  // which of batch, heads, rows the mask has (the rest broadcast)
+  const attn::MaskShape shape{(dims & 4) != 0, (dims & 2) != 0, (dims & 1) != 0};
+  std::vector<float> fmask(attn::mask_elements(shape, p.batch, p.heads, p.seq_q, p.seq_k));
   std::vector<std::uint8_t> bmask(fmask.size());
-  if (mask_kind == 1) {
+  if (mask_kind == 1 || mask_kind == 3) {
     for (auto& m : bmask) m = r.u8() % 4 != 0;
     p.mask = bmask.data();
-    p.mask_type = attn::MaskType::boolean;
+    p.mask_type = mask_kind == 1 ? attn::MaskType::boolean : attn::MaskType::block;
   } else if (mask_kind == 2) {
     for (auto& m : fmask) m = r.u8() % 4 == 0 ? -std::numeric_limits<float>::infinity() : r.value();
     p.mask = fmask.data();

@@ -12,7 +12,7 @@ function checkAgainstReference(opts, seed = 1) {
   const want = referenceAttention(query, key, value, opts);
   const weightsOut = new Float32Array(want.weights.length).fill(NaN);
   const out = lib.attention(query, key, value, { ...opts, weightsOut });
-  assertClose(out, want.out, `out ${JSON.stringify({ ...opts, mask: opts.mask?.constructor.name })}`);
+  assertClose(out, want.out, `out ${JSON.stringify(opts, (k, v) => (ArrayBuffer.isView(v) ? v.constructor.name : v))}`);
   assertClose(weightsOut, want.weights, 'weightsOut');
   assertClose(lib.attentionWeights(query, key, withoutValueOptions(opts)), want.weights, 'attentionWeights');
 }
@@ -22,13 +22,14 @@ function withoutValueOptions(opts) {
   return rest;
 }
 
-// A mask with ~25% masked entries, and the first query row of every slice fully masked.
-function randomMask(kind, length, seqQ, seqK, seed) {
+// A mask for option `kind` ('mask', 'attendMask' or 'blockMask') with ~25% masked entries and,
+// when it has rows (`rows` > 1), the first row of every slice fully masked.
+function randomMask(kind, length, rows, seqK, seed) {
   const random = rng(seed);
-  const mask = kind === 'boolean' ? new Uint8Array(length) : new Float32Array(length);
+  const mask = kind === 'mask' ? new Float32Array(length) : new Uint8Array(length);
   for (let e = 0; e < length; e++) {
-    const keep = random() > 0.25 && Math.floor(e / seqK) % seqQ !== 0;
-    mask[e] = kind === 'boolean' ? (keep ? 1 : 0) : (keep ? random() * 2 - 1 : -Infinity);
+    const keep = random() > 0.25 && (rows === 1 || Math.floor(e / seqK) % rows !== 0);
+    mask[e] = kind === 'mask' ? (keep ? random() * 2 - 1 : -Infinity) : Number(keep === (kind === 'attendMask'));
   }
   return mask;
 }
@@ -62,14 +63,16 @@ describe('matches the reference', () => {
     checkAgainstReference({ batch: 2, heads: 4, kvHeads: 2, seqQ: 6, seqK: 11, headDim: 5, valueDim: 7, layout: 'bshd', causal: true });
   });
 
-  test('every mask kind and shape, alone and with causal', () => {
+  test('every mask kind and shape PyTorch broadcasts, alone and with causal', () => {
     const batch = 2, heads = 4, seqQ = 5, seqK = 70;
-    const plane = seqQ * seqK;
-    for (const kind of ['additive', 'boolean']) {
-      for (const length of [plane, batch * plane, batch * heads * plane]) {
+    const shapes = [[seqQ, seqK], [batch, 1, seqQ, seqK], [batch, heads, seqQ, seqK], [batch, 1, 1, seqK], [heads, seqQ, seqK],
+      [1, heads, seqQ, seqK], [seqK], [batch, heads, 1, seqK], [heads, 1, seqK], [batch * heads, seqQ, seqK]];
+    for (const kind of ['mask', 'attendMask', 'blockMask']) {
+      for (const [n, maskShape] of shapes.entries()) {
         for (const causal of [false, true]) {
-          const mask = randomMask(kind, length, seqQ, seqK, length + (causal ? 1 : 0));
-          checkAgainstReference({ batch, heads, kvHeads: 2, seqQ, seqK, headDim: 6, mask, causal });
+          const length = maskShape.reduce((a, d) => a * d, 1), rows = maskShape.length > 1 ? maskShape.at(-2) : 1;
+          const mask = randomMask(kind, length, rows, seqK, 10 * n + (causal ? 1 : 0));
+          checkAgainstReference({ batch, heads, kvHeads: 2, seqQ, seqK, headDim: 6, [kind]: mask, maskShape, causal });
         }
       }
     }
@@ -110,14 +113,15 @@ describe('masking edge cases', () => {
   test('a fully masked row gives zeros, never NaN', () => {
     const opts = { heads: 1, seqQ: 3, seqK: 130, headDim: 4 };
     const { query, key, value } = makeInputs(opts);
-    for (const mask of [new Uint8Array(3 * 130).fill(1), new Float32Array(3 * 130)]) {
-      mask.fill(mask instanceof Uint8Array ? 0 : -Infinity, 130, 260);  // row 1 sees nothing
+    const masks = { attendMask: new Uint8Array(3 * 130).fill(1), blockMask: new Uint8Array(3 * 130), mask: new Float32Array(3 * 130) };
+    for (const [kind, mask] of Object.entries(masks)) {
+      mask.fill(kind === 'attendMask' ? 0 : kind === 'blockMask' ? 1 : -Infinity, 130, 260);  // row 1 sees nothing
       const weightsOut = new Float32Array(3 * 130);
-      const out = lib.attention(query, key, value, { ...opts, mask, weightsOut });
+      const out = lib.attention(query, key, value, { ...opts, [kind]: mask, weightsOut });
       assert.deepEqual([...out.subarray(4, 8)], [0, 0, 0, 0]);
       assert.ok(weightsOut.subarray(130, 260).every((w) => w === 0));
       assert.ok(out.every(Number.isFinite));
-      const want = referenceAttention(query, key, value, { ...opts, mask });
+      const want = referenceAttention(query, key, value, { ...opts, [kind]: mask });
       assertClose(out, want.out, 'other rows');
     }
   });

@@ -12,7 +12,7 @@ const SHAPES = [
   { heads: 2, seqQ: 5, seqK: 7, headDim: 4 },
   { batch: 2, heads: 4, kvHeads: 2, seqQ: 9, seqK: 9, headDim: 8, valueDim: 5, causal: true },
   { heads: 3, kvHeads: 1, seqQ: 1, seqK: 40, headDim: 16 },
-  { heads: 2, seqQ: 6, seqK: 11, headDim: 3, layout: 'bshd', mask: Uint8Array.from({ length: 66 }, (_, i) => (i % 4 ? 1 : 0)) },
+  { heads: 2, seqQ: 6, seqK: 11, headDim: 3, layout: 'bshd', attendMask: Uint8Array.from({ length: 66 }, (_, i) => (i % 4 ? 1 : 0)) },
   { heads: 1, seqQ: 4, seqK: 4, headDim: 2, mask: Float32Array.from({ length: 16 }, (_, i) => (i < 4 ? -Infinity : Math.sin(i))) },
 ];
 

@@ -89,12 +89,37 @@ describe('attention() argument errors', () => {
     throwsFrom(attention({ causal: 1 }), TypeError, /^attention: options\.causal must be false, true, 'lower-right' or 'upper-left', got number 1$/);
   });
 
-  test('mask type and length', () => {
+  test('mask types and lengths: the option names the meaning, the shape is never guessed', () => {
     throwsFrom(attention({ mask: new Int32Array(4) }), TypeError,
-      /^attention: options\.mask must be a Float32Array \(added to the scores\) or a Uint8Array \(1 = may attend, 0 = masked\), got Int32Array\(4\)$/);
+      /^attention: options\.mask must be a Float32Array \(added to the scores; -Infinity masks\), got Int32Array\(4\)$/);
     throwsFrom(attention({ mask: [0, 1, 1, 0] }), TypeError, /^attention: options\.mask must be .* got Array\(4\)$/);
-    throwsFrom(attention({ mask: new Uint8Array(5) }), RangeError,
-      /^attention: options\.mask has length 5, expected 4 \(\[seqQ 2, seqK 2\]\), 4 \(\[batch 1, 1, seqQ, seqK\]\) or 32 \(\[batch 1, heads 8, seqQ, seqK\]\)$/);
+    throwsFrom(attention({ mask: new Uint8Array(4) }), TypeError, new RegExp('^attention: options\\.mask is a Uint8Array, but a boolean mask ' +
+      'means opposite things in PyTorch, so its option says which: options\\.attendMask \\(1 = may attend, as torch\\.nn\\.functional\\.' +
+      "scaled_dot_product_attention's boolean attn_mask and Hugging Face's 4-D boolean masks\\) or options\\.blockMask \\(1 = masked, as " +
+      "torch\\.nn\\.MultiheadAttention's boolean attn_mask\\); options\\.mask is an additive Float32Array$"));
+    throwsFrom(attention({ attendMask: new Float32Array(4) }), TypeError,
+      /^attention: options\.attendMask must be a Uint8Array \(1 = may attend, .*\), got Float32Array\(4\); an additive Float32Array goes in options\.mask$/);
+    throwsFrom(attention({ attendMask: new Uint8Array(4), blockMask: new Uint8Array(4) }), TypeError,
+      /^attention: options\.attendMask and options\.blockMask: give one mask/);
+    throwsFrom(attention({ attendMask: new Uint8Array(5) }), RangeError, new RegExp('^attention: options\\.attendMask has length 5, expected the ' +
+      'length of a mask that broadcasts to \\[batch, heads, seqQ, seqK\\] as PyTorch\'s do: 2 \\(\\[1, 1, 1, seqK 2\\]\\), 4 \\(\\[1, 1, seqQ 2, seqK 2\\]\\), ' +
+      '16 \\(\\[1, heads 8, 1, seqK 2\\]\\), 32 \\(\\[1, heads 8, seqQ 2, seqK 2\\]\\)$'));
+    // batch equals heads: a [heads, seqQ, seqK] position bias has the length of a [batch, 1, seqQ, seqK] mask.
+    const two = { batch: 2, heads: 2, kvHeads: 2, seqQ: 3, seqK: 3, headDim: 4 };
+    const x = new Float32Array(2 * 2 * 3 * 4);
+    throwsFrom(() => lib.attention(x, x, x, { ...two, mask: new Float32Array(18) }), RangeError, new RegExp('^attention: options\\.mask has ' +
+      'length 18, which fits \\[batch 2, 1, seqQ 3, seqK 3\\] and \\[1, heads 2, seqQ 3, seqK 3\\] alike: say which with options\\.maskShape, ' +
+      'its shape as PyTorch gives it \\(mask\\.shape\\), e\\.g\\. \\[2, 1, 3, 3\\] or \\[2, 3, 3\\]$'));
+    assert.equal(lib.attention(x, x, x, { ...two, mask: new Float32Array(18), maskShape: [2, 3, 3] }).length, x.length, 'stated, it runs');
+    throwsFrom(attention({ mask: new Float32Array(4), maskShape: [2, 2, 1] }), RangeError,
+      /^attention: options\.maskShape \[2, 2, 1\] must end with seqK \(2\): a mask has an entry for every key/);
+    throwsFrom(attention({ mask: new Float32Array(6), maskShape: [3, 2] }), RangeError,
+      /^attention: options\.maskShape \[3, 2\] does not broadcast to \[batch 1, heads 8, seqQ 2, seqK 2\]: maskShape\[0\] is 3, expected seqQ 2 or 1/);
+    throwsFrom(attention({ mask: new Float32Array(4), maskShape: '2x2' }), TypeError,
+      /^attention: options\.maskShape must be the mask's shape as an array of 1 to 4 positive integers .*, got string "2x2"$/);
+    throwsFrom(attention({ maskShape: [2, 2] }), TypeError, /^attention: options\.maskShape is the shape of a mask, but no mask was given/);
+    throwsFrom(attention({ attentionMask: new Uint8Array(3) }), RangeError,
+      /^attention: options\.attentionMask has length 3, expected 2 \(batch 1 × seqK 2\)$/);
   });
 
   test('out and weightsOut', () => {

@@ -91,19 +91,22 @@ describe('forward matches torch.nn.MultiheadAttention semantics', () => {
     const batch = 2, seq = 6;
     const x = randomTensor(batch * seq * 8, rng(11));
     const plane = seq * seq;
+    // batch equals heads: a mask of batch·seqQ·seqK may be [batch, 1, seqQ, seqK] or [heads, seqQ,
+    // seqK], so its shape is stated.
     const masks = [
-      undefined,
-      Uint8Array.from({ length: plane }, (_, i) => (i % 4 !== 1 ? 1 : 0)),
-      Float32Array.from({ length: batch * plane }, (_, i) => (i % 5 === 0 ? -Infinity : Math.sin(i))),
-      Uint8Array.from({ length: batch * 2 * plane }, (_, i) => (i % 3 !== 0 ? 1 : 0)),
+      {},
+      { attendMask: Uint8Array.from({ length: plane }, (_, i) => (i % 4 !== 1 ? 1 : 0)) },
+      { mask: Float32Array.from({ length: batch * plane }, (_, i) => (i % 5 === 0 ? -Infinity : Math.sin(i))), maskShape: [batch, 1, seq, seq] },
+      { blockMask: Uint8Array.from({ length: 2 * plane }, (_, i) => (i % 3 === 0 ? 1 : 0)), maskShape: [2, seq, seq] },
+      { attendMask: Uint8Array.from({ length: batch * 2 * plane }, (_, i) => (i % 3 !== 0 ? 1 : 0)) },
     ];
     // Entry 0 pads its last key; entry 1 pads every key.
     const keyPaddingMask = Uint8Array.from({ length: batch * seq }, (_, i) => (i === seq - 1 || i >= seq ? 1 : 0));
     for (const mask of masks) {
       const weightsOut = new Float32Array(batch * 2 * plane);
-      const out = mha.forward(x, null, null, { batch, mask, keyPaddingMask, weightsOut });
-      const want = referenceMha(config, weights, x, null, null, { batch, mask, keyPaddingMask });
-      close(out, want.out, `out with ${mask?.constructor.name} mask of length ${mask?.length}`);
+      const out = mha.forward(x, null, null, { batch, ...mask, keyPaddingMask, weightsOut });
+      const want = referenceMha(config, weights, x, null, null, { batch, ...mask, keyPaddingMask });
+      close(out, want.out, `out with mask ${Object.keys(mask)}`);
       close(weightsOut, want.weights, 'weightsOut');
       for (let i = seq; i < 2 * seq; i++) assert.deepEqual(out.subarray(i * 8, i * 8 + 8), weights.bo, `padded row ${i} equals bo`);
     }
@@ -256,8 +259,9 @@ describe('errors', () => {
     throwsFrom(() => mha.forward(xq), TypeError, /^MultiHeadAttention\.forward: key is required, since this layer's kdim \(4\) differs from embedDim \(8\)$/);
     throwsFrom(() => mha.forward(xq, xk, new Float32Array(8)), RangeError, /^MultiHeadAttention\.forward: value has length 8, expected 12 \(batch 1 × seqK 3 × 4 features\)$/);
     throwsFrom(() => mha.forward(xq, xk, null, { mask: new Int8Array(6) }), TypeError, /^MultiHeadAttention\.forward: options\.mask must be a Float32Array/);
-    throwsFrom(() => mha.forward(xq, xk, null, { mask: new Uint8Array(5) }), RangeError, /^MultiHeadAttention\.forward: options\.mask has length 5, expected 6/);
-    throwsFrom(() => mha.forward(xq, xk, null, { keyPaddingMask: new Float32Array(3) }), TypeError, /^MultiHeadAttention\.forward: options\.keyPaddingMask must be a Uint8Array \(1 = padding, ignored\), got Float32Array\(3\)$/);
+    throwsFrom(() => mha.forward(xq, xk, null, { attendMask: new Uint8Array(5) }), RangeError, /^MultiHeadAttention\.forward: options\.attendMask has length 5, expected the length of a mask/);
+    throwsFrom(() => mha.forward(xq, xk, null, { keyPaddingMask: new Float32Array(3) }), TypeError,
+      /^MultiHeadAttention\.forward: options\.keyPaddingMask must be a Uint8Array \[batch, seqK\] \(1 = padding, ignored: PyTorch's key_padding_mask\), got Float32Array\(3\)$/);
     throwsFrom(() => mha.forward(xq, xk, null, { keyPaddingMask: new Uint8Array(2) }), RangeError, /^MultiHeadAttention\.forward: options\.keyPaddingMask has length 2, expected 3 \(batch 1 × seqK 3\)$/);
     throwsFrom(() => mha.forward(xq, xk, null, { out: new Float32Array(3) }), RangeError, /^MultiHeadAttention\.forward: options\.out has length 3, expected 16/);
     throwsFrom(() => mha.forward(xq, xk, null, { weightsOut: new Float32Array(3) }), RangeError, /^MultiHeadAttention\.forward: options\.weightsOut has length 3, expected 12 \(batch 1 × numHeads 2 × seqQ 2 × seqK 3\), per head \(averageAttnWeights: true for their mean\)$/);

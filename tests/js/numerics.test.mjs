@@ -39,7 +39,7 @@ test('NaN in a key row: the rows that may attend it are NaN; causal and boolean 
     for (let i = 0; i < seqQ; i++) assert.equal(allNaN(rowOf(out, i, 4)), i >= 2, `row ${i}`);
     const mask = new Uint8Array(seqQ * seqQ).fill(1);
     for (let i = 0; i < seqQ; i++) mask[i * seqQ + 2] = 0;  // nobody attends key 2
-    assert.ok(allFinite(lib.attention(query, key, value, { ...opts, mask })), 'a boolean mask excludes the NaN key');
+    assert.ok(allFinite(lib.attention(query, key, value, { ...opts, attendMask: mask })), 'a boolean mask excludes the NaN key');
   }
 });
 

@@ -19,8 +19,8 @@ const validCall = fc.record({
   valueDim: fc.integer({ min: 1, max: 20 }),
   layout: fc.constantFrom('bhsd', 'bshd'),
   causal: fc.boolean(),
-  mask: fc.constantFrom('none', 'boolean', 'additive'),
-  maskShape: fc.integer({ min: 0, max: 2 }),
+  mask: fc.constantFrom('none', 'attendMask', 'blockMask', 'mask'),
+  maskDims: fc.integer({ min: 0, max: 7 }),  // which of batch, heads, seqQ it has (the rest broadcast)
   scale: fc.option(fc.double({ min: -2, max: 2, noNaN: true }), { nil: undefined }),
   seed: fc.integer({ min: 1, max: 2 ** 30 }),
 }).map((c) => {
@@ -29,11 +29,12 @@ const validCall = fc.record({
   const options = { batch: c.batch, heads, kvHeads: c.kvHeads, seqQ: c.seqQ, seqK: c.seqK, headDim: c.headDim,
     valueDim: c.valueDim, layout: c.layout, causal: c.causal, scale: c.scale };
   if (c.mask !== 'none') {
-    const plane = c.seqQ * c.seqK;
-    const n = [plane, c.batch * plane, c.batch * heads * plane][c.maskShape];
-    options.mask = c.mask === 'boolean'
-      ? Uint8Array.from({ length: n }, () => (random() < 0.8 ? 1 : 0))
-      : Float32Array.from({ length: n }, () => (random() < 0.2 ? -Infinity : random() * 2 - 1));
+    const dims = [c.maskDims & 4 ? c.batch : 1, c.maskDims & 2 ? heads : 1, c.maskDims & 1 ? c.seqQ : 1, c.seqK];
+    const n = dims.reduce((a, d) => a * d, 1);
+    options.maskShape = dims;
+    options[c.mask] = c.mask === 'mask'
+      ? Float32Array.from({ length: n }, () => (random() < 0.2 ? -Infinity : random() * 2 - 1))
+      : Uint8Array.from({ length: n }, () => (random() < 0.8 ? 1 : 0));
   }
   return {
     options,
@@ -69,8 +70,9 @@ const MUTATIONS = [
   [RangeError, (c) => ({ ...c, options: { ...c.options, layout: 'hsbd' } })],
   [RangeError, (c) => ({ ...c, options: { ...c.options, scale: Number.NaN } })],
   [TypeError, (c) => ({ ...c, options: { ...c.options, causal: 'yes' } })],
-  [RangeError, (c) => ({ ...c, options: { ...c.options, mask: new Uint8Array(c.options.seqQ * c.options.seqK + 1) } })],
-  [TypeError, (c) => ({ ...c, options: { ...c.options, mask: new Int16Array(4) } })],
+  [RangeError, (c) => ({ ...c, options: { ...c.options, attendMask: new Uint8Array(c.options.batch * c.options.heads * c.options.seqQ * c.options.seqK + 1), mask: undefined, blockMask: undefined, maskShape: undefined } })],
+  [TypeError, (c) => ({ ...c, options: { ...c.options, mask: new Int16Array(4), attendMask: undefined, blockMask: undefined } })],
+  [TypeError, (c) => ({ ...c, options: { ...c.options, mask: new Uint8Array(c.options.seqQ * c.options.seqK), attendMask: undefined, blockMask: undefined } })],
   [RangeError, (c) => ({ ...c, options: { ...c.options, out: new Float32Array(1) } })],
 ];
 

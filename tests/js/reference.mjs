@@ -30,6 +30,45 @@ export function visibleByPosition(opts, seqQ, seqK, i, j) {
   return true;
 }
 
+// The index into a mask of element (b, h, i, j) of [batch, heads, seqQ, seqK]: the mask's shape is
+// `dims` (PyTorch's mask.shape, broadcast as PyTorch does: aligned from the right, a dimension of 1
+// repeated; or nn.MultiheadAttention's 3-D [batch·heads, seqQ, seqK]) or, without dims, one of
+// [seqQ, seqK], [batch, 1, seqQ, seqK], [batch, heads, seqQ, seqK] by its length.
+export function maskIndexer(dims, length, batch, heads, seqQ, seqK) {
+  if (!dims) {
+    const plane = seqQ * seqK;
+    if (length === plane) return (b, h, i, j) => i * seqK + j;
+    if (length === batch * plane) return (b, h, i, j) => b * plane + i * seqK + j;
+    return (b, h, i, j) => ((b * heads + h) * seqQ + i) * seqK + j;
+  }
+  if (dims.length === 3 && dims[0] === batch * heads && dims[0] > 1) {
+    return (b, h, i, j) => ((b * heads + h) * dims[1] + (dims[1] === 1 ? 0 : i)) * seqK + j;
+  }
+  const d = [...Array(4 - dims.length).fill(1), ...dims];
+  return (b, h, i, j) => {
+    const at = [d[0] === 1 ? 0 : b, d[1] === 1 ? 0 : h, d[2] === 1 ? 0 : i, d[3] === 1 ? 0 : j];
+    return ((at[0] * d[1] + at[1]) * d[2] + at[2]) * d[3] + at[3];
+  };
+}
+
+// The masks of attention() options, as a function (b, h, i, j) → { add, visible }: `mask` added,
+// `attendMask` (nonzero = may attend), `blockMask` (nonzero = masked), with `maskShape`; and
+// `keyPaddingMask` [batch, seqK] (nonzero = padding) or `attentionMask` (nonzero = a real token).
+export function maskRule(opts, batch, heads, seqQ, seqK) {
+  if (opts.mask instanceof Uint8Array) throw new TypeError('reference: a boolean mask is attendMask or blockMask');
+  const mask = opts.mask ?? opts.attendMask ?? opts.blockMask ?? null;
+  const index = mask ? maskIndexer(opts.maskShape, mask.length, batch, heads, seqQ, seqK) : null;
+  return (b, h, i, j) => {
+    let add = 0, visible = true;
+    if (opts.mask) add = opts.mask[index(b, h, i, j)];
+    if (opts.attendMask && !opts.attendMask[index(b, h, i, j)]) visible = false;
+    if (opts.blockMask && opts.blockMask[index(b, h, i, j)]) visible = false;
+    if (opts.keyPaddingMask?.[b * seqK + j]) visible = false;
+    if (opts.attentionMask && !opts.attentionMask[b * seqK + j]) visible = false;
+    return { add, visible };
+  };
+}
+
 // Returns { out, weights, lse, slopes, sinkWeights } (Float64Arrays; out in the same layout as
 // the query; weights [batch, heads, seqQ, seqK]; lse [batch, heads, seqQ], −∞ for a row with no
 // visible key and no sink; slopes: d(capped)/d(uncapped) per score, 1 without softcap;
@@ -38,7 +77,7 @@ export function visibleByPosition(opts, seqQ, seqK, i, j) {
 // exp(sink_h) in the denominator.
 export function referenceAttention(query, key, value, opts) {
   const { batch, heads, kvHeads, seqQ, seqK, headDim, valueDim, layout, scale } = withDefaults(opts);
-  const mask = opts.mask ?? null;
+  const masks = maskRule(opts, batch, heads, seqQ, seqK);
   const softcap = opts.softcap || 0;
   const group = heads / kvHeads;
   const out = new Float64Array(batch * heads * seqQ * valueDim);
@@ -46,7 +85,6 @@ export function referenceAttention(query, key, value, opts) {
   const lse = new Float64Array(batch * heads * seqQ).fill(-Infinity);
   const slopes = new Float64Array(batch * heads * seqQ * seqK).fill(1);
   const sinkWeights = new Float64Array(batch * heads * seqQ);
-  const plane = seqQ * seqK;
   const off = opts.causal === 'upper-left' ? 0 : seqK - seqQ;
 
   for (let b = 0; b < batch; b++) {
@@ -72,12 +110,9 @@ export function referenceAttention(query, key, value, opts) {
           }
           s -= slope * Math.abs(i + off - j);
           if (!visibleByPosition(opts, seqQ, seqK, i, j)) visible[j] = false;
-          if (mask) {
-            const m = mask.length === plane ? i * seqK + j
-              : mask.length === batch * plane ? b * plane + i * seqK + j
-                : (b * heads + h) * plane + i * seqK + j;
-            if (mask instanceof Uint8Array) { if (!mask[m]) visible[j] = false; } else s += mask[m];
-          }
+          const { add, visible: seen } = masks(b, h, i, j);
+          s += add;
+          if (!seen) visible[j] = false;
           if (s === -Infinity) visible[j] = false;
           scores[j] = s;
         }
@@ -123,9 +158,9 @@ export function referenceLinear(x, rows, inF, w, b, outF) {
 // K/V heads, as wide as current models (config.headDim: Q and the attention output have numHeads ·
 // headDim features; config.scale; a projection's bias when `weights` has it), plus the layer's
 // variants (config.rotary, window, softcap, alibi as slopes, and weights.sinks). `weights` holds
-// wq, wk, wv, wo and (optionally) bq, bk, bv, bo, sinks. Masks follow the library's conventions
-// (keyPaddingMask: 1 = ignore). Returns { out, weights }: weights per head [batch, heads, seqQ,
-// seqK], or with opts.averageAttnWeights their mean over the heads [batch, seqQ, seqK].
+// wq, wk, wv, wo and (optionally) bq, bk, bv, bo, sinks. Masks are the options of attention()
+// (maskRule), with heads = numHeads. Returns { out, weights }: weights per head [batch, heads,
+// seqQ, seqK], or with opts.averageAttnWeights their mean over the heads [batch, seqQ, seqK].
 export function referenceMha(config, weights, query, key, value, opts = {}) {
   const { embedDim: e, numHeads: h } = config;
   const numKvHeads = config.numKvHeads ?? h;
@@ -153,22 +188,17 @@ export function referenceMha(config, weights, query, key, value, opts = {}) {
     q = referenceRotary(q, { ...r, heads: h, seq: seqQ, ...at(queryOffset) });
     kp = referenceRotary(kp, { ...r, heads: numKvHeads, seq: seqK, ...at(keyOffset) });
   }
-  // One additive mask [batch, heads, seqQ, seqK] holding the user's mask and the key padding.
+  // One additive mask [batch, heads, seqQ, seqK] holding the masks given.
   let mask;
-  if (opts.mask || opts.keyPaddingMask) {
+  if (['mask', 'attendMask', 'blockMask', 'keyPaddingMask', 'attentionMask'].some((name) => opts[name])) {
+    const rule = maskRule(opts, batch, h, seqQ, seqK);
     mask = new Float64Array(batch * h * seqQ * seqK);
-    const plane = seqQ * seqK;
     for (let b = 0; b < batch; b++) {
       for (let hh = 0; hh < h; hh++) {
         for (let i = 0; i < seqQ; i++) {
           for (let j = 0; j < seqK; j++) {
-            const at = ((b * h + hh) * seqQ + i) * seqK + j;
-            if (opts.mask) {
-              const m = opts.mask.length === plane ? i * seqK + j
-                : opts.mask.length === batch * plane ? b * plane + i * seqK + j : at;
-              mask[at] = opts.mask instanceof Uint8Array ? (opts.mask[m] ? 0 : -Infinity) : opts.mask[m];
-            }
-            if (opts.keyPaddingMask?.[b * seqK + j]) mask[at] = -Infinity;
+            const { add, visible } = rule(b, hh, i, j);
+            mask[((b * h + hh) * seqQ + i) * seqK + j] = visible ? add : -Infinity;
           }
         }
       }

@@ -21,18 +21,23 @@ const pick = (r, list) => list[Math.floor(r() * list.length)];
 const int = (r, lo, hi) => lo + Math.floor(r() * (hi - lo + 1));
 const inUse = () => { const u = lib.memoryUsage(); return u.heapInUse - u.arena; };
 
-// A random attention problem: shape, layout, causal, and a mask of one of the three shapes.
+// A random attention problem: shape, layout, causal, and a mask of one of several kinds and shapes.
 function attentionCase(r) {
   const kvHeads = int(r, 1, 3), heads = kvHeads * int(r, 1, 3);
   const o = {
     batch: int(r, 1, 2), heads, kvHeads, seqQ: int(r, 1, 20), seqK: int(r, 1, 24), headDim: int(r, 1, 17),
     valueDim: int(r, 1, 9), layout: pick(r, ['bhsd', 'bshd']), causal: r() < 0.4,
   };
-  const plane = o.seqQ * o.seqK;
-  const kind = pick(r, ['none', 'bool-plane', 'additive-batch', 'bool-head']);
-  if (kind === 'bool-plane') o.mask = Uint8Array.from({ length: plane }, () => (r() < 0.8 ? 1 : 0));
-  if (kind === 'additive-batch') o.mask = Float32Array.from({ length: o.batch * plane }, () => (r() < 0.1 ? -Infinity : r() - 0.5));
-  if (kind === 'bool-head') o.mask = Uint8Array.from({ length: o.batch * heads * plane }, () => (r() < 0.7 ? 1 : 0));
+  const kind = pick(r, ['none', 'attend-plane', 'additive-batch', 'attend-head', 'block-padding', 'additive-bias']);
+  const shapes = { 'attend-plane': [o.seqQ, o.seqK], 'additive-batch': [o.batch, 1, o.seqQ, o.seqK], 'attend-head': [o.batch, heads, o.seqQ, o.seqK],
+    'block-padding': [o.batch, 1, 1, o.seqK], 'additive-bias': [heads, o.seqQ, o.seqK] };
+  if (kind !== 'none') {
+    const length = shapes[kind].reduce((n, d) => n * d, 1);
+    o.maskShape = shapes[kind];
+    if (kind.startsWith('additive')) o.mask = Float32Array.from({ length }, () => (r() < 0.1 ? -Infinity : r() - 0.5));
+    if (kind.startsWith('attend')) o.attendMask = Uint8Array.from({ length }, () => (r() < 0.8 ? 1 : 0));
+    if (kind.startsWith('block')) o.blockMask = Uint8Array.from({ length }, () => (r() < 0.2 ? 1 : 0));
+  }
   const q = randomTensor(o.batch * heads * o.seqQ * o.headDim, r);
   const k = randomTensor(o.batch * kvHeads * o.seqK * o.headDim, r);
   const v = randomTensor(o.batch * kvHeads * o.seqK * o.valueDim, r);
@@ -93,7 +98,7 @@ const validCalls = {
     const value = cross ? randomTensor(batch * seqK * vdim, r) : null;
     const opts = { batch, causal: r() < 0.4 };
     if (r() < 0.3) opts.keyPaddingMask = Uint8Array.from({ length: batch * seqK }, () => (r() < 0.2 ? 1 : 0));
-    if (r() < 0.3) opts.mask = Uint8Array.from({ length: batch * h * seqQ * seqK }, () => (r() < 0.8 ? 1 : 0));
+    if (r() < 0.3) opts.attendMask = Uint8Array.from({ length: batch * h * seqQ * seqK }, () => (r() < 0.8 ? 1 : 0));
     const weights = mha.getWeights();
     const y = mha.forward(x, key, value, { ...opts, train: true });
     assertClose(y, referenceMha(config, weights, x, key, value, opts).out, 'layer out', 5e-5);
@@ -152,7 +157,8 @@ const invalidCalls = {
   },
   badMask: (r) => {
     const { o, q, k, v } = attentionCase(r);
-    return [() => lib.attention(q, k, v, { ...o, mask: new Float64Array(o.seqQ * o.seqK) }), TypeError, /mask must be a Float32Array/];
+    const bad = { ...o, attendMask: undefined, blockMask: undefined, maskShape: undefined, mask: new Float64Array(o.seqQ * o.seqK) };
+    return [() => lib.attention(q, k, v, bad), TypeError, /mask must be a Float32Array/];
   },
   backwardHalfSaved: (r) => {
     const { o, q, k, v } = attentionCase(r);

@@ -98,7 +98,7 @@ test('threaded results are bit-identical to single-threaded ones', () => {
     { heads: 1, seqQ: 300, seqK: 300, headDim: 32 },                   // one head: split into row chunks
     { batch: 2, heads: 8, kvHeads: 2, seqQ: 65, seqK: 130, headDim: 64, causal: true },
     { heads: 32, kvHeads: 8, seqQ: 1, seqK: 500, headDim: 128 },       // decode
-    { heads: 4, seqQ: 20, seqK: 33, headDim: 16, layout: 'bshd', mask: new Uint8Array(20 * 33).map((_, i) => i % 7 !== 0) },
+    { heads: 4, seqQ: 20, seqK: 33, headDim: 16, layout: 'bshd', attendMask: new Uint8Array(20 * 33).map((_, i) => i % 7 !== 0) },
   ];
   for (const [n, shape] of shapes.entries()) {
     const { query, key, value } = makeInputs(shape, n + 1);

@@ -27,7 +27,8 @@ function checkGradients(config, opts, seed) {
   const key = opts.cross ? randomTensor(batch * 4 * (config.kdim ?? e), r) : null;
   const value = opts.cross ? randomTensor(batch * 4 * (config.vdim ?? e), r) : null;
   const g = randomTensor(batch * 3 * e, r);
-  const fopts = { batch, causal: opts.causal, mask: opts.mask, keyPaddingMask: opts.keyPaddingMask };
+  const { cross, ...masks } = opts;  // causal and the masks
+  const fopts = { ...masks, batch };
   const mha = new lib.MultiHeadAttention(config);
   mha.setWeights(weights);
   mha.forward(x, key, value, { ...fopts, train: true });
@@ -59,7 +60,10 @@ function checkGradients(config, opts, seed) {
 test('layer gradients match finite differences of the reference', () => {
   checkGradients({ embedDim: 4, numHeads: 2, numKvHeads: 1 }, {}, 1);
   checkGradients({ embedDim: 4, numHeads: 2 }, { batch: 2, causal: true, keyPaddingMask: new Uint8Array([0, 0, 1, 0, 0, 0]) }, 2);
-  checkGradients({ embedDim: 6, numHeads: 3, kdim: 2, vdim: 5, bias: false }, { cross: true, mask: new Uint8Array(12).map((_, i) => i % 5 !== 3) }, 3);
+  checkGradients({ embedDim: 6, numHeads: 3, kdim: 2, vdim: 5, bias: false }, { cross: true, attendMask: new Uint8Array(12).map((_, i) => i % 5 !== 3), maskShape: [3, 4] }, 3);
+  // Broadcast masks, kept on the tape as given: padding per batch entry, a bias per head.
+  checkGradients({ embedDim: 4, numHeads: 2 }, { batch: 2, cross: true, blockMask: Uint8Array.of(0, 1, 0, 0, 0, 0, 1, 0), maskShape: [2, 1, 1, 4] }, 4);
+  checkGradients({ embedDim: 4, numHeads: 2 }, { batch: 2, cross: true, mask: Float32Array.from({ length: 24 }, (_, i) => Math.sin(i)), maskShape: [2, 3, 4] }, 5);
 });
 
 test('sgdStep applies w − lr·grad to the weights in wasm memory', () => {

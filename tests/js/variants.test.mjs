@@ -67,8 +67,8 @@ test('ALiBi slopes [heads] and [batch, heads]', () => {
 test('sinks: rows sum to less than 1; a fully masked row gives zeros and lse = sink', () => {
   const sinks = Float32Array.from([0.5, -1, 2, 0]);
   checkForward({ heads: 4, kvHeads: 1, seqQ: 6, seqK: 30, headDim: 4, sinks });
-  const options = { heads: 4, seqQ: 3, seqK: 5, headDim: 4, sinks, mask: new Uint8Array(15).fill(1) };
-  options.mask.fill(0, 0, 5);  // row 0 sees nothing
+  const options = { heads: 4, seqQ: 3, seqK: 5, headDim: 4, sinks, attendMask: new Uint8Array(15).fill(1) };
+  options.attendMask.fill(0, 0, 5);  // row 0 sees nothing
   const { query, key, value } = makeInputs(options, 2);
   const lseOut = new Float32Array(12), weightsOut = new Float32Array(60);
   const out = lib.attention(query, key, value, { ...options, lseOut, weightsOut });

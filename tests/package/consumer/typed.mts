@@ -5,7 +5,7 @@ import { loadAttention as loadBaseline } from 'attention-wasm/simd128';
 
 const lib: AttentionLibrary = await loadAttention({ wasmUrl: new URL('https://cdn.example/attn.wasm') });
 const q = new Float32Array(8);
-const options: AttentionOptions = { heads: 2, seqQ: 1, headDim: 4, causal: true, mask: new Uint8Array(1), layout: 'bshd' };
+const options: AttentionOptions = { heads: 2, seqQ: 1, headDim: 4, causal: true, attendMask: new Uint8Array(1), layout: 'bshd' };
 const out: Float32Array = lib.attention(q, q, q, options);
 const w: Float32Array = lib.attentionWeights(q, q, { heads: 2, seqQ: 1, headDim: 4, out: null });
 const version: string = lib.info.version;
@@ -24,6 +24,18 @@ lib.attention(q, q, q, { ...options, layout: 'bsdh' });
 lib.attentionWeights(q, q, { heads: 2, seqQ: 1, headDim: 4, valueDim: 4 });
 // @ts-expect-error info is read-only
 lib.info.threads = 2;
+// Masks: each option names its meaning; a shape as PyTorch's mask.shape.
+const masked: Float32Array = lib.attention(q, q, q, { heads: 2, seqQ: 1, headDim: 4, mask: new Float32Array(2), maskShape: [2, 1, 1],
+  attentionMask: new Uint8Array(1) });
+lib.attentionWeights(q, q, { heads: 2, seqQ: 1, headDim: 4, blockMask: new Uint8Array(1), keyPaddingMask: new Uint8Array(1) });
+lib.attentionBackward(q, q, q, q, { heads: 2, seqQ: 1, headDim: 4, attendMask: new Uint8Array(2), maskShape: [2, 1, 1] });
+console.log(masked);
+// @ts-expect-error a boolean mask names its polarity: attendMask or blockMask
+lib.attention(q, q, q, { heads: 2, seqQ: 1, headDim: 4, mask: new Uint8Array(1) });
+// @ts-expect-error maskShape is an array of numbers
+lib.attention(q, q, q, { heads: 2, seqQ: 1, headDim: 4, mask: new Float32Array(1), maskShape: '1x1' });
+// @ts-expect-error attentionMask is a Uint8Array
+lib.attention(q, q, q, { heads: 2, seqQ: 1, headDim: 4, attentionMask: new Float32Array(1) });
 
 const rotated: Float32Array = lib.rotary(q, { heads: 2, seq: 1, headDim: 4, rotaryDim: 2, positions: new Int32Array(1), out: q });
 const rotaryOptions: RotaryOptions = { heads: 1, seq: 2, headDim: 4, interleaved: true, cos: q, sin: q, layout: 'bshd' };
@@ -37,6 +49,7 @@ const mha = new lib.MultiHeadAttention({ embedDim: 8, numHeads: 2, numKvHeads: 1
 mha.setWeights({ wq: q, wk: q, wv: q, wo: q, bq: q, bk: q, bv: q, bo: q });
 const cache = mha.createCache({ maxSeq: 16 });
 const y: Float32Array = mha.forward(q, null, null, { cache, keyPaddingMask: new Uint8Array(1) });
+mha.forward(q, null, null, { blockMask: new Uint8Array(2), maskShape: [2, 1, 1], attentionMask: new Uint8Array(1) });
 mha.forward(q, null, null, { train: true });
 const grads = mha.backward(q).weights;
 mha.adamStep(grads, { lr: 0.01 });

@@ -329,6 +329,10 @@ val cache_append(attn::KvCache& cache, std::uintptr_t key, std::uintptr_t value,
 val cache_truncate(attn::KvCache& cache, int n) {
   return answer([&] { return cache.truncate(n); });
 }
+// indices: int32 [batch] (KVCache.reorder checks them first; the cache checks them again).
+val cache_reorder(attn::KvCache& cache, std::uintptr_t indices) {
+  return answer([&] { return cache.reorder(ptr<const int>(indices)); });
+}
 double cache_bytes(const attn::KvCache& cache) { return static_cast<double>(cache.bytes()); }
 // Where its keys start in wasm memory (tests check caches placed past 2 GiB).
 double cache_address(const attn::KvCache& cache) { return static_cast<double>(cache.key_address()); }
@@ -418,6 +422,7 @@ EMSCRIPTEN_BINDINGS(kv_cache) {
       .function("append", &cache_append)
       .function("reset", &attn::KvCache::reset)
       .function("truncate", &cache_truncate)
+      .function("reorder", &cache_reorder)
       .function("length", &attn::KvCache::length)
       .function("held", &attn::KvCache::held)
       .function("room", &attn::KvCache::room)

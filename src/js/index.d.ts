@@ -673,6 +673,13 @@ export interface KVCache {
    */
   truncate(n: number): void;
   /**
+   * Beam search, as Hugging Face's `reorder_cache(beam_idx)`: batch entry b becomes what entry
+   * `indices[b]` was, at every position held (rings too). `batch` integers in `[0, batch)`;
+   * repeats are allowed (a beam several continue) and entries not named are dropped. In place in
+   * wasm memory, moving only the positions held; a bad index is a RangeError and changes nothing.
+   */
+  reorder(indices: Int32Array | readonly number[]): void;
+  /**
    * Frees the cache's wasm memory; any later use throws. Harmless to call twice. As for layers,
    * the FinalizationRegistry frees a dropped cache only after the event loop gets a turn.
    */

@@ -5,7 +5,7 @@
 // kind for a layer.
 import { checkRoom, truncateError } from './cache-rule.mjs';
 import { checkMemory, coreError } from './heap.mjs';
-import { checkFloat32, checkKnownKeys, describe, dim, given, resolveLayout } from './shapes.mjs';
+import { checkFloat32, checkKnownKeys, describe, dim, given, kindOf, resolveLayout } from './shapes.mjs';
 
 export const DTYPES = ['float32', 'float16', 'bfloat16', 'int8'];  // the names of the module's KvType
 const CACHE_OPTIONS = ['batch', 'kvHeads', 'headDim', 'valueDim', 'maxSeq', 'dtype', 'window'];
@@ -117,6 +117,28 @@ export function makeKVCacheClass(M, arena, registry) {
         throw new RangeError(`KVCache.truncate: n must be an integer from 0 to length ${length}, got ${describe(n)}`);
       }
       if (core.truncate(n)) throw truncateError(this, core, n);
+    }
+
+    /**
+     * Beam search, as Hugging Face's reorder_cache(beam_idx): batch entry b becomes what entry
+     * indices[b] was (repeats allowed, entries not named dropped), in place in wasm memory.
+     */
+    reorder(indices) {
+      const core = this.#live('reorder');
+      const fn = 'KVCache.reorder';
+      const { batch } = this;
+      if (kindOf(indices) !== 'Int32Array' && !Array.isArray(indices)) {
+        throw new TypeError(`${fn}: indices must be an Int32Array or an array of integers, one per batch entry, got ${describe(indices)}`);
+      }
+      if (indices.length !== batch) {
+        throw new RangeError(`${fn}: indices has length ${indices.length}, expected the cache's batch ${batch} (row b of the result is row indices[b])`);
+      }
+      const bad = Array.prototype.findIndex.call(indices, (i) => !Number.isInteger(i) || i < 0 || i >= batch);
+      if (bad >= 0) throw new RangeError(`${fn}: indices[${bad}] must be an integer from 0 to ${batch - 1} (a batch entry), got ${describe(indices[bad])}`);
+      arena.call(fn, { indices: Int32Array.from(indices) }, {}, (call) => {
+        const error = core.reorder(call.address('indices'));
+        if (error) throw coreError(M, error);
+      });
     }
 
     /** Frees the cache's wasm memory. Harmless to call twice. */

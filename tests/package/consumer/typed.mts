@@ -50,6 +50,10 @@ mha.setWeights({ wq: q, wk: q, wv: q, wo: q, bq: q, bk: q, bv: q, bo: q });
 const cache = mha.createCache({ maxSeq: 16 });
 const y: Float32Array = mha.forward(q, null, null, { cache, keyPaddingMask: new Uint8Array(1) });
 mha.forward(q, null, null, { blockMask: new Uint8Array(2), maskShape: [2, 1, 1], attentionMask: new Uint8Array(1) });
+cache.reorder([0]);
+cache.reorder(Int32Array.of(0));
+// @ts-expect-error reorder takes integers (an Int32Array or an array)
+cache.reorder(new Float32Array(1));
 mha.forward(q, null, null, { train: true });
 const grads = mha.backward(q).weights;
 mha.adamStep(grads, { lr: 0.01 });

@@ -11,8 +11,8 @@ const FORWARD_OPTIONS = ['batch', 'seqQ', 'seqK', ...MASK_OPTIONS, 'causal', 'po
   'averageAttnWeights', 'out', 'cache', 'train'];
 
 // Length of an activation [batch, seq, features]: returns seq, inferred from the length when
-// `seq` is not given.
-function activationSeq(name, array, batch, features, seq, seqName) {
+// `seq` is not given. `whose` says where the batch came from when the call did not give it.
+function activationSeq(name, array, batch, features, seq, seqName, whose = '') {
   if (isAnyKVCache(array)) {
     throw new TypeError(`${FN}: ${name} is a KVCache; a layer takes its cache in options.cache, with key and value null: ` +
       'forward(query, null, null, { cache })');
@@ -21,11 +21,11 @@ function activationSeq(name, array, batch, features, seq, seqName) {
   if (seq === undefined) {
     const inferred = array.length / (batch * features);
     if (!Number.isInteger(inferred) || inferred < 1) {
-      throw new RangeError(`${FN}: ${name} has length ${array.length}, not a positive multiple of batch ${batch} × ${features} features`);
+      throw new RangeError(`${FN}: ${name} has length ${array.length}, not a positive multiple of batch ${batch}${whose} × ${features} features`);
     }
     return inferred;
   }
-  checkFloat32(name, array, batch * seq * features, `batch ${batch} × ${seqName} ${seq} × ${features} features`, FN);
+  checkFloat32(name, array, batch * seq * features, `batch ${batch}${whose} × ${seqName} ${seq} × ${features} features`, FN);
   return seq;
 }
 
@@ -88,7 +88,8 @@ export function planForward(config, cacheOf, query, key, value, options) {
   if (cacheCore && batch !== opts.cache.batch) {
     throw new RangeError(`${FN}: options.batch (${batch}) differs from options.cache.batch (${opts.cache.batch})`);
   }
-  const seqQ = activationSeq('query', query, batch, e, given(opts.seqQ) ? size('seqQ') : undefined, 'seqQ');
+  const whose = cache && !given(opts.batch) ? " (options.cache's batch)" : '';
+  const seqQ = activationSeq('query', query, batch, e, given(opts.seqQ) ? size('seqQ') : undefined, 'seqQ', whose);
 
   let seqK;
   let seqTotal;

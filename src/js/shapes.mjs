@@ -114,9 +114,25 @@ export function resolveShape(fn, options, known) {
     if (!Number.isFinite(options.scale)) throw new RangeError(`${fn}: options.scale must be finite, got ${options.scale}`);
     scale = options.scale;
   }
-  // A cross-attention call that forgot seqK fails on the key's length: say where seqK came from.
-  const seqKHint = given(options.seqK) ? '' : `; options.seqK was not given, so it defaults to seqQ (${seqQ}): pass seqK when keys and values have another length`;
-  return { fn, batch, heads, kvHeads, seqQ, seqK, seqKHint, headDim, valueDim, layout, scale };
+  const defaulted = { kvHeads: !given(options.kvHeads), seqK: !given(options.seqK) };
+  return { fn, batch, heads, kvHeads, seqQ, seqK, defaulted, headDim, valueDim, layout, scale };
+}
+
+// Why a key or value of `length` (rows of `dim`) does not fit shape s, when a size that was left
+// to its default explains it: a grouped-query call that forgot kvHeads, a cross-attention call
+// that forgot seqK.
+function defaultedSizeHint(s, length, dim) {
+  const fits = [];
+  const kvHeads = length / (s.batch * s.seqK * dim);
+  if (s.defaulted.kvHeads && Number.isInteger(kvHeads) && kvHeads < s.heads && s.heads % kvHeads === 0) {
+    fits.push(`kvHeads ${kvHeads} (grouped-query attention; options.kvHeads was not given, so it defaults to heads ${s.heads})`);
+  }
+  const seqK = length / (s.batch * s.kvHeads * dim);
+  if (s.defaulted.seqK && Number.isInteger(seqK) && seqK > 0) {
+    fits.push(`seqK ${seqK} (options.seqK was not given, so it defaults to seqQ ${s.seqQ})`);
+  }
+  if (fits.length > 0) return `; its length fits ${fits.join(', or ')}: pass it`;
+  return s.defaulted.seqK ? `; options.seqK was not given, so it defaults to seqQ (${s.seqQ}): pass seqK when keys and values have another length` : '';
 }
 
 // The shape of each tensor as [name, size] pairs, in memory order for the layout.
@@ -135,10 +151,12 @@ export function tensorParts(s) {
 }
 
 // Checks a tensor of a call whose shape `s` came from resolveShape (which names the function).
-// A wrong key or value length gets the seqK hint when seqK was defaulted.
+// A wrong key or value length says which defaulted size (kvHeads, seqK) would explain it.
 export function checkTensor(s, name, array, parts) {
-  const hint = name === 'key' || name === 'value' ? s.seqKHint : '';
-  checkFloat32(name, array, elementCount(parts), formula(parts), s.fn, hint);
+  const expected = elementCount(parts);
+  const keyOrValue = (name === 'key' || name === 'value') && kindOf(array) === 'Float32Array' && array.length !== expected;
+  const hint = keyOrValue ? defaultedSizeHint(s, array.length, name === 'key' ? s.headDim : s.valueDim) : '';
+  checkFloat32(name, array, expected, formula(parts), s.fn, hint);
   return array;
 }
 

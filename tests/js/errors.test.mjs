@@ -42,9 +42,20 @@ describe('attention() argument errors', () => {
       /^attention: query has length 4, expected 1024 \(batch 1 × seqQ 2 × heads 8 × headDim 64\)$/);
   });
 
+  test('grouped-query keys without kvHeads: the key\'s length error says which kvHeads it fits', () => {
+    const key = new Float32Array(2 * 2 * 64);  // 2 kv heads of the 8 query heads
+    throwsFrom(attention({ kvHeads: undefined }, { key, value: key }), RangeError,
+      new RegExp('^attention: key has length 256, expected 1024 \\(batch 1 × kvHeads 8 × seqK 2 × headDim 64\\); its length fits ' +
+        'kvHeads 2 \\(grouped-query attention; options\\.kvHeads was not given, so it defaults to heads 8\\): pass it$'));
+    // Both defaulted sizes can explain a length: each is named.
+    const query = new Float32Array(8 * 4 * 16), k2 = new Float32Array(2 * 8 * 16);
+    throwsFrom(() => lib.attention(query, k2, k2, { heads: 8, seqQ: 4, headDim: 16 }), RangeError,
+      /^attention: key has length 256, expected 512 \(.*\); its length fits kvHeads 4 \(grouped-query attention; .*\), or seqK 2 \(options\.seqK was not given, so it defaults to seqQ 4\): pass it$/);
+  });
+
   test('cross-attention without seqK: the key\'s length error says seqK defaults to seqQ', () => {
     const query = new Float32Array(4 * 16), key = new Float32Array(6 * 16);
-    const hint = '; options\\.seqK was not given, so it defaults to seqQ \\(4\\): pass seqK when keys and values have another length$';
+    const hint = '; its length fits seqK 6 \\(options\\.seqK was not given, so it defaults to seqQ 4\\): pass it$';
     throwsFrom(() => lib.attention(query, key, key, { heads: 1, seqQ: 4, headDim: 16 }), RangeError,
       new RegExp(`^attention: key has length 96, expected 64 \\(batch 1 × kvHeads 1 × seqK 4 × headDim 16\\)${hint}`));
     throwsFrom(() => lib.attentionWeights(query, key, { heads: 1, seqQ: 4, headDim: 16 }), RangeError,

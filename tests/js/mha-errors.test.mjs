@@ -40,6 +40,7 @@ function cases() {
   const unbiased = layer({ bias: false });
   const withSinks = layer({ sinks: true });
   const cache = mha.createCache({ maxSeq: 1 });
+  const pairs = mha.createCache({ batch: 2, maxSeq: 4 });
   const local = layer({ window: [1, 0] });
   const ring = local.createCache({ window: 2 });
   const crossCache = cross.createCache({ maxSeq: 4 });
@@ -97,6 +98,8 @@ function cases() {
     ['forward', f({ cache: {} }), TypeError, 'options.cache must be a KVCache from createCache(), got Object'],
     ['forward', f({ cache: crossCache }), Error, "options.cache belongs to another MultiHeadAttention layer (it holds that layer's keys and values); make one with this layer's createCache({ maxSeq })"],
     ['forward', f({ cache, batch: 2 }, null, null, x2), RangeError, 'options.batch (2) differs from options.cache.batch (1)'],
+    ['forward', f({ cache: pairs }), RangeError, "query has length 8, not a positive multiple of batch 2 (options.cache's batch) × 8 features"],
+    ['forward', f({ cache: pairs, seqQ: 2 }), RangeError, "query has length 8, expected 32 (batch 2 (options.cache's batch) × seqQ 2 × 8 features)"],
     ['forward', f({ cache }, x), TypeError, 'with options.cache, key and value must be null (they are projected from the query)'],
     ['forward', f({ cache, seqK: 1 }), TypeError, 'options.seqK is not used with options.cache (keys come from the cache)'],
     ['forward', f({ cache, causal: false }), RangeError, 'options.causal cannot be false with options.cache: cached decoding is always causal'],

@@ -78,3 +78,24 @@ test('the cache accuracy table defines its figures and gives the float16 range',
   assert.match(text, /max \|Δ\| = max \|out − ref\|/);
   assert.match(text, /float16 holds magnitudes up to 65504/);
 });
+
+test('the porting guide maps each PyTorch and Hugging Face mask to its option, beams to reorder, and says what is not supported', () => {
+  const guide = section(api, 'Porting from PyTorch and Hugging Face');
+  const masks = section(guide, 'Masks and their polarities');
+  const rows = [...masks.matchAll(/^\| (.+) \| (.+) \| `(\w+)`[^|]*\|$/gm)].map(([, what, means, option]) => ({ what, means, option }));
+  const row = (option) => rows.find((r) => r.option === option) ?? assert.fail(`a row for ${option} (rows: ${rows.map((r) => r.option)})`);
+  assert.match(row('attendMask').what, /scaled_dot_product_attention`'s boolean `attn_mask`/);
+  assert.equal(row('attendMask').means, 'may attend');
+  assert.match(row('blockMask').what, /`nn\.MultiheadAttention`'s .*boolean `attn_mask`/);
+  assert.equal(row('blockMask').means, 'masked');
+  assert.match(row('keyPaddingMask').what, /`key_padding_mask`/);
+  assert.equal(row('keyPaddingMask').means, 'padding');
+  assert.match(row('attentionMask').what, /Hugging Face's `attention_mask`/);
+  assert.equal(row('attentionMask').means, 'a real token');
+  assert.match(flat(masks), /a length that fits two shapes is refused with a `RangeError` that names both and asks for `maskShape`/);
+  assert.match(flat(section(guide, 'Beam search: `cache.reorder(indices)`')), /Hugging Face's `reorder_cache\(beam_idx\)`/);
+  const differs = flat(section(guide, 'What differs, and what is not supported'));
+  for (const name of ['`bias_k`', '`bias_v`', '`add_zero_attn`']) assert.ok(differs.includes(name), `it says ${name} is not in the layer`);
+  assert.match(section(guide, 'What differs, and what is not supported'), /```js\n[\s\S]*lib\.linear\([\s\S]*lib\.attention\([\s\S]*seqK: L \+ 1[\s\S]*```/,
+    'with the recipe built from linear and attention');
+});

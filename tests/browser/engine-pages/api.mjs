@@ -27,7 +27,7 @@ function worst(got, want, atol, rtol) {
 const SHAPES = [
   { heads: 8, seqQ: 64, headDim: 64 },
   { batch: 2, heads: 4, kvHeads: 2, seqQ: 33, seqK: 70, headDim: 40, causal: true },
-  { heads: 2, seqQ: 9, seqK: 17, headDim: 8, valueDim: 5, layout: 'bshd', mask: Uint8Array.from({ length: 9 * 17 }, (_, i) => (i % 5 ? 1 : 0)) },
+  { heads: 2, seqQ: 9, seqK: 17, headDim: 8, valueDim: 5, layout: 'bshd', attendMask: Uint8Array.from({ length: 9 * 17 }, (_, i) => (i % 5 ? 1 : 0)) },
 ];
 
 // Every output of one library for the fixed inputs, and its worst error against the reference.

@@ -663,13 +663,16 @@ export interface KVCache {
    * quantised as stored. `seq` defaults to what the key's length gives. Appending past `maxSeq`
    * (for a ring: more than `maxSeq − min(length, window − 1)` at once), or a finite value beyond
    * float16's range (|x| ≥ 65520) to a `'float16'` cache, throws a RangeError and appends nothing.
+   * A cross-attention cache ({@link MultiHeadAttention.createCrossCache}) takes no positions: a
+   * TypeError.
    */
   append(key: Float32Array, value: Float32Array, options?: { seq?: number | null; layout?: Layout | null } | null): void;
   /** Forgets every position, so a new sequence can start. */
   reset(): void;
   /**
    * Drops positions ≥ n (speculative decoding, beam search, editing a chat). A ring can go back
-   * only as far as it still holds the `window − 1` positions before n.
+   * only as far as it still holds the `window − 1` positions before n. A cross-attention cache
+   * then holds the first n positions of the encoder's output, as if made from those alone.
    */
   truncate(n: number): void;
   /**

@@ -2,7 +2,7 @@
 // memory as float32, float16, bfloat16 or int8, linear or a sliding-window ring. lib.createKVCache() makes
 // a standalone one (append your own projected, rotated K and V; attend with
 // lib.attention(query, cache, null, options)); MultiHeadAttention.createCache() makes the same
-// kind for a layer.
+// kind for a layer, and createCrossCache() a cross-attention one (full, and never appended to).
 import { checkRoom, truncateError } from './cache-rule.mjs';
 import { checkMemory, coreError } from './heap.mjs';
 import { checkFloat32, checkKnownKeys, describe, dim, given, kindOf, resolveLayout } from './shapes.mjs';
@@ -53,11 +53,13 @@ export function makeKVCacheClass(M, arena, registry) {
   class KVCache {
     #core;
     #owner;  // the MultiHeadAttention that made it, or null for a standalone cache
+    #cross;  // made by the owner's createCrossCache()
 
-    // (internal) use lib.createKVCache() or MultiHeadAttention.createCache().
-    constructor(core, sizes, owner = null) {
+    // (internal) use lib.createKVCache(), MultiHeadAttention.createCache() or createCrossCache().
+    constructor(core, sizes, owner = null, cross = false) {
       this.#core = core;
       this.#owner = owner;
+      this.#cross = cross;
       registry.register(this, core, this);
       EVERY_CACHE.add(this);
       for (const [name, value] of Object.entries(sizes)) Object.defineProperty(this, name, { value, enumerable: true });
@@ -77,6 +79,10 @@ export function makeKVCacheClass(M, arena, registry) {
     append(key, value, options = {}) {
       const core = this.#live('append');
       const fn = 'KVCache.append';
+      if (this.#cross) {
+        throw new TypeError(`${fn}: this is a cross-attention cache (createCrossCache()): it holds the encoder's output, projected ` +
+          'once by its layer, and takes no other positions; a decoder step appends to its self-attention cache (createCache())');
+      }
       checkKnownKeys(fn, options ?? {}, APPEND_OPTIONS);
       const opts = options ?? {};
       const { batch, kvHeads, headDim, valueDim } = this;
@@ -108,7 +114,8 @@ export function makeKVCacheClass(M, arena, registry) {
 
     /**
      * Drops positions ≥ n (speculative decoding, beam search, editing a chat). A ring can go back
-     * only as far as it still holds the window − 1 positions before n.
+     * only as far as it still holds the window − 1 positions before n. A cross-attention cache
+     * then holds the first n positions of the encoder's output, as if made from those alone.
      */
     truncate(n) {
       const core = this.#live('truncate');
@@ -176,6 +183,9 @@ export function makeKVCacheClass(M, arena, registry) {
       if (!cache.#core) throw new Error(`${fn}: the KV cache was disposed`);
       return cache.#core;
     }
+
+    // (internal) Whether createCrossCache() made this KVCache.
+    static isCross(cache) { return cache.#cross; }
   }
 
   // lib.createKVCache(options)
@@ -192,8 +202,9 @@ export function makeKVCacheClass(M, arena, registry) {
     return newCache(fn, sizes, null);
   }
 
-  // A cache of `sizes` ({ batch, kvHeads, headDim, valueDim, maxSeq, dtype, window }).
-  function newCache(fn, sizes, owner) {
+  // A cache of `sizes` ({ batch, kvHeads, headDim, valueDim, maxSeq, dtype, window }); `cross`:
+  // for owner's createCrossCache().
+  function newCache(fn, sizes, owner, cross = false) {
     const config = coreConfig(M, sizes);
     const bytes = M.cacheBytes(config);
     checkMemory(M, fn, bytes.total, { block: bytes.largest, what: 'this cache', hint: SMALLER });
@@ -205,7 +216,7 @@ export function makeKVCacheClass(M, arena, registry) {
       if (error.kind === M.Failure.outOfMemory) e.message += `; or ${SMALLER}`;
       throw e;
     }
-    return new KVCache(core, Object.freeze({ ...sizes }), owner);
+    return new KVCache(core, Object.freeze({ ...sizes }), owner, cross);
   }
 
   return { KVCache, createKVCache, newCache };

@@ -88,7 +88,7 @@ export function planForward(config, cacheOf, query, key, value, options) {
   if (cacheCore && batch !== opts.cache.batch) {
     throw new RangeError(`${FN}: options.batch (${batch}) differs from options.cache.batch (${opts.cache.batch})`);
   }
-  const whose = cache && !given(opts.batch) ? " (options.cache's batch)" : '';
+  const whose = cacheCore && !given(opts.batch) ? " (options.cache's batch)" : '';
   const seqQ = activationSeq('query', query, batch, e, given(opts.seqQ) ? size('seqQ') : undefined, 'seqQ', whose);
 
   let seqK;

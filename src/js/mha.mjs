@@ -27,11 +27,10 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
     #optimizer;
     // The weights' version (every change counts) and, for each cache this layer made, the version
     // its keys and values were projected with (a cache whose positions came from other weights is
-    // refused); the caches createCrossCache() made.
+    // refused).
     #weightsVersion = 0;
     #lastChange = '';
     #cacheVersions = new WeakMap();
-    #crossCaches = new WeakSet();
 
     constructor(config) {
       const { config: c, windowSides } = resolveConfig(config);
@@ -186,7 +185,7 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
           '(config.rotary.cos and sin [maxPosition, rotaryDim/2]); give longer tables');
       }
       const { dtype } = resolveStorage(fn, { dtype: opts.dtype }, seqK);
-      const cache = newCache(fn, { batch, kvHeads, headDim, valueDim: headDim, maxSeq: seqK, dtype, window: 0 }, this);
+      const cache = newCache(fn, { batch, kvHeads, headDim, valueDim: headDim, maxSeq: seqK, dtype, window: 0 }, this, true);
       try {
         const cacheCore = KVCache.coreFor(cache, fn, { owner: this });
         arena.call(fn, { key, value: value ?? undefined }, {}, (call) => {
@@ -200,7 +199,6 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
         cache.dispose();
         throw error;
       }
-      this.#crossCaches.add(cache);
       this.#cacheVersions.set(cache, this.#weightsVersion);
       return cache;
     }
@@ -221,7 +219,7 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
     // keys and values were projected with weights the layer no longer has.
     #cacheOf(cache, fn) {
       const core = KVCache.coreFor(cache, fn, { owner: this, name: 'options.cache' });
-      const cross = this.#crossCaches.has(cache);
+      const cross = KVCache.isCross(cache);
       const version = this.#cacheVersions.get(cache);
       if (version !== undefined && version !== this.#weightsVersion && core.length() > 0) throw staleCacheError(fn, cross, this.#lastChange);
       return { core, cross };

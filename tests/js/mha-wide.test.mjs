@@ -256,6 +256,30 @@ describe('a cross-attention cache', () => {
     cache.dispose();
   });
 
+  test("append is refused; truncate(n) keeps the first n frames; reorder is beam search's, as in EncoderDecoderCache", () => {
+    const { mha } = layer({ ...WHISPER, rotary: { rotaryDim: 4 } }, 27);
+    const batch = 3, seqK = 8, enc = encoder(batch, seqK, WHISPER, 28);
+    // The encoder's output of the first n frames of each entry, and of entries in another order.
+    const frames = (a, features, n) => Float32Array.from({ length: batch * n * features },
+      (_, i) => a[Math.floor(i / (n * features)) * seqK * features + (i % (n * features))]);
+    const entries = (a, order) => Float32Array.from({ length: a.length }, (_, i) => a[order[Math.floor(i / (a.length / batch))] * (a.length / batch) + (i % (a.length / batch))]);
+    const x = randomTensor(batch * 2 * 12, rng(29));
+    const cache = mha.createCrossCache(enc.key, enc.value, { batch });
+    assert.throws(() => cache.append(new Float32Array(batch * 2 * 5), new Float32Array(batch * 2 * 5)), (e) => e instanceof TypeError &&
+      e.message === "KVCache.append: this is a cross-attention cache (createCrossCache()): it holds the encoder's output, projected once " +
+        'by its layer, and takes no other positions; a decoder step appends to its self-attention cache (createCache())');
+    assert.equal(cache.length, seqK);
+    const order = [2, 0, 2];
+    cache.reorder(order);
+    assert.deepEqual(mha.forward(x, null, null, { batch, cache }), mha.forward(x, entries(enc.key, order), entries(enc.value, order), { batch }));
+    const reordered = { key: entries(enc.key, order), value: entries(enc.value, order) };
+    cache.truncate(5);
+    assert.deepEqual(mha.forward(x, null, null, { batch, cache }),
+      mha.forward(x, frames(reordered.key, 7, 5), frames(reordered.value, 5, 5), { batch }), 'the first 5 frames of each entry');
+    cache.dispose();
+    mha.dispose();
+  });
+
   test('memory: its bytes are the projected keys and values, dispose gives them back, a refused fill keeps nothing', () => {
     const { mha } = layer(WHISPER, 19);
     const enc = encoder(1, 50, WHISPER, 20);
@@ -311,6 +335,8 @@ describe('a cross-attention cache', () => {
     for (const [options, type, message] of forwardCases) {
       assert.throws(() => mha.forward(x, null, null, options), (e) => e.constructor === type && e.message === message, message);
     }
+    assert.throws(() => mha.forward(x.subarray(12), null, null, { cache }), (e) => e instanceof RangeError &&
+      e.message === `${forward}: query has length 12, not a positive multiple of batch 2 (options.cache's batch) × 12 features`);
     assert.throws(() => mha.forward(x, enc.key, enc.value, { cache }), /^TypeError: MultiHeadAttention\.forward: options\.cache is a cross-attention cache \(from createCrossCache\(\)\), so key and value must be null: it holds them, projected once$/);
     const other = layer(WHISPER, 25).mha;
     assert.throws(() => other.forward(x, null, null, { cache }), /^Error: MultiHeadAttention\.forward: options\.cache belongs to another MultiHeadAttention layer/);

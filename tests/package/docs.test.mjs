@@ -98,4 +98,16 @@ test('the porting guide maps each PyTorch and Hugging Face mask to its option, b
   for (const name of ['`bias_k`', '`bias_v`', '`add_zero_attn`']) assert.ok(differs.includes(name), `it says ${name} is not in the layer`);
   assert.match(section(guide, 'What differs, and what is not supported'), /```js\n[\s\S]*lib\.linear\([\s\S]*lib\.attention\([\s\S]*seqK: L \+ 1[\s\S]*```/,
     'with the recipe built from linear and attention');
+  // Each part has an example (examples.test.mjs runs them all): the state_dict, the masks, the
+  // encoder-decoder caches, beams.
+  const examples = {
+    'Masks and their polarities': /attentionMask[\s\S]*maskShape: \[heads, seq, seq\][\s\S]*blockMask/,
+    'Layers as wide as current models, from a `state_dict`': /setWeights\([\s\S]*\.forward\(/,
+    "Cross-attention over an encoder's output (Whisper, T5, BART)": /createCrossCache\([\s\S]*\{ batch: beams, cache: crossCache \}/,
+    'Beam search: `cache.reorder(indices)`': /cache\.reorder\(\[/,
+  };
+  for (const [part, code] of Object.entries(examples)) {
+    const block = section(guide, part).match(/```js\n([\s\S]*?)```/)?.[1] ?? assert.fail(`${part}: an example`);
+    assert.match(block, code, `${part}: its example`);
+  }
 });

@@ -33,42 +33,45 @@ T* ptr(std::uintptr_t address) {
   return reinterpret_cast<T*>(address);
 }
 
-// Where the value a float16 cache refused is (KVCache.append and the layer's forward say it).
-struct JsF16Overflow {
+// Where the value a float16 or int4 cache refused is (KVCache.append and the layer's forward say it).
+struct JsRefusedValue {
   bool key = true;
   int batch = 0, head = 0, row = 0, element = 0;
   float value = 0.0f;
 };
 
-JsF16Overflow to_js(const attn::F16Overflow& o) { return {o.key, o.batch, o.head, o.row, o.element, o.value}; }
+JsRefusedValue to_js(const attn::RefusedValue& o) { return {o.key, o.batch, o.head, o.row, o.element, o.value}; }
 
 // Why a call failed. The JS side words each kind (src/js/heap.mjs: coreError and a staged call's
-// error(); a float16 overflow its caller), and never reads the core's message to tell them apart.
-enum class Failure { invalid, out_of_memory, over_budget, float16_overflow };
+// error(); a refused value its caller), and never reads the core's message to tell them apart.
+enum class Failure { invalid, out_of_memory, over_budget, float16_overflow, int4_not_finite };
 
 // What a call that failed answers; one that succeeded answers undefined (a value object crosses
 // field by field, microseconds a call, which every tiny call would pay).
 struct JsCallError {
   Failure kind = Failure::invalid;
-  std::string message;     // the core's (invalid, out_of_memory, float16_overflow)
+  std::string message;     // the core's (invalid, out_of_memory, float16_overflow, int4_not_finite)
   double bytes = 0;        // over_budget: what the call needs; out_of_memory: the allocation that failed
-  JsF16Overflow overflow;  // float16_overflow: where the refused value is
+  JsRefusedValue refused;  // float16_overflow, int4_not_finite: where the refused value is
 };
 
-val failed(Failure kind, const char* message, double bytes = 0, const JsF16Overflow& overflow = {}) {
-  return val(JsCallError{kind, message, bytes, overflow});
+val failed(Failure kind, const char* message, double bytes = 0, const JsRefusedValue& refused = {}) {
+  return val(JsCallError{kind, message, bytes, refused});
 }
 
 // What a core call that returned `err` (nullptr or its message) answers: undefined, or
 // out_of_memory when an allocation failed while it ran (runtime/buffer.h counts them; `failures`:
-// the count before it ran), float16_overflow when `cache` refused a value, otherwise invalid.
-// Never inlined, as over_budget: every entry calls them, and inlined in each they took 3.8 KB more.
+// the count before it ran), float16_overflow or int4_not_finite when `cache` refused a value,
+// otherwise invalid. Never inlined, as over_budget: every entry calls them, and inlined in each
+// they took 3.8 KB more.
 [[gnu::noinline]] val answer_to(const char* err, std::uint64_t failures, const attn::KvCache* cache) {
   if (!err) return val::undefined();
   if (attn::g_failed_allocations != failures)
     return failed(Failure::out_of_memory, err, static_cast<double>(attn::g_last_failed_allocation.load()));
   if (cache && err == attn::kF16OverflowError)
-    return failed(Failure::float16_overflow, err, 0, to_js(cache->f16_overflow()));
+    return failed(Failure::float16_overflow, err, 0, to_js(cache->refused()));
+  if (cache && err == attn::kInt4NotFiniteError)
+    return failed(Failure::int4_not_finite, err, 0, to_js(cache->refused()));
   return failed(Failure::invalid, err);
 }
 
@@ -97,19 +100,20 @@ EMSCRIPTEN_BINDINGS(answers) {
       .value("invalid", Failure::invalid)
       .value("outOfMemory", Failure::out_of_memory)
       .value("overBudget", Failure::over_budget)
-      .value("float16Overflow", Failure::float16_overflow);
-  value_object<JsF16Overflow>("F16Overflow")
-      .field("key", &JsF16Overflow::key)
-      .field("batch", &JsF16Overflow::batch)
-      .field("head", &JsF16Overflow::head)
-      .field("row", &JsF16Overflow::row)
-      .field("element", &JsF16Overflow::element)
-      .field("value", &JsF16Overflow::value);
+      .value("float16Overflow", Failure::float16_overflow)
+      .value("int4NotFinite", Failure::int4_not_finite);
+  value_object<JsRefusedValue>("RefusedValue")
+      .field("key", &JsRefusedValue::key)
+      .field("batch", &JsRefusedValue::batch)
+      .field("head", &JsRefusedValue::head)
+      .field("row", &JsRefusedValue::row)
+      .field("element", &JsRefusedValue::element)
+      .field("value", &JsRefusedValue::value);
   value_object<JsCallError>("CallError")
       .field("kind", &JsCallError::kind)
       .field("message", &JsCallError::message)
       .field("bytes", &JsCallError::bytes)
-      .field("overflow", &JsCallError::overflow);
+      .field("refused", &JsCallError::refused);
 }
 
 // ---- attention: lib.attention, attentionWeights, attentionBackward (src/js/api.mjs) ----
@@ -369,7 +373,8 @@ EMSCRIPTEN_BINDINGS(kv_cache) {
       .value("float32", attn::KvType::f32)
       .value("float16", attn::KvType::f16)
       .value("bfloat16", attn::KvType::bf16)
-      .value("int8", attn::KvType::i8);
+      .value("int8", attn::KvType::i8)
+      .value("int4", attn::KvType::i4);
   enum_<attn::CacheConflict>("CacheConflict")
       .value("none", attn::CacheConflict::none)
       .value("notAllocated", attn::CacheConflict::not_allocated)

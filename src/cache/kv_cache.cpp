@@ -1,6 +1,6 @@
 // The KV cache's storing side: appending converts each [dim] row to the storage type (float16
-// and bfloat16 round to nearest even, in SIMD; int8 with a symmetric per-row scale); reading is
-// the kernel's (kv_storage.h) through describe().
+// and bfloat16 round to nearest even, in SIMD; int8 with a symmetric per-row scale, int4 with
+// one per block of 32); reading is the kernel's (kv_storage.h) through describe().
 #include "cache/kv_cache.h"
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "kernel/half.h"
+#include "kernel/kv_storage.h"
 #include "runtime/simd.h"
 
 namespace attn {
@@ -35,11 +36,15 @@ void store_bf16(const float* x, int n, bfloat16::Bits* out) {
   for (; c < n; ++c) out[c] = bfloat16::from_float(x[c]);
 }
 
+// Bytes of a stored row of dim values.
+std::size_t row_bytes(KvType t, int dim) {
+  if (t == KvType::i4) return static_cast<std::size_t>(kv::int4_row_bytes(dim));
+  return std::size_t(dim) * (t == KvType::f32 ? 4 : t == KvType::i8 ? 1 : 2);
+}
+
 // x ≈ scale · q with q = round(x · 127 / max|x|) ∈ [−127, 127] (ties to even). A row of zeros
 // (or one with a non-finite value: its scale is then ∞ or NaN, and so is every value read
 // back) keeps the information that it was.
-std::size_t bytes_per_element(KvType t) { return t == KvType::f32 ? 4 : t == KvType::i8 ? 1 : 2; }
-
 float store_i8(const float* x, int n, std::int8_t* out) {
   float m = 0.0f;
   bool finite = true;
@@ -63,6 +68,37 @@ float store_i8(const float* x, int n, std::int8_t* out) {
   return m / 127.0f;
 }
 
+// x ≈ scale · q per block of 32 (kv::Int4's layout): scale = max |x| / 7 rounded to bfloat16,
+// q = round(x / scale) (ties to even; |x / scale| ≤ 7 · (1 + 2^-8), so within [−7, 7]). A block
+// of zeros, or of values so small that the scale rounds to 0 (max |x| < 3e-40), stores zeros and
+// a scale of 0. The values are finite (stage() refuses any other).
+void store_i4(const float* x, int n, std::uint8_t* out) {
+  const int blocks = kv::int4_blocks(n);
+  auto* scales = reinterpret_cast<bfloat16::Bits*>(out + blocks * kv::kInt4BlockBytes);
+  for (int b = 0; b < blocks; ++b) {
+    const int e0 = b * kv::kInt4Block, e1 = std::min(n, e0 + kv::kInt4Block);
+    float m = 0.0f;
+    for (int e = e0; e < e1; ++e) m = std::max(m, std::fabs(x[e]));
+    bfloat16::Bits bits = bfloat16::from_float(m / 7.0f);
+    const float scale = bfloat16::to_float(bits);
+    std::uint16_t lanes[8] = {};
+    if (scale > 0.0f) {
+      for (int e = e0; e < e1; ++e) {
+        const int q = static_cast<int>(std::clamp(std::nearbyint(x[e] / scale), -7.0f, 7.0f));
+        lanes[(e - e0) % 8] |= static_cast<std::uint16_t>((q & 0xf) << (4 * ((e - e0) / 8)));
+      }
+    } else {
+      bits = bfloat16::Bits{0};
+    }
+    std::memcpy(&scales[b], &bits, sizeof bits);  // 2-byte aligned only when blocks is
+    std::uint8_t* block = out + b * kv::kInt4BlockBytes;
+    for (int l = 0; l < 8; ++l) {
+      block[2 * l] = static_cast<std::uint8_t>(lanes[l] & 0xff);
+      block[2 * l + 1] = static_cast<std::uint8_t>(lanes[l] >> 8);
+    }
+  }
+}
+
 }  // namespace
 
 const char* validate(const KvCacheConfig& c) {
@@ -75,12 +111,10 @@ const char* validate(const KvCacheConfig& c) {
   return nullptr;
 }
 
-std::size_t KvCache::element_bytes() const { return bytes_per_element(config_.dtype); }
-
 KvCacheBytes cache_bytes(const KvCacheConfig& c) {
   const double rows = double(c.batch) * c.max_seq * c.kv_heads;
-  const double bytes = double(bytes_per_element(c.dtype));
-  return {rows * c.head_dim * bytes, rows * c.value_dim * bytes, c.dtype == KvType::i8 ? rows * sizeof(float) : 0.0};
+  return {rows * double(row_bytes(c.dtype, c.head_dim)), rows * double(row_bytes(c.dtype, c.value_dim)),
+          c.dtype == KvType::i8 ? rows * sizeof(float) : 0.0};
 }
 
 const char* KvCache::allocate(const KvCacheConfig& c) {
@@ -129,15 +163,17 @@ const char* KvCache::append(const float* key, const Strides& ks, const float* va
 
 namespace {
 
-// The first finite value of rows [batch, kv_heads, seq, dim] (strides s) that float16 would
-// store as ±∞, if any.
-bool find_f16_overflow(const float* x, const Strides& s, const KvCacheConfig& c, int dim, int seq, F16Overflow& at) {
+// The first value of rows [batch, kv_heads, seq, dim] (strides s) that `refuse` says the cache
+// cannot store, if any.
+template <class Refuse>
+bool find_refused(const float* x, const Strides& s, const KvCacheConfig& c, int dim, int seq, Refuse&& refuse,
+                  RefusedValue& at) {
   for (int b = 0; b < c.batch; ++b)
     for (int h = 0; h < c.kv_heads; ++h)
       for (int t = 0; t < seq; ++t) {
         const float* row = x + b * s.batch + h * s.head + t * s.row;
         for (int e = 0; e < dim; ++e)
-          if (std::fabs(row[e]) >= kF16Overflow && std::isfinite(row[e])) {
+          if (refuse(row[e])) {
             at.batch = b;
             at.head = h;
             at.row = t;
@@ -156,16 +192,19 @@ const char* KvCache::stage(const float* key, const Strides& ks, const float* val
   if (!key || !value || seq < 1) return "kv cache: append needs key, value and seq >= 1";
   if (!has_room(seq)) return "kv cache: no room for these positions (max_seq)";
   const KvCacheConfig& c = config_;
-  if (c.dtype == KvType::f16) {  // checked before anything is written: all-or-nothing
-    F16Overflow at;
-    const bool in_key = find_f16_overflow(key, ks, c, c.head_dim, seq, at);
-    if (in_key || find_f16_overflow(value, vs, c, c.value_dim, seq, at)) {
-      at.key = in_key;
-      overflow_ = at;
-      return kF16OverflowError;
-    }
-  }
-  const std::size_t eb = element_bytes();
+  // Checked before anything is written: all-or-nothing.
+  const auto refused = [&](auto&& refuse) {
+    RefusedValue at;
+    const bool in_key = find_refused(key, ks, c, c.head_dim, seq, refuse, at);
+    if (!in_key && !find_refused(value, vs, c, c.value_dim, seq, refuse, at)) return false;
+    at.key = in_key;
+    refused_ = at;
+    return true;
+  };
+  if (c.dtype == KvType::f16 && refused([](float x) { return std::fabs(x) >= kF16Overflow && std::isfinite(x); }))
+    return kF16OverflowError;
+  if (c.dtype == KvType::i4 && refused([](float x) { return !std::isfinite(x); })) return kInt4NotFiniteError;
+  const std::size_t key_bytes = row_bytes(c.dtype, c.head_dim), value_bytes = row_bytes(c.dtype, c.value_dim);
   for (int b = 0; b < c.batch; ++b)
     for (int t = 0; t < seq; ++t) {
       for (int h = 0; h < c.kv_heads; ++h) {
@@ -175,15 +214,17 @@ const char* KvCache::stage(const float* key, const Strides& ks, const float* val
           const int dim = is_key ? c.head_dim : c.value_dim;
           const Strides& s = is_key ? ks : vs;
           const float* x = (is_key ? key : value) + b * s.batch + h * s.head + t * s.row;
-          std::uint8_t* dst = (is_key ? k_ : v_).get() + row * dim * eb;
+          std::uint8_t* dst = (is_key ? k_ : v_).get() + row * (is_key ? key_bytes : value_bytes);
           if (c.dtype == KvType::f32) {
             simd::copy(x, dim, reinterpret_cast<float*>(dst));  // not memcpy: see simd::copy
           } else if (c.dtype == KvType::f16) {
             if (store_f16(x, dim, reinterpret_cast<std::uint16_t*>(dst))) special_ = true;
           } else if (c.dtype == KvType::bf16) {
             store_bf16(x, dim, reinterpret_cast<bfloat16::Bits*>(dst));
-          } else {
+          } else if (c.dtype == KvType::i8) {
             (is_key ? k_scale_ : v_scale_).get()[row] = store_i8(x, dim, reinterpret_cast<std::int8_t*>(dst));
+          } else {
+            store_i4(x, dim, dst);
           }
         }
       }
@@ -215,17 +256,17 @@ const char* KvCache::reorder(const int* indices) {
   // What moves: the held slots [lo, hi) (a ring that has wrapped holds every slot; otherwise a
   // position's slot is the position itself) of each kv head in each array, laid out
   // [batch, kv_heads, slots, row]: fn(first byte of the span in entry 0, bytes per entry, bytes).
-  const std::size_t eb = element_bytes();
   std::uint8_t* const bases[4] = {k_.get(), v_.get(), reinterpret_cast<std::uint8_t*>(k_scale_.get()),
                                   reinterpret_cast<std::uint8_t*>(v_scale_.get())};
-  const std::size_t row_bytes[4] = {c.head_dim * eb, c.value_dim * eb, sizeof(float), sizeof(float)};
+  const std::size_t row_size[4] = {row_bytes(c.dtype, c.head_dim), row_bytes(c.dtype, c.value_dim), sizeof(float),
+                                   sizeof(float)};
   const bool wrapped = c.window > 0 && length_ > c.max_seq;
   const int lo = wrapped ? 0 : first_, hi = wrapped ? c.max_seq : length_;
   const auto each_span = [&](auto&& fn) {
     for (int a = 0; a < (c.dtype == KvType::i8 ? 4 : 2); ++a)
       for (int h = 0; h < c.kv_heads; ++h)
-        fn(bases[a] + (std::size_t(h) * c.max_seq + lo) * row_bytes[a],
-           std::size_t(c.kv_heads) * c.max_seq * row_bytes[a], std::size_t(hi - lo) * row_bytes[a]);
+        fn(bases[a] + (std::size_t(h) * c.max_seq + lo) * row_size[a],
+           std::size_t(c.kv_heads) * c.max_seq * row_size[a], std::size_t(hi - lo) * row_size[a]);
   };
   const auto copy = [&](int to, int from) {
     each_span([&](std::uint8_t* s, std::size_t entry, std::size_t bytes) {
@@ -282,8 +323,13 @@ void KvCache::describe(AttentionParams& p, int staged) const {
   p.head_dim = c.head_dim;
   p.value_dim = c.value_dim;
   p.seq_k = length_ + staged;
-  p.k = {kvh * slots * c.head_dim, slots * c.head_dim, c.head_dim};
-  p.v = {kvh * slots * c.value_dim, slots * c.value_dim, c.value_dim};
+  // Strides in elements of the storage type (int4: bytes, a row's row_bytes).
+  const auto strides = [&](int dim) {
+    const std::ptrdiff_t row = c.dtype == KvType::i4 ? kv::int4_row_bytes(dim) : dim;
+    return Strides{kvh * slots * row, slots * row, row};
+  };
+  p.k = strides(c.head_dim);
+  p.v = strides(c.value_dim);
   if (c.dtype == KvType::i8) {
     p.key_scale = k_scale_.get();
     p.value_scale = v_scale_.get();

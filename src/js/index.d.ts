@@ -583,7 +583,7 @@ export interface MultiHeadAttentionOptimizerState {
 }
 
 /** How a {@link KVCache} stores keys and values. */
-export type KVCacheDtype = 'float32' | 'float16' | 'bfloat16' | 'int8';
+export type KVCacheDtype = 'float32' | 'float16' | 'bfloat16' | 'int8' | 'int4';
 
 /**
  * What a cache's options must give, one or both: `maxSeq`, or a ring's `window` (`maxSeq` then
@@ -621,7 +621,9 @@ export interface KVCacheOptions {
    * larger finite value); `'bfloat16'` (the top half of a float32,
    * rounded to nearest even as PyTorch does: half the memory with float32's range, NMSE ≤ 2e-5);
    * `'int8'` (symmetric per position and kv head, scale = max|x|/127: about a quarter, NMSE ≤
-   * 1e-4; llama.cpp's q8_0 idea per vector).
+   * 1e-4; llama.cpp's q8_0 idea per vector); `'int4'` (symmetric per block of 32 values, scale =
+   * max|x|/7 as bfloat16: 0.14 of float32, NMSE ≤ 3e-2; finite values only: `append` refuses
+   * ±Infinity and NaN).
    */
   dtype?: KVCacheDtype | null;
   /**
@@ -654,17 +656,17 @@ export interface KVCache {
   readonly window: number;
   /** Positions appended so far (a ring counts all of them). */
   readonly length: number;
-  /** Bytes of wasm memory its keys, values and int8 scales hold. */
+  /** Bytes of wasm memory its keys, values and scales hold. */
   readonly bytes: number;
   readonly disposed: boolean;
   /**
    * Appends `seq` positions: key `[batch, kvHeads, seq, headDim]` (`'bhsd'`, default) or
    * `[batch, seq, kvHeads, headDim]` (`'bshd'`), value likewise with `valueDim`; converted or
    * quantised as stored. `seq` defaults to what the key's length gives. Appending past `maxSeq`
-   * (for a ring: more than `maxSeq − min(length, window − 1)` at once), or a finite value beyond
-   * float16's range (|x| ≥ 65520) to a `'float16'` cache, throws a RangeError and appends nothing.
-   * A cross-attention cache ({@link MultiHeadAttention.createCrossCache}) takes no positions: a
-   * TypeError.
+   * (for a ring: more than `maxSeq − min(length, window − 1)` at once), a finite value beyond
+   * float16's range (|x| ≥ 65520) to a `'float16'` cache, or ±Infinity or NaN to an `'int4'` cache,
+   * throws a RangeError and appends nothing. A cross-attention cache
+   * ({@link MultiHeadAttention.createCrossCache}) takes no positions: a TypeError.
    */
   append(key: Float32Array, value: Float32Array, options?: { seq?: number | null; layout?: Layout | null } | null): void;
   /** Forgets every position, so a new sequence can start. */

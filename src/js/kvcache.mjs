@@ -1,5 +1,5 @@
 // KVCache: a JS handle over a C++ attn::KvCache (src/cache/kv_cache.h) holding keys and values in wasm
-// memory as float32, float16, bfloat16 or int8, linear or a sliding-window ring. lib.createKVCache() makes
+// memory as float32, float16, bfloat16, int8 or int4, linear or a sliding-window ring. lib.createKVCache() makes
 // a standalone one (append your own projected, rotated K and V; attend with
 // lib.attention(query, cache, null, options)); MultiHeadAttention.createCache() makes the same
 // kind for a layer, and createCrossCache() a cross-attention one (full, and never appended to).
@@ -7,7 +7,7 @@ import { checkRoom, truncateError } from './cache-rule.mjs';
 import { checkMemory, coreError } from './heap.mjs';
 import { checkFloat32, checkKnownKeys, describe, dim, given, kindOf, resolveLayout } from './shapes.mjs';
 
-export const DTYPES = ['float32', 'float16', 'bfloat16', 'int8'];  // the names of the module's KvType
+export const DTYPES = ['float32', 'float16', 'bfloat16', 'int8', 'int4'];  // the names of the module's KvType
 const CACHE_OPTIONS = ['batch', 'kvHeads', 'headDim', 'valueDim', 'maxSeq', 'dtype', 'window'];
 const APPEND_OPTIONS = ['seq', 'layout'];
 
@@ -15,13 +15,14 @@ const APPEND_OPTIONS = ['seq', 'layout'];
 // maxSeq, dtype, window }).
 export const coreConfig = (M, sizes) => ({ ...sizes, dtype: M.KvType[sizes.dtype] });
 
-const SMALLER = "store it smaller: dtype 'float16' or 'bfloat16' halves it, 'int8' quarters it, fewer positions (maxSeq) shrink it";
+const SMALLER = "store it smaller: dtype 'float16' or 'bfloat16' halves it, 'int8' quarters it, 'int4' takes 0.14 of it, " +
+  'fewer positions (maxSeq) shrink it';
 
 // dtype and window options (shared by createKVCache and MultiHeadAttention.createCache).
 export function resolveStorage(fn, options, maxSeqGiven) {
   const dtype = given(options.dtype) ? options.dtype : 'float32';
   if (!DTYPES.includes(dtype)) {
-    throw new TypeError(`${fn}: options.dtype must be 'float32', 'float16', 'bfloat16' or 'int8', got ${describe(dtype)}`);
+    throw new TypeError(`${fn}: options.dtype must be 'float32', 'float16', 'bfloat16', 'int8' or 'int4', got ${describe(dtype)}`);
   }
   const window = given(options.window) ? dim(options, 'window', undefined, 'options', fn) : 0;
   const maxSeq = maxSeqGiven ?? (window || undefined);
@@ -39,14 +40,23 @@ export const isAnyKVCache = (value) => EVERY_CACHE.has(value);
 export const FOREIGN_CACHE = 'a KVCache of another attention-wasm instance (another loadAttention() or createAttention() ' +
   'call); a cache lives in the wasm memory of the instance that made it';
 
-// The RangeError for a finite value that a float16 cache refused, since float16 would store it as
-// ±Infinity (attention over it would then be NaN): `o` is the CallError's overflow (src/bindings.cpp),
-// where it is in the rows appended at `length`, said as 'key[batch 0, kvHead 1, position 13,
-// element 5] = 70000' (`rows`: what the appended rows are called, e.g. 'the projected key').
-export function float16OverflowError(fn, o, length, rows = (overflow) => (overflow.key ? 'key' : 'value')) {
-  return new RangeError(`${fn}: ${rows(o)}[batch ${o.batch}, kvHead ${o.head}, position ${length + o.row}, element ${o.element}] = ` +
-    `${o.value} is beyond float16's range (±65504; it would be stored as ${o.value > 0 ? '' : '−'}Infinity and attention would ` +
-    `return NaN), so nothing was appended; store this cache with dtype 'bfloat16' (float32's range in 2 bytes) or 'float32'`);
+// The RangeError for a value a cache refused, nothing appended, from a call's CallError
+// (src/bindings.cpp), or null for any other answer: a float16 cache refuses a finite value it
+// would store as ±Infinity (attention over it would then be NaN), an int4 cache ±Infinity and NaN
+// (a block's scale is its largest |value| / 7). `error.refused` says where the value is in the
+// rows appended at `length`, said as 'key[batch 0, kvHead 1, position 13, element 5] = 70000'
+// (`rows`: what the appended rows are called, e.g. 'the projected key').
+export function refusedValueError(M, fn, error, length, rows = (o) => (o.key ? 'key' : 'value')) {
+  const float16 = error?.kind === M.Failure.float16Overflow;
+  if (!float16 && error?.kind !== M.Failure.int4NotFinite) return null;
+  const o = error.refused;
+  const at = `${fn}: ${rows(o)}[batch ${o.batch}, kvHead ${o.head}, position ${length + o.row}, element ${o.element}] = ${o.value}`;
+  if (!float16) {
+    return new RangeError(`${at} is not finite, and dtype 'int4' stores finite values only (each block of 32 values is ` +
+      "scaled by its largest), so nothing was appended; store this cache with dtype 'int8', 'bfloat16' or 'float32' to keep it");
+  }
+  return new RangeError(`${at} is beyond float16's range (±65504; it would be stored as ${o.value > 0 ? '' : '−'}Infinity and ` +
+    "attention would return NaN), so nothing was appended; store this cache with dtype 'bfloat16' (float32's range in 2 bytes) or 'float32'");
 }
 
 export function makeKVCacheClass(M, arena, registry) {
@@ -104,8 +114,7 @@ export function makeKVCacheClass(M, arena, registry) {
       checkRoom(fn, this, core, seq);
       arena.call(fn, { key, value }, {}, (call) => {
         const error = core.append(call.address('key'), call.address('value'), seq, layout === 'bshd');
-        if (error?.kind === M.Failure.float16Overflow) throw float16OverflowError(fn, error.overflow, length);
-        if (error) throw coreError(M, error);
+        if (error) throw refusedValueError(M, fn, error, length) ?? coreError(M, error);
       });
     }
 

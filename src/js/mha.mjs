@@ -6,7 +6,7 @@
 // are the library's KVCache (kvcache.mjs): a self-attention cache (createCache) or a
 // cross-attention cache (createCrossCache). Tensors are staged through the library's heap arena.
 import { conflictName, layerCacheError, staleCacheError } from './cache-rule.mjs';
-import { coreConfig, float16OverflowError, resolveStorage } from './kvcache.mjs';
+import { coreConfig, refusedValueError, resolveStorage } from './kvcache.mjs';
 import { configureCore, resolveConfig } from './mha-config.mjs';
 import { forwardArgs, planForward } from './mha-forward.mjs';
 import { Optimizer } from './mha-optimizer.mjs';
@@ -96,10 +96,10 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
         if (train) error = this.#tape.forward(core, args, plan);
         else if (cross) error = core.forwardCross(args, cacheCore);
         else error = cacheCore ? core.forwardCached(args, cacheCore) : core.forward(args);
-        if (error?.kind === M.Failure.float16Overflow) {
-          throw float16OverflowError(fn, error.overflow, plan.seqTotal - plan.seqQ, (o) => `the projected ${o.key ? 'key' : 'value'}`);
+        if (error) {
+          throw refusedValueError(M, fn, error, plan.seqTotal - plan.seqQ, (o) => `the projected ${o.key ? 'key' : 'value'}`) ??
+            call.error(error);
         }
-        if (error) throw call.error(error);
         if (weightsOut) call.copyOut('weights', weightsOut);
         return call.copyOut('out', out ?? new Float32Array(outCount));
       });
@@ -131,7 +131,7 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
 
     /**
      * A KV cache for incremental decoding with this layer: `batch` and `maxSeq` are fixed; `dtype`
-     * ('float32', 'float16', 'bfloat16', 'int8') and `window` (a sliding-window ring) as for lib.createKVCache.
+     * ('float32', 'float16', 'bfloat16', 'int8', 'int4') and `window` (a sliding-window ring) as for lib.createKVCache.
      * A ring must keep every key the layer's window sees (window ≥ config.window's left side + 1).
      * It depends only on the config, so it may be made before setWeights().
      */
@@ -190,10 +190,9 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
         const cacheCore = KVCache.coreFor(cache, fn, { owner: this });
         arena.call(fn, { key, value: value ?? undefined }, {}, (call) => {
           const error = core.fillCrossCache(cacheCore, call.address('key'), call.address('value'), batch, seqK, call.budget);
-          if (error?.kind === M.Failure.float16Overflow) {
-            throw float16OverflowError(fn, error.overflow, 0, (o) => `the projected ${o.key ? 'key' : 'value'}`);
+          if (error) {
+            throw refusedValueError(M, fn, error, 0, (o) => `the projected ${o.key ? 'key' : 'value'}`) ?? call.error(error);
           }
-          if (error) throw call.error(error);
         });
       } catch (error) {
         cache.dispose();

@@ -1,6 +1,6 @@
 // attention-wasm: scaled dot-product attention, out = softmax(scale · Q Kᵀ + mask) · V, with the
 // score variants of current models (causal alignments, sliding windows, softcap, ALiBi, sinks)
-// and keys and values stored as float32, float16, bfloat16 or int8.
+// and keys and values stored as float32, float16, bfloat16, int8 or int4.
 //
 // This is the one public C++ header. The kernel knows nothing about JavaScript: the Embind
 // translation unit (bindings.cpp) fills an AttentionParams from the JS side's heap arena.
@@ -36,12 +36,16 @@ enum class MaskType : int {
   block = 3,     // const uint8_t*: nonzero = masked (torch.nn.MultiheadAttention's bool attn_mask)
 };
 
-// How keys and values are stored. Strides count elements of the storage type.
+// How keys and values are stored. Strides count elements of the storage type (int4: bytes).
 enum class KvType : int {
   f32 = 0,  // const float*
   f16 = 1,   // const uint16_t*: IEEE binary16 bits
   i8 = 2,    // const int8_t*: x = scale · q, one float scale per (batch, kv head, row)
   bf16 = 3,  // const uint16_t*: bfloat16 bits (the top half of a float32)
+  // const uint8_t*: x = scale · q, q ∈ [−7, 7], a bfloat16 scale per block of 32 values of a
+  // row; a row of n values is ceil(n / 32) blocks of 16 bytes and then their scales (layout:
+  // kv::Int4 in kernel/kv_storage.h). Rows at least that many bytes apart.
+  i4 = 4,
 };
 
 // Which query position a key position is compared with, for causal, windows and ALiBi:

@@ -11,6 +11,7 @@
 
 #include "kernel/attention.h"
 #include "kernel/few_rows.h"
+#include "kernel/few_rows_int.h"
 #include "kernel/kv_storage.h"
 #include "kernel/microkernel.h"
 #include "kernel/score_rule.h"
@@ -162,8 +163,13 @@ struct WorkspaceLayout {
   int scores_ld = 0;        // kPassKeys, or kFewKeys for few rows
   std::uint64_t rows_cap = 0;  // query rows of one block
   std::uint64_t kt = 0, vp = 0, flags = 0, rows = 0, zeros = 0, qpack = 0, scores = 0, acc = 0;
+  // Few rows over int8 or int4 values: the block's probabilities as int16, P·V's int32
+  // accumulators (in floats' room), the probabilities' scales and the values' (few_rows_int.h).
+  std::uint64_t p16 = 0, acc32 = 0, pscale = 0, vscale = 0;
   // Floats in all: the arrays above, then row_max, row_sum and row_scale (rows_cap each).
-  std::uint64_t floats() const { return kt + vp + flags + rows + zeros + qpack + scores + acc + 3 * rows_cap; }
+  std::uint64_t floats() const {
+    return kt + vp + flags + rows + zeros + qpack + scores + acc + p16 + acc32 + pscale + vscale + 3 * rows_cap;
+  }
 };
 
 inline WorkspaceLayout workspace_layout(const AttentionParams& p, bool few) {
@@ -184,11 +190,21 @@ inline WorkspaceLayout workspace_layout(const AttentionParams& p, bool few) {
   l.rows = few ? row : U(kKeysPerBlock) * row;
   l.zeros = few ? row : 0;
   // The queries; few rows: in tiles of at most few_rows::kQueryTile rows, head_dim padded to 16
-  // (int16 for int8 keys fit).
+  // (int16 for int8 keys, and for int4's padded to 32, fit).
   l.qpack = few ? U(round_up(kFewRows, few_rows::kQueryTile)) * U(round_up(p.head_dim, 16))
                 : U(kRowsPerBlock) * U(p.head_dim);
   l.scores = l.rows_cap * U(l.scores_ld);
   l.acc = l.rows_cap * U(l.acc_ld);
+  if (few && (p.kv_type == KvType::i8 || p.kv_type == KvType::i4)) {
+    // Blocks of value columns with a scale each; the keys' scales (int8) take one.
+    const U blocks = p.kv_type == KvType::i4 ? kv::int4_blocks(p.value_dim) : 1;
+    l.vscale = U(kFewKeys) * blocks;
+    if (p.value) {
+      l.p16 = l.rows_cap * U(kFewKeys) / 2;
+      l.acc32 = l.rows_cap * U(few_rows::acc32_ld(p.value_dim));
+      l.pscale = l.rows_cap * blocks;
+    }
+  }
   return l;
 }
 
@@ -199,7 +215,7 @@ inline std::uint64_t stats_floats(const AttentionParams& p) {
 
 // Scratch for one work item; sizes depend only on the params.
 struct Workspace {
-  int blocks = 0;           // key blocks of seq_k
+  int blocks = 0;  // key blocks of seq_k
   int kt_block_floats = 0;  // head_dim × kKeysPerBlock
   int acc_ld = 0;           // value_dim rounded up to kTileCols
   int v_panel_floats = 0;   // blocks × kKeysPerBlock × kTileCols: V's columns of one panel, every key
@@ -209,17 +225,26 @@ struct Workspace {
   float* kt = nullptr;      // Kᵀ of one kv head in panels of kTileCols keys, see transpose_keys
   float* vp = nullptr;      // V of one kv head in panels of kTileCols columns, see panel_values
   float* packed = nullptr;  // per key block: 1 once kt and vp hold it
-  float* rows = nullptr;    // one key block of K or V rows as floats (before transposing); few rows: one row
-  float* zeros = nullptr;   // few rows: a row of zeros, as long as the longest K or V row
+  float* rows = nullptr;  // one key block of K or V rows as floats (before transposing); few rows: one row
+  float* zeros = nullptr;  // few rows: a row of zeros, as long as the longest K or V row
   // The block's query rows: tile by tile, [tile][head_dim][kTileRows] (blocked), or as
   // few_rows.h packs them (tiles of 4 and 1 rows; int16 for int8 keys).
   float* qpack = nullptr;
   float* scores = nullptr;  // [rows][scores_ld]
-  float* acc = nullptr;     // [rows][acc_ld]
+  float* acc = nullptr;  // [rows][acc_ld]
   float* row_max = nullptr;  // per row: the reference the exponents are taken from (log2 units)
   float* row_sum = nullptr;  // running sum of exp2(score − max) per row
   float* row_scale = nullptr;  // few rows: per row, the scale of its packed query (int8 keys)
-  float k_max = 0.0f;        // max |k| over the keys this item may see (see score::scaling)
+  // Few rows over int8 or int4 values (few_rows_int.h): per row, the block's probabilities as
+  // int16 (kFewKeys apart), P·V's int32 accumulators (acc32_ld apart) and the probabilities'
+  // scales (one per row; int4: per row and block of columns).
+  std::int16_t* p16 = nullptr;
+  std::int32_t* acc32 = nullptr;
+  float* pscale = nullptr;
+  // Per block of value columns, the values' scales of a block's keys (kFewKeys apart); int8: the
+  // keys' scales first.
+  float* vscale = nullptr;
+  float k_max = 0.0f;  // max |k| over the keys this item may see (see score::scaling)
 
   bool reserve(const AttentionParams& p, bool allow_few = true) {
     const WorkspaceLayout l = workspace_layout(p, allow_few && takes_few_rows(p));
@@ -241,7 +266,11 @@ struct Workspace {
     qpack = zeros + l.zeros;
     scores = qpack + l.qpack;
     acc = scores + l.scores;
-    row_max = acc + l.acc;
+    p16 = reinterpret_cast<std::int16_t*>(acc + l.acc);
+    acc32 = reinterpret_cast<std::int32_t*>(acc + l.acc + l.p16);
+    pscale = acc + l.acc + l.p16 + l.acc32;
+    vscale = pscale + l.pscale;
+    row_max = vscale + l.vscale;
     row_sum = row_max + l.rows_cap;
     row_scale = row_sum + l.rows_cap;
     return true;

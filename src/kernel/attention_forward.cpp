@@ -24,18 +24,22 @@ using kernel::Init;
 
 namespace {
 
-// Stored rows of a block as floats (int8 scales applied): rows [kb, kb + len) of keys (or of
-// values) into dst, `cols` floats per row. The only part of packing that depends on the type.
+// Stored rows of a block as floats (int8 and int4 scales applied): rows [kb, kb + len) of keys
+// (or of values) into dst, `cols` floats per row. The only part of packing that depends on the type.
 template <class T>
 void convert_rows(const kv::Head& h, bool values, int kb, int len, int cols, float* dst) {
   for (int j = 0; j < len; ++j, dst += cols) {
     const int s = h.slot(kb + j);
     const T* src = values ? h.value_at_slot<T>(s) : h.key_at_slot<T>(s);
-    const float scale = values ? h.value_scale_at_slot(s) : h.key_scale_at_slot(s);
-    const vfloat vs(scale);
-    int c = 0;
-    for (; c + W <= cols; c += W) simd::store(dst + c, kv::Stored<T>::load(src + c) * vs);
-    for (; c < cols; ++c) dst[c] = kv::Stored<T>::one(src + c) * scale;
+    if constexpr (std::is_same_v<T, kv::Int4>) {  // blocks with their own scales
+      kv::int4_to_floats(src, cols, dst);
+    } else {
+      const float scale = values ? h.value_scale_at_slot(s) : h.key_scale_at_slot(s);
+      const vfloat vs(scale);
+      int c = 0;
+      for (; c + W <= cols; c += W) simd::store(dst + c, kv::Stored<T>::load(src + c) * vs);
+      for (; c < cols; ++c) dst[c] = kv::Stored<T>::one(src + c) * scale;
+    }
   }
 }
 
@@ -182,6 +186,9 @@ namespace {
 template <class T>
 constexpr bool kRawHalf = std::is_same_v<T, half::FiniteRaw>;
 
+template <class T>
+constexpr bool kInt4 = std::is_same_v<T, kv::Int4>;
+
 // The keys of one block of the few-rows path: two runs of logical keys, [start[r], start[r] +
 // len[r]) for r = 0, 1, with len[1] ≤ len[0] ≤ len[1] + 1 — the same stretch of each half of a
 // unit's keys (see attend_few_rows). Key start[0] + t is read with key start[1] + t: memory then
@@ -217,7 +224,8 @@ struct FewQueries {
 // the key's scale (int8) and `factor`, in that order (each a product of a finite score and a
 // finite operand: ±∞ at worst, never NaN). Float queries: a pair of K rows at a time, in place,
 // tile by tile (a last key alone is paired with a row of zeros, its partner's scores written past
-// the block's and never read); int8 keys with quantised queries: integers, run by run.
+// the block's and never read); int8 keys with quantised queries: integers, run by run. (int4
+// keys: few_scores_i4.)
 template <class T>
 void few_scores(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, const FewQueries& fq,
                 const KeyBlock& kb, Workspace& ws) {
@@ -250,13 +258,12 @@ void few_scores(const AttentionParams& p, const RowBlock& rb, const kv::Head& h,
     });
   }
   if constexpr (std::is_same_v<T, std::int8_t>) {  // the queries' and the keys' scales
+    float* ks = ws.vscale;  // the keys' scales, laid out as the scores (free until P·V)
+    for (int run = 0; run < 2; ++run) few_rows::key_scales(h, kb.start[run], kb.len[run], ks + kb.offset(run));
     for (int i = 0; i < rb.rows; ++i) {
       float* s = ws.scores + i * lds;
       const float rs = fq.q16 ? ws.row_scale[i] : 1.0f;
-      for_each_pair(h, kb, [&](int t, int a, int b) {
-        s[t] = s[t] * rs * h.key_scale_at_slot(a) * fq.factor;
-        if (b >= 0) s[kb.len[0] + t] = s[kb.len[0] + t] * rs * h.key_scale_at_slot(b) * fq.factor;
-      });
+      for (int j = 0; j < kb.size(); ++j) s[j] = s[j] * rs * ks[j] * fq.factor;
     }
   } else if (fq.factor != 1.0f) {
     for (int i = 0; i < rb.rows; ++i) {
@@ -266,11 +273,103 @@ void few_scores(const AttentionParams& p, const RowBlock& rb, const kv::Head& h,
   }
 }
 
-// acc += P·V for the keys of kb: a pair of V rows at a time, in place, tile by tile (a last key
-// alone is paired with a row of zeros and a probability of 0); int8's value scales folded into
-// the probabilities first, and the rebias the raw float16 values lack.
+// few_scores for int4 keys, run by run: with quantised queries (q16) through integers (each
+// block's 32 products exact in int32, then times its scale in float), else through
+// few_rows::scores_i4_float; then times the query's scale and `factor`, in that order.
+void few_scores_i4(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, const FewQueries& fq,
+                   const KeyBlock& kb, Workspace& ws) {
+  const std::ptrdiff_t lds = ws.scores_ld;
+  for (int run = 0; run < 2; ++run)
+    kv::for_each_piece(h, kb.start[run], kb.start[run] + kb.len[run], [&](int j0, int j1, int s0) {
+      float* s = ws.scores + kb.offset(run) + (j0 - kb.start[run]);
+      const kv::Int4* k = h.key_at_slot<kv::Int4>(s0);
+      if (fq.q16) {
+        const auto* qpack = reinterpret_cast<const std::int16_t*>(ws.qpack);
+        few_rows::scores_i4<kFewKeys>(rb.rows, qpack, k, h.key_row, j1 - j0, p.head_dim, s);
+      } else {
+        few_rows::scores_i4_float(rb.rows, rb.q, k, h.key_row, j1 - j0, p.head_dim, ws.rows, s, lds);
+      }
+    });
+  for (int i = 0; i < rb.rows; ++i) {
+    float* s = ws.scores + i * lds;
+    const float rs = fq.q16 ? ws.row_scale[i] : 1.0f;
+    for (int j = 0; j < kb.size(); ++j) s[j] = s[j] * rs * fq.factor;
+  }
+}
+
+// acc += P·V for the keys of kb over int8 or int4 values, in integers (few_rows_int.h): each
+// row's probabilities times the values' scales (int4: of one block of 32 columns at a time)
+// quantised to int16 (as the scores, run 0's from 0 and run 1's from len[0]), the sums over the
+// block exact in int32, then added to acc times the row's (and block's) scale. False, with nothing
+// done, when some product is not finite (a NaN or ±∞ probability, an int8 value row stored with a
+// non-finite scale), or the largest is below few_rows::kMinProductMax (tiny scales): the float
+// path carries those.
+template <class T>
+bool few_values_int(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, const KeyBlock& kb,
+                    Workspace& ws) {
+  const int cols = p.value_dim, ld32 = few_rows::acc32_ld(cols), blocks = kInt4<T> ? kv::int4_blocks(cols) : 1;
+  const std::ptrdiff_t lds = ws.scores_ld;
+  // The value scales of the block's keys, laid out as the scores, kFewKeys per column block.
+  for (int run = 0; run < 2; ++run)
+    few_rows::value_scales<T>(h, kb.start[run], kb.len[run], cols, ws.vscale + kb.offset(run), kFewKeys);
+  for (int i = 0; i < rb.rows; ++i)
+    for (int b = 0; b < blocks; ++b) {
+      float m = 0.0f;
+      if (!few_rows::product_max(ws.scores + i * lds, ws.vscale + b * kFewKeys, kb.size(), m)) return false;
+      if (m > 0.0f && m < few_rows::kMinProductMax) return false;
+      ws.pscale[i * blocks + b] = m / few_rows::kP16Max;
+    }
+  std::fill(ws.acc32, ws.acc32 + rb.rows * ld32, 0);
+  for (int b = 0; b < blocks; ++b) {
+    for (int i = 0; i < rb.rows; ++i) {
+      const float pscale = ws.pscale[i * blocks + b];
+      few_rows::quantize_products(ws.scores + i * lds, ws.vscale + b * kFewKeys, kb.size(),
+                                  pscale > 0.0f ? 1.0f / pscale : 0.0f, ws.p16 + i * lds);
+    }
+    for (int run = 0; run < 2; ++run)
+      kv::for_each_piece(h, kb.start[run], kb.start[run] + kb.len[run], [&](int j0, int j1, int s0) {
+        const std::int16_t* p16 = ws.p16 + kb.offset(run) + (j0 - kb.start[run]);
+        if constexpr (kInt4<T>) {
+          few_rows::values_i4(rb.rows, p16, lds, j1 - j0, h.value_at_slot<T>(s0) + b * kv::kInt4BlockBytes, h.value_row,
+                              ws.acc32 + b * kv::kInt4Block, ld32);
+        } else {
+          few_rows::values_i8(rb.rows, p16, lds, j1 - j0, h.value_at_slot<T>(s0), h.value_row, cols, ws.acc32, ld32);
+        }
+      });
+  }
+  const int block_cols = kInt4<T> ? kv::kInt4Block : cols;
+  for (int i = 0; i < rb.rows; ++i) {
+    const std::int32_t* a32 = ws.acc32 + i * ld32;
+    float* acc = ws.acc + i * ws.acc_ld;
+    for (int b = 0; b < blocks; ++b) {
+      const float pscale = ws.pscale[i * blocks + b];
+      for (int c = b * block_cols; c < std::min(cols, (b + 1) * block_cols); ++c) acc[c] += float(a32[c]) * pscale;
+    }
+  }
+  return true;
+}
+
+// few_values for int4 values: in integers (few_values_int), else, run by run, through
+// few_rows::values_i4_float.
+void few_values_i4(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, const KeyBlock& kb, Workspace& ws) {
+  if (few_values_int<kv::Int4>(p, rb, h, kb, ws)) return;
+  for (int run = 0; run < 2; ++run)
+    kv::for_each_piece(h, kb.start[run], kb.start[run] + kb.len[run], [&](int j0, int j1, int s0) {
+      const float* pr = ws.scores + kb.offset(run) + (j0 - kb.start[run]);
+      few_rows::values_i4_float(rb.rows, pr, ws.scores_ld, h.value_at_slot<kv::Int4>(s0), h.value_row, j1 - j0,
+                                p.value_dim, ws.rows, ws.acc, ws.acc_ld);
+    });
+}
+
+// acc += P·V for the keys of kb: int8 values in integers (few_values_int) where they can;
+// otherwise a pair of V rows at a time, in place, tile by tile (a last key alone is paired with a
+// row of zeros and a probability of 0); int8's value scales folded into the probabilities first,
+// and the rebias the raw float16 values lack. (int4 values: few_values_i4.)
 template <class T>
 void few_values(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, const KeyBlock& kb, Workspace& ws) {
+  if constexpr (std::is_same_v<T, std::int8_t>) {
+    if (few_values_int<T>(p, rb, h, kb, ws)) return;
+  }
   const std::ptrdiff_t lds = ws.scores_ld;
   for (int i = 0; i < rb.rows; ++i) {
     float* pr = ws.scores + i * lds;
@@ -302,26 +401,29 @@ void few_values(const AttentionParams& p, const RowBlock& rb, const kv::Head& h,
 // The rows' queries as the loops read them (ws.qpack), packed in tiles (few_rows::pack_queries).
 // Float queries carry the scores' `factor` when |factor| ≤ 1 (the usual scale·log2 e): then no
 // product q·factor or partial sum of q·factor·k can overflow where the raw ones would not, and no
-// pass over the scores is left to scale them. int8 keys: quantised to int16 (kv::quantize_i16;
-// scales in ws.row_scale) and packed for the integer dot products, the factor applied to the
-// scores; floats instead when that does not apply: a query with a non-finite element, or
-// head_dim > kv::kMaxInt8Dot.
+// pass over the scores is left to scale them. int8 and int4 keys: quantised to int16
+// (kv::quantize_i16; scales in ws.row_scale) and packed for the integer dot products (int4:
+// head_dim padded to whole blocks), the factor applied to the scores; floats instead when that
+// does not apply: a query with a non-finite element, or int8 keys and head_dim > kv::kMaxInt8Dot
+// (int4's float path reads the queries where they are).
 template <class T>
 FewQueries few_queries(const AttentionParams& p, const RowBlock& rb, float factor, Workspace& ws) {
   const int n = p.head_dim;
-  if constexpr (std::is_same_v<T, std::int8_t>) {
-    if (n <= kv::kMaxInt8Dot) {
+  if constexpr (std::is_same_v<T, std::int8_t> || kInt4<T>) {
+    if (kInt4<T> || n <= kv::kMaxInt8Dot) {
       auto* packed = reinterpret_cast<std::int16_t*>(ws.qpack);
+      auto* row16 = reinterpret_cast<std::int16_t*>(ws.rows);  // a row of scratch, free here
+      const int npad = kInt4<T> ? kv::int4_blocks(n) * kv::kInt4Block : round_up(n, 16);
       const int tiles = (rb.rows + few_rows::kQueryTile - 1) / few_rows::kQueryTile;
-      std::fill(packed, packed + tiles * few_rows::kQueryTile * round_up(n, 16), std::int16_t{0});
-      alignas(16) std::int16_t row16[kv::kMaxInt8Dot];
+      std::fill(packed, packed + tiles * few_rows::kQueryTile * npad, std::int16_t{0});
       bool ok = true;
       for (int i = 0; i < rb.rows && ok; ++i) {
         ok = kv::quantize_i16(rb.q[i], n, row16, ws.row_scale[i]);
-        if (ok) few_rows::pack_query_i16(row16, i, n, packed);
+        if (ok) few_rows::pack_query_i16(row16, i, n, npad, packed);
       }
       if (ok) return {true, factor};
     }
+    if constexpr (kInt4<T>) return {false, factor};
   }
   const float fold = std::fabs(factor) <= 1.0f ? factor : 1.0f;
   // (and for raw float16, the rebias the keys lack: exact, see attend_few_rows)
@@ -359,7 +461,11 @@ void attend_keys(const AttentionParams& p, const RowBlock& rb, const kv::Head& h
     kb.len[0] = std::min(kRun, half - t0);
     kb.start[1] = begin + half + t0;
     kb.len[1] = std::clamp(keys - half - t0, 0, kRun);
-    few_scores<T>(p, rb, h, fq, kb, ws);
+    if constexpr (kInt4<T>) {
+      few_scores_i4(p, rb, h, fq, kb, ws);
+    } else {
+      few_scores<T>(p, rb, h, fq, kb, ws);
+    }
     for (int i = 0; i < rb.rows; ++i) {
       float* s = ws.scores + i * ws.scores_ld;
       for (int run = 0; run < 2; ++run) {
@@ -369,7 +475,13 @@ void attend_keys(const AttentionParams& p, const RowBlock& rb, const kv::Head& h
       }
       softmax_update(p, i, kb.size(), s, nullptr, ws);
     }
-    if (p.value) few_values<T>(p, rb, h, kb, ws);
+    if (p.value) {
+      if constexpr (kInt4<T>) {
+        few_values_i4(p, rb, h, kb, ws);
+      } else {
+        few_values<T>(p, rb, h, kb, ws);
+      }
+    }
   }
 }
 

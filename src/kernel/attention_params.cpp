@@ -65,7 +65,8 @@ const char* validate(const AttentionParams& p) {
   if (p.mask_type != MaskType::none && p.mask_type != MaskType::additive && p.mask_type != MaskType::boolean &&
       p.mask_type != MaskType::block)
     return "attention: unknown mask_type";
-  if (p.kv_type != KvType::f32 && p.kv_type != KvType::f16 && p.kv_type != KvType::i8 && p.kv_type != KvType::bf16)
+  if (p.kv_type != KvType::f32 && p.kv_type != KvType::f16 && p.kv_type != KvType::i8 && p.kv_type != KvType::bf16 &&
+      p.kv_type != KvType::i4)
     return "attention: unknown kv_type";
   if (p.kv_type == KvType::i8 && (!p.key_scale || (p.value && !p.value_scale)))
     return "attention: int8 keys and values need key_scale and value_scale";

@@ -164,9 +164,9 @@ inline void value_pair(const float* pa, const float* pb, std::ptrdiff_t ldp, con
 
 // Queries quantised to int16 (kv::quantize_i16), packed like the float queries but 16 at a
 // time: tiles of kQueryTile rows, each [npad / 16][kQueryTile][16] (npad = head_dim rounded up to
-// 16, zeros past it). Puts row `row` (n values) in place; `out` was zeroed.
-inline void pack_query_i16(const std::int16_t* q16, int row, int n, std::int16_t* out) {
-  const int npad = round_up(n, 16);
+// 16, or to int4's blocks of 32; zeros past it). Puts row `row` (n values) in place; `out` was
+// zeroed.
+inline void pack_query_i16(const std::int16_t* q16, int row, int n, int npad, std::int16_t* out) {
   out += (row / kQueryTile) * npad * kQueryTile + (row % kQueryTile) * 16;
   for (int d = 0; d < n; ++d) out[(d / 16) * kQueryTile * 16 + d % 16] = q16[d];
 }

@@ -133,6 +133,46 @@ struct Stored<std::int8_t> {
   static float one(const std::int8_t* p) { return static_cast<float>(*p); }
 };
 
+// int4 (KvType::i4): symmetric 4-bit values with a bfloat16 scale per block of 32 along the row,
+// x ≈ scale · q, q ∈ [−7, 7]. A row of n values is ceil(n / 32) blocks of 16 bytes, then their
+// scales; value 8k + l of a block (k < 4, l < 8) is the two's-complement nibble k of the block's
+// 16-bit lane l (little-endian bytes 2l and 2l + 1), so that shifting the block's 8 lanes gives
+// its values in order, 8 at a time, as int16 (int4_block). A block past n holds zeros. Rows are
+// addressed in bytes (Int4 is one byte).
+enum class Int4 : std::uint8_t {};
+constexpr int kInt4Block = 32;
+constexpr int kInt4BlockBytes = 16;
+inline int int4_blocks(int n) { return n / kInt4Block + (n % kInt4Block != 0); }
+inline std::ptrdiff_t int4_row_bytes(int n) { return std::ptrdiff_t(int4_blocks(n)) * (kInt4BlockBytes + 2); }
+// The scales of a row of n values: bfloat16 bits, one per block.
+inline const bfloat16::Bits* int4_scales(const Int4* row, int n) {
+  return reinterpret_cast<const bfloat16::Bits*>(row + std::ptrdiff_t(int4_blocks(n)) * kInt4BlockBytes);
+}
+// q of value e of a row.
+inline int int4_value(const Int4* row, int e) {
+  const auto* b = reinterpret_cast<const std::uint8_t*>(row) + (e / kInt4Block) * kInt4BlockBytes + 2 * (e % 8);
+  const int lane = b[0] | (b[1] << 8), nibble = (lane >> (4 * ((e % kInt4Block) / 8))) & 0xf;
+  return nibble < 8 ? nibble : nibble - 16;
+}
+// Value e of a row of n values, scaled.
+inline float int4_one(const Int4* row, int n, int e) {
+  return float(int4_value(row, e)) * bfloat16::to_float(int4_scales(row, n)[e / kInt4Block]);
+}
+// A row of n values as floats (the blocked path's packing and the few-rows path's fallback).
+inline void int4_to_floats(const Int4* row, int n, float* out) {
+  for (int e = 0; e < n; ++e) out[e] = int4_one(row, n, e);
+}
+#if !defined(ATTN_SCALAR)
+// A block's 16 bytes → its 32 values as int16, 8 at a time, in order: each nibble shifted to the
+// top of its lane, then back down with the sign (7 shifts for 32 values).
+inline void int4_block(__m128i x, __m128i (&e)[4]) {
+  e[0] = _mm_srai_epi16(_mm_slli_epi16(x, 12), 12);
+  e[1] = _mm_srai_epi16(_mm_slli_epi16(x, 8), 12);
+  e[2] = _mm_srai_epi16(_mm_slli_epi16(x, 4), 12);
+  e[3] = _mm_srai_epi16(x, 12);
+}
+#endif
+
 // int8 keys in integers: a query row quantised to int16 (q ≈ scale · q16, |q16| ≤ 32767; its
 // rounding, ≤ 2^-16 of max |q|, is far below the keys' own int8 rounding) makes each q·k one
 // integer dot product — i32x4.dot_i16x8_s (pmaddwd), 9 instructions per 16 elements where
@@ -176,20 +216,22 @@ inline std::int32_t dot_i16_i8(const std::int16_t* q, const std::int8_t* k, int 
 }
 
 // How a Head's elements are read: KvType, with float16 split by AttentionParams::kv_finite.
-enum class Storage { f32, f16, f16_finite, bf16, i8 };
+enum class Storage { f32, f16, f16_finite, bf16, i8, i4 };
 
 inline Storage storage(const AttentionParams& p) {
   switch (p.kv_type) {
     case KvType::f16: return p.kv_finite ? Storage::f16_finite : Storage::f16;
     case KvType::bf16: return Storage::bf16;
     case KvType::i8: return Storage::i8;
+    case KvType::i4: return Storage::i4;
     default: return Storage::f32;
   }
 }
 
 // The K and V rows of one (batch, kv head), as stored (type erased: the typed readers below
 // take the element type as a template argument). Row j of the logical key sequence lives in
-// physical row ("slot") j, or j % ring for a ring buffer; the scales are 1 except for int8.
+// physical row ("slot") j, or j % ring for a ring buffer; the scales are 1 except for int8 (int4
+// keeps its scales in its rows).
 struct Head {
   Storage type = Storage::f32;
   const void* key = nullptr;
@@ -225,8 +267,8 @@ inline void for_each_piece(const Head& h, int begin, int end, Fn&& fn) {
   }
 }
 
-// Calls fn(T{}) with T the element type of `type` (float, uint16_t, half::Finite, bfloat16::Bits
-// or int8_t).
+// Calls fn(T{}) with T the element type of `type` (float, uint16_t, half::Finite, bfloat16::Bits,
+// int8_t or Int4).
 template <class Fn>
 inline void with_type(Storage type, Fn&& fn) {
   switch (type) {
@@ -234,11 +276,15 @@ inline void with_type(Storage type, Fn&& fn) {
     case Storage::f16_finite: fn(half::Finite{}); break;
     case Storage::bf16: fn(bfloat16::Bits{}); break;
     case Storage::i8: fn(std::int8_t{}); break;
+    case Storage::i4: fn(Int4{}); break;
     default: fn(float{}); break;
   }
 }
 
-inline std::size_t element_bytes(KvType type) { return type == KvType::f32 ? 4 : type == KvType::i8 ? 1 : 2; }
+// Bytes of the unit the strides count (int4's: a byte).
+inline std::size_t element_bytes(KvType type) {
+  return type == KvType::f32 ? 4 : type == KvType::i8 || type == KvType::i4 ? 1 : 2;
+}
 
 inline Head head(const AttentionParams& p, int b, int kvh) {
   Head h;
@@ -261,7 +307,7 @@ inline Head head(const AttentionParams& p, int b, int kvh) {
   return h;
 }
 
-// max |k| over logical keys [begin, end) (an upper bound for int8 and float16).
+// max |k| over logical keys [begin, end) (an upper bound for int8, int4 and float16).
 inline float key_abs_max(const Head& h, int begin, int end, int head_dim) {
   float m = 0.0f;
   if (begin >= end) return m;
@@ -272,6 +318,10 @@ inline float key_abs_max(const Head& h, int begin, int end, int head_dim) {
       for (int s = s0; s < s0 + (j1 - j0); ++s) {
         if constexpr (std::is_same_v<T, std::int8_t>) {
           m = std::max(m, 128.0f * std::abs(h.key_scale_at_slot(s)));
+        } else if constexpr (std::is_same_v<T, Int4>) {
+          const bfloat16::Bits* scales = int4_scales(h.key_at_slot<Int4>(s), head_dim);
+          for (int b = 0; b < int4_blocks(head_dim); ++b)
+            m = std::max(m, 8.0f * std::abs(bfloat16::to_float(scales[b])));
         } else {
           const T* k = h.key_at_slot<T>(s);
           vfloat vm(0.0f);

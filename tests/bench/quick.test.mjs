@@ -226,7 +226,7 @@ function checkDecode({ stdout, run }) {
 function checkModel({ stdout, run }) {
   const [part] = run.sections.model;
   const dtypes = part.engines[stepName(1)].config.dtypes;
-  assert.deepEqual(dtypes.slice(0, 4), DTYPES, 'the dtypes the library has, float32 first');
+  assert.deepEqual(dtypes, [...DTYPES, 'int4'], 'the dtypes the library has, float32 first');
   assert.deepEqual(part.results.map((r) => [r.shape.model.dtype, r.shape.seqQ]), dtypes.flatMap((d) => [[d, 1], [d, 4]]));
   const probes = [1, 2].flatMap((n) => [readName(n), peakName(n)]);
   for (const result of part.results) {

@@ -7,8 +7,10 @@
 // to 128 terms plus the 2e-7 relative error of the vectorised exp2; default 2e-5). Cases with
 // large logits scale the allowance by the score magnitude, since a float score of size |s|
 // carries an absolute error of about |s|·2⁻²³·√head_dim that the softmax turns into a relative
-// weight error. float16/bfloat16/int8 storage is compared with the reference on the stored (rounded or
-// quantised) values, so the same tolerance holds.
+// weight error. float16/bfloat16/int8/int4 storage is compared with the reference on the stored (rounded or
+// quantised) values, so the same tolerance holds, but for int8 and int4 values: their P·V rounds each probability
+// (times its value's scale) to int16, 2^-16 of the largest in its block (few_rows_int.h), which kIntegerPvTolerance
+// allows for.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -83,6 +85,10 @@ struct Run {
   attn::AttentionParams ref_params;  // p with K/V as plain float32 logical tensors
 };
 
+// What integer P·V (int8 and int4 values on the few-rows path) adds to the tolerance of outputs: each
+// probability is off by up to 2^-16 of its block's largest, times a value of up to 127 value scales.
+constexpr double kIntegerPvTolerance = 2e-4;
+
 // Symmetric int8 quantisation of one row: x ≈ scale · q, q = round(x / scale) ∈ [−127, 127].
 inline float quantise_row(const float* x, int n, std::int8_t* q) {
   float m = 0.0f;
@@ -92,6 +98,31 @@ inline float quantise_row(const float* x, int n, std::int8_t* q) {
   return scale;
 }
 
+// Symmetric int4 quantisation of one row of n values into kv::Int4's layout (bytes, written from its
+// description, not the cache's code): per block of 32, scale = bfloat16(max |x| / 7), q = round(x / scale)
+// (ties to even) ∈ [−7, 7], value 8k + l in bits 4k … 4k+3 of the block's 16-bit lane l; then the scales.
+// Writes the values as seen into seen[0, n).
+inline void quantise_row_i4(const float* x, int n, std::uint8_t* out, float* seen) {
+  const int blocks = (n + 31) / 32;
+  for (int b = 0; b < blocks; ++b) {
+    float m = 0.0f;
+    for (int e = b * 32; e < std::min(n, b * 32 + 32); ++e) m = std::max(m, std::fabs(x[e]));
+    const attn::bfloat16::Bits bits = attn::bfloat16::from_float(m / 7.0f);
+    const float scale = attn::bfloat16::to_float(bits);
+    std::uint8_t* block = out + 16 * b;
+    std::fill(block, block + 16, std::uint8_t{0});
+    for (int e = b * 32; e < std::min(n, b * 32 + 32); ++e) {
+      const int q = scale > 0.0f ? int(std::clamp(std::nearbyint(x[e] / scale), -7.0f, 7.0f)) : 0;
+      const int i = e - b * 32, byte = 2 * (i % 8) + (i / 16), shift = 4 * ((i / 8) % 2);
+      block[byte] = std::uint8_t(block[byte] | ((q & 0xf) << shift));
+      seen[e] = float(q) * scale;
+    }
+    const std::uint16_t stored = scale > 0.0f ? std::uint16_t(bits) : 0;
+    out[16 * blocks + 2 * b] = std::uint8_t(stored & 0xff);
+    out[16 * blocks + 2 * b + 1] = std::uint8_t(stored >> 8);
+  }
+}
+
 // Stores logical K or V rows [b, kvh, j, dim] (strides s) as the case's storage: a ring moves
 // position j to slot j % ring of a [b, kvh, ring, dim] buffer. Returns the values as seen.
 inline std::vector<float> store(const Case& c, const std::vector<float>& x, const attn::Strides& s, int dim,
@@ -99,9 +130,10 @@ inline std::vector<float> store(const Case& c, const std::vector<float>& x, cons
                                 std::vector<float>& scales, std::vector<float>& ring_f32, attn::Strides& stored,
                                 attn::Strides& scale_strides) {
   const int slots = c.ring ? c.ring : c.seq_k;
-  stored = attn::dense_bhsd(c.kv_heads, slots, dim);
+  const int row_units = c.kv_type == attn::KvType::i4 ? 18 * ((dim + 31) / 32) : dim;  // int4: bytes
+  stored = attn::dense_bhsd(c.kv_heads, slots, row_units);
   scale_strides = attn::dense_bhsd(c.kv_heads, slots, 1);
-  const std::size_t n = std::size_t(c.batch) * c.kv_heads * slots * dim;
+  const std::size_t n = std::size_t(c.batch) * c.kv_heads * slots * row_units;
   std::vector<float> seen = x;
   ring_f32.assign(n, NAN);
   x16.assign(n, 0x7e00);
@@ -114,7 +146,8 @@ inline std::vector<float> store(const Case& c, const std::vector<float>& x, cons
         float* seen_row = seen.data() + b * s.batch + h * s.head + j * s.row;
         const std::ptrdiff_t at = b * stored.batch + h * stored.head + (j % slots) * stored.row;
         const std::ptrdiff_t sat = b * scale_strides.batch + h * scale_strides.head + (j % slots) * scale_strides.row;
-        for (int d = 0; d < dim; ++d) ring_f32[at + d] = row[d];
+        if (c.kv_type != attn::KvType::i4)
+          for (int d = 0; d < dim; ++d) ring_f32[at + d] = row[d];
         if (c.kv_type == attn::KvType::f16) {
           for (int d = 0; d < dim; ++d) {
             x16[at + d] = attn::half::from_float(row[d]);
@@ -129,6 +162,8 @@ inline std::vector<float> store(const Case& c, const std::vector<float>& x, cons
         } else if (c.kv_type == attn::KvType::i8) {
           scales[sat] = quantise_row(row, dim, x8.data() + at);
           for (int d = 0; d < dim; ++d) seen_row[d] = scales[sat] * float(x8[at + d]);
+        } else if (c.kv_type == attn::KvType::i4) {
+          quantise_row_i4(row, dim, reinterpret_cast<std::uint8_t*>(x8.data() + at), seen_row);
         }
       }
   return seen;
@@ -256,6 +291,9 @@ inline Run make_run(Case c) {
       p.value_scale = r.vscale.data();
       p.ks = ks;
       p.vs = vs;
+    } else if (c.kv_type == attn::KvType::i4) {
+      p.key = r.k8.data();
+      p.value = c.weights_only ? nullptr : static_cast<const void*>(r.v8.data());
     } else {  // a float32 ring
       r.k = kring;
       r.v = vring;
@@ -304,8 +342,10 @@ inline void check_run(const Case& c, Run& r) {
   std::vector<double> ref_weights, ref_lse;
   const std::vector<double> ref_out =
       ref::attention(r.ref_params, r.p.weights ? &ref_weights : nullptr, r.p.lse ? &ref_lse : nullptr);
+  const bool integer_pv = c.kv_type == attn::KvType::i8 || c.kv_type == attn::KvType::i4;
   if (r.p.out)
-    expect_close(gather(r.out, r.p.o, c.batch, c.heads, c.seq_q, r.p.value_dim), ref_out, c.tolerance, "out");
+    expect_close(gather(r.out, r.p.o, c.batch, c.heads, c.seq_q, r.p.value_dim), ref_out,
+                 c.tolerance + (integer_pv ? kIntegerPvTolerance : 0.0), "out");
   if (r.p.weights) expect_close(r.weights, ref_weights, c.tolerance, "weights");
   if (r.p.lse) expect_close(r.lse, ref_lse, c.tolerance * 4, "lse");
 }

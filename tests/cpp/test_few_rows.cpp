@@ -26,7 +26,12 @@ using tcase::Run;
 
 namespace {
 
-constexpr attn::KvType kTypes[] = {attn::KvType::f32, attn::KvType::f16, attn::KvType::bf16, attn::KvType::i8};
+constexpr attn::KvType kTypes[] = {attn::KvType::f32, attn::KvType::f16, attn::KvType::bf16, attn::KvType::i8,
+                                   attn::KvType::i4};
+constexpr int kTypeCount = sizeof kTypes / sizeof kTypes[0];
+
+// Keys quantised with the queries quantised to int16 for integer dot products (int8, int4).
+inline bool integer_keys(attn::KvType t) { return t == attn::KvType::i8 || t == attn::KvType::i4; }
 
 // The few-rows limit and its edges, as the tests see them (attention_blocks.h).
 constexpr int kFewRows = 32, kSplitKeys = 1024;
@@ -49,7 +54,7 @@ TEST_CASE("few rows: every row count 1-17 and 31-33, as groups of 1-32 query hea
       c.seq_k = std::max(c.seq_q, seq_ks[n % 9]);
       c.head_dim = dims[n % 5][0];
       c.value_dim = dims[n % 5][1];
-      c.kv_type = kTypes[n % 4];
+      c.kv_type = kTypes[n % kTypeCount];
       c.causal = c.seq_q > 1 && n % 2 == 0;
       c.weights = n % 3 == 0;
       c.lse = n % 3 == 1;
@@ -204,7 +209,7 @@ TEST_CASE("few rows: every score variant, one row and several", "[few]") {
       c.input_scale = 30.0f;  // large logits (scores in the thousands): exact weights still,
       // but for int8 keys, whose queries are quantised to int16 (2^-16 of max |q|: here ~0.01
       // of a score, which the softmax turns into ~1 % of a weight)
-      c.tolerance = t == attn::KvType::i8 ? 5e-3 : 1e-4;
+      c.tolerance = integer_keys(t) ? 5e-3 : 1e-4;
       c.weights = true;
       check_case(c);
     }
@@ -224,7 +229,7 @@ TEST_CASE("few rows: scale factors of at most 1 carried by the queries, larger o
         c.scale = scale;
         c.weights = true;
         // logits in the hundreds: int8 keys' int16 queries are off by ~2^-16 of one (see above)
-        if (type == attn::KvType::i8 && scale > 2.0f) c.tolerance = 5e-3;
+        if (integer_keys(type) && scale > 2.0f) c.tolerance = 5e-3;
         c.seed = 900 + n++;
         check_case(c);
       }
@@ -272,33 +277,37 @@ TEST_CASE("few rows: float16 known finite without the rebias, queries past 2^16,
         }
 }
 
-TEST_CASE("few rows: int8 keys through integers, and in float past 512 dims or for non-finite queries", "[few]") {
+TEST_CASE("few rows: int8 and int4 keys through integers, and in float past 512 dims (int8) or for non-finite queries",
+          "[few]") {
+  const auto type = GENERATE(attn::KvType::i8, attn::KvType::i4);
   for (const int rows : {1, 4, 9}) {
     Case c;
     c.kv_heads = 1;
     c.heads = rows;
     c.seq_k = 77;
-    c.kv_type = attn::KvType::i8;
-    c.head_dim = 512;  // the last length the integer dot products take
+    c.kv_type = type;
+    c.head_dim = 512;  // int8: the last length the integer dot products take
     check_case(c);
-    c.head_dim = 513;  // float
+    c.head_dim = type == attn::KvType::i8 ? 513 : 600;  // int8: float; int4: integers, blocks of 32, any length
     check_case(c);
     c.head_dim = 24;
     c.input_scale = 0x1p-105f;  // queries too small to quantise: float
     check_case(c);
   }
-  // A NaN query: its row is NaN, the others (float path for the whole block) are exact.
+  // A NaN query: its row is NaN, the others (float path for the whole block: the scores, and
+  // the values, since a row's probabilities are NaN) are exact.
   Case c;
   c.kv_heads = 1;
   c.heads = 4;
   c.seq_k = 40;
   c.head_dim = 16;
-  c.kv_type = attn::KvType::i8;
+  c.value_dim = 37;
+  c.kv_type = type;
   Run r = make_run(c);
   r.q[2 * 16 + 5] = std::numeric_limits<float>::quiet_NaN();  // head 2
   REQUIRE(attn::attention(r.p) == nullptr);
   for (int h = 0; h < 4; ++h)
-    for (int e = 0; e < 16; ++e) CHECK(std::isnan(r.out[h * 16 + e]) == (h == 2));
+    for (int e = 0; e < 37; ++e) CHECK(std::isnan(r.out[h * 37 + e]) == (h == 2));
   r.q[2 * 16 + 5] = 0.5f;
   check_run(c, r);
 }

@@ -1,8 +1,10 @@
 // The KV cache (kv_cache.h): each dtype against the double-precision reference on the
-// unquantised keys and values (float32 element-wise; float16 and int8 by normalised mean squared
-// error on normal data), chunked appends equal one append, truncate, reset, rings (wrap-around,
-// exact sliding-window attention equal to a linear cache), GQA, both input layouts, errors that
-// leave the cache as it was, sizes too large for one block or for size_t.
+// unquantised keys and values (float32 element-wise; float16, bfloat16, int8 and int4 by
+// normalised mean squared error on normal data), int4's quantisation (rounding, extremes, blocks
+// of zeros, partial blocks) and its refusal of ±∞ and NaN, chunked appends equal one append,
+// truncate, reset, rings (wrap-around, exact sliding-window attention equal to a linear cache),
+// GQA, both input layouts, errors that leave the cache as it was, sizes too large for one block or
+// for size_t.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include "cache/kv_cache.h"
 #include "kernel/attention.h"
 #include "kernel/half.h"
+#include "kernel/kv_storage.h"
 #include "reference.h"
 
 namespace {
@@ -139,13 +142,20 @@ double nmse(const std::vector<float>& got, const std::vector<double>& want) {
 
 }  // namespace
 
-// NMSE bounds per dtype on normal data (measured well below them: see the README's table).
+// NMSE bounds per dtype on normal data (measured below them: see docs/api.md's table).
 double nmse_bound(attn::KvType t) {
-  return t == attn::KvType::i8 ? 1e-4 : t == attn::KvType::bf16 ? 2e-5 : t == attn::KvType::f16 ? 1e-6 : 1e-10;
+  switch (t) {
+    case attn::KvType::i4: return 3e-2;
+    case attn::KvType::i8: return 1e-4;
+    case attn::KvType::bf16: return 2e-5;
+    case attn::KvType::f16: return 1e-6;
+    default: return 1e-10;
+  }
 }
 
 TEST_CASE("each dtype against the reference on the unquantised keys and values", "[cache]") {
-  const auto dtype = GENERATE(attn::KvType::f32, attn::KvType::f16, attn::KvType::bf16, attn::KvType::i8);
+  const auto dtype =
+      GENERATE(attn::KvType::f32, attn::KvType::f16, attn::KvType::bf16, attn::KvType::i8, attn::KvType::i4);
   const auto dims = GENERATE(std::pair{64, 64}, std::pair{128, 96}, std::pair{13, 7});
   const Data d = make_data(2, 8, 2, 150, dims.first, dims.second, 7);
   attn::KvCache cache;
@@ -166,21 +176,25 @@ TEST_CASE("each dtype against the reference on the unquantised keys and values",
   }
 }
 
-TEST_CASE("bytes: int8 < float16 = bfloat16 < float32, int8 at most 0.27 of float32", "[cache]") {
+TEST_CASE("bytes: int4 < int8 < float16 = bfloat16 < float32, int8 at most 0.27 of float32, int4 0.15", "[cache]") {
   const Data d = make_data(1, 4, 4, 1, 128, 128, 1);
-  attn::KvCache f32, f16, bf16, i8;
+  attn::KvCache f32, f16, bf16, i8, i4;
   REQUIRE(f32.allocate(config_for(d, attn::KvType::f32, 100)) == nullptr);
   REQUIRE(f16.allocate(config_for(d, attn::KvType::f16, 100)) == nullptr);
   REQUIRE(bf16.allocate(config_for(d, attn::KvType::bf16, 100)) == nullptr);
   REQUIRE(i8.allocate(config_for(d, attn::KvType::i8, 100)) == nullptr);
+  REQUIRE(i4.allocate(config_for(d, attn::KvType::i4, 100)) == nullptr);
   CHECK(f32.bytes() == std::size_t(100) * 4 * 128 * 2 * 4);
   CHECK(f16.bytes() * 2 == f32.bytes());
   CHECK(bf16.bytes() * 2 == f32.bytes());
   CHECK(double(i8.bytes()) <= 0.27 * f32.bytes());
+  CHECK(i4.bytes() == std::size_t(100) * 4 * 2 * (4 * 16 + 4 * 2));  // 4 blocks of 16 bytes and their scales a row
+  CHECK(double(i4.bytes()) <= 0.15 * f32.bytes());
 }
 
 TEST_CASE("cache_bytes, known before allocating, is what the cache holds: total and largest buffer", "[cache]") {
-  const auto dtype = GENERATE(attn::KvType::f32, attn::KvType::f16, attn::KvType::bf16, attn::KvType::i8);
+  const auto dtype =
+      GENERATE(attn::KvType::f32, attn::KvType::f16, attn::KvType::bf16, attn::KvType::i8, attn::KvType::i4);
   const int window = GENERATE(0, 5);
   const Data d = make_data(3, 4, 2, 1, 12, 7, 1);
   const attn::KvCacheConfig c = config_for(d, dtype, 9, window);
@@ -190,7 +204,8 @@ TEST_CASE("cache_bytes, known before allocating, is what the cache holds: total 
   INFO("dtype " << int(dtype) << " window " << window);
   CHECK(want.total() == double(cache.bytes()));
   const double element = dtype == attn::KvType::f32 ? 4 : dtype == attn::KvType::i8 ? 1 : 2;
-  CHECK(want.largest() == 3 * 9 * 2 * 12 * element);  // the keys: head_dim 12 > value_dim 7
+  const double key_row = dtype == attn::KvType::i4 ? 18 : 12 * element;  // int4: one block of 12 values
+  CHECK(want.largest() == 3 * 9 * 2 * key_row);  // the keys (int4: as many bytes as the values')
   CHECK(want.scales == (dtype == attn::KvType::i8 ? 3 * 9 * 2 * 4 : 0));
   // Sizes past size_t's range in wasm32 (and far past any memory) are counted, not wrapped.
   attn::KvCacheConfig huge = c;
@@ -269,7 +284,8 @@ TEST_CASE("a float16 cache that stored ±∞ or NaN reads them as such, on both 
 }
 
 TEST_CASE("chunked appends (5, 1, 1, 3) equal one append, bit for bit, either input layout", "[cache]") {
-  const auto dtype = GENERATE(attn::KvType::f32, attn::KvType::f16, attn::KvType::bf16, attn::KvType::i8);
+  const auto dtype =
+      GENERATE(attn::KvType::f32, attn::KvType::f16, attn::KvType::bf16, attn::KvType::i8, attn::KvType::i4);
   const Data d = make_data(2, 6, 3, 10, 16, 12, 11);
   attn::KvCache whole, chunks;
   REQUIRE(whole.allocate(config_for(d, dtype, 12)) == nullptr);
@@ -286,10 +302,11 @@ TEST_CASE("chunked appends (5, 1, 1, 3) equal one append, bit for bit, either in
 }
 
 TEST_CASE("truncate then append, and reset", "[cache]") {
+  const auto dtype = GENERATE(attn::KvType::i8, attn::KvType::i4);
   const Data d = make_data(1, 4, 2, 12, 8, 8, 5);
   attn::KvCache a, b;
-  REQUIRE(a.allocate(config_for(d, attn::KvType::i8, 12)) == nullptr);
-  REQUIRE(b.allocate(config_for(d, attn::KvType::i8, 12)) == nullptr);
+  REQUIRE(a.allocate(config_for(d, dtype, 12)) == nullptr);
+  REQUIRE(b.allocate(config_for(d, dtype, 12)) == nullptr);
   append(a, d, 0, 12);
   REQUIRE(a.truncate(7) == nullptr);
   CHECK(a.length() == 7);
@@ -319,7 +336,8 @@ TEST_CASE("a full cache refuses an append and stays as it was", "[cache]") {
 }
 
 TEST_CASE("rings: exact sliding-window attention over wrapped slots, equal to a linear cache", "[cache]") {
-  const auto dtype = GENERATE(attn::KvType::f32, attn::KvType::f16, attn::KvType::bf16, attn::KvType::i8);
+  const auto dtype =
+      GENERATE(attn::KvType::f32, attn::KvType::f16, attn::KvType::bf16, attn::KvType::i8, attn::KvType::i4);
   const int window = GENERATE(1, 4, 9, 64);
   const Data d = make_data(2, 4, 2, 150, 8, 6, 13);
   attn::KvCache ring, linear;
@@ -437,13 +455,13 @@ TEST_CASE("a float16 cache refuses a finite value it would store as infinity, an
     const char* err = cache.append(k.data() + 4 * kd.row, kd, v.data() + 4 * vd.row, vd, 1);
     CHECK(err == attn::kF16OverflowError);  // the JS boundary tells it by its address
     CHECK(std::string(err) == "kv cache: a finite value is beyond float16's range (it would be stored as infinity)");
-    const attn::F16Overflow& o = cache.f16_overflow();
+    const attn::RefusedValue& o = cache.refused();
     CHECK_FALSE(o.key);
     CHECK((o.batch == 1 && o.head == 1 && o.row == 0 && o.element == 2 && o.value == -1e5f));
     k[3] = 70000.0f;  // key: batch 0, head 0, position 0: not in this append
     k[4 * 4 + 1] = attn::kF16Overflow;  // position 4, element 1
     CHECK(cache.append(k.data() + 4 * kd.row, kd, v.data() + 4 * vd.row, vd, 1) == attn::kF16OverflowError);
-    CHECK((cache.f16_overflow().key && cache.f16_overflow().row == 0 && cache.f16_overflow().element == 1));
+    CHECK((cache.refused().key && cache.refused().row == 0 && cache.refused().element == 1));
     CHECK(cache.length() == 4);
     CHECK(attend(cache, d, 1, local, 4) == before);  // nothing written, in a ring nothing overwritten
     // The largest value that rounds to 65504, infinities and NaN are stored as they are.
@@ -513,4 +531,134 @@ TEST_CASE("reorder refuses indices outside 0 … batch − 1 and changes nothing
   attn::KvCache empty;
   const int identity[3] = {0, 1, 2};
   CHECK(std::string(empty.reorder(identity)) == "kv cache: not allocated");
+}
+
+namespace {
+
+// The int4 values and scales a cache holds for position `pos` of kv head 0, batch 0: its keys
+// (or values) as q ∈ [−7, 7] and each block's scale, read through describe().
+struct Int4Row {
+  std::vector<int> q;
+  std::vector<float> scale;
+};
+
+Int4Row stored_i4(const attn::KvCache& cache, int pos, bool values = false) {
+  attn::AttentionParams p;
+  cache.describe(p);
+  const int n = values ? p.value_dim : p.head_dim;
+  const auto* row = static_cast<const attn::kv::Int4*>(values ? p.value : p.key) + pos * (values ? p.v : p.k).row;
+  Int4Row r;
+  for (int e = 0; e < n; ++e) r.q.push_back(attn::kv::int4_value(row, e));
+  for (int b = 0; b < attn::kv::int4_blocks(n); ++b)
+    r.scale.push_back(attn::bfloat16::to_float(attn::kv::int4_scales(row, n)[b]));
+  return r;
+}
+
+// A one-kv-head int4 cache of head_dim n (values: 4 dims), with `key` appended as its one position.
+void append_key(attn::KvCache& cache, std::vector<float> key) {
+  attn::KvCacheConfig c;
+  c.head_dim = static_cast<int>(key.size());
+  c.value_dim = 4;
+  c.max_seq = 2;
+  c.dtype = attn::KvType::i4;
+  REQUIRE(cache.allocate(c) == nullptr);
+  const std::vector<float> value(4, 7.0f);  // scale 1: stored exactly
+  REQUIRE(cache.append(key.data(), attn::dense_bhsd(1, 1, c.head_dim), value.data(), attn::dense_bhsd(1, 1, 4), 1) ==
+          nullptr);
+}
+
+}  // namespace
+
+TEST_CASE("int4: a scale per block of 32 (max |x| / 7, as bfloat16), values rounded to nearest even in [-7, 7]",
+          "[cache]") {
+  // Block 0: max |x| = 7, scale 1: the extremes are ±7, ties go to even (2.5 → 2, 3.5 → 4,
+  // −0.5 → 0, 6.5 → 6), the rest round to nearest. Block 1: max |x| = 0.7, scale 0.1 rounded to
+  // bfloat16 (0.10009765625); its values are quantised with that scale, the largest still 7.
+  // Block 2 (5 values, a partial block): zeros, scale 0.
+  std::vector<float> key(69, 0.0f);
+  const float block0[] = {7.0f, -7.0f, 2.5f, 3.5f, -0.5f, 6.5f, 1.49f, -2.51f, 0.0f, -6.9f};
+  std::copy(std::begin(block0), std::end(block0), key.begin());
+  for (int e = 32; e < 64; ++e) key[e] = 0.7f * float((e % 15) - 7) / 7.0f;  // −0.7 … 0.7
+  attn::KvCache cache;
+  append_key(cache, key);
+  const Int4Row r = stored_i4(cache, 0);
+  REQUIRE(r.scale.size() == 3);
+  CHECK(r.scale[0] == 1.0f);
+  const int want0[] = {7, -7, 2, 4, 0, 6, 1, -3, 0, -7};
+  for (int e = 0; e < 10; ++e) CHECK(r.q[e] == want0[e]);
+  for (int e = 10; e < 32; ++e) CHECK(r.q[e] == 0);
+  const float s1 = attn::bfloat16::to_float(attn::bfloat16::from_float(0.7f / 7.0f));
+  CHECK(r.scale[1] == s1);
+  CHECK(s1 != 0.1f);
+  for (int e = 32; e < 64; ++e) {
+    INFO("element " << e);
+    CHECK(r.q[e] == int(std::nearbyint(key[e] / s1)));
+    CHECK(std::abs(r.q[e]) <= 7);
+  }
+  CHECK(r.q[45] == -7);  // (45 % 15) − 7 = −7: the largest magnitude
+  CHECK(r.scale[2] == 0.0f);
+  for (int e = 64; e < 69; ++e) CHECK(r.q[e] == 0);
+}
+
+TEST_CASE("int4: blocks of zeros, values too small for a scale, and the largest floats", "[cache]") {
+  std::vector<float> key(96, 0.0f);
+  for (int e = 32; e < 64; ++e) key[e] = (e % 2 ? 1.0f : -1.0f) * 1e-40f;  // max / 7 rounds to 0 in bfloat16
+  key[64] = std::numeric_limits<float>::max();
+  key[65] = -std::numeric_limits<float>::max() / 2;
+  key[66] = std::numeric_limits<float>::denorm_min();
+  attn::KvCache cache;
+  append_key(cache, key);
+  const Int4Row r = stored_i4(cache, 0);
+  CHECK(r.scale[0] == 0.0f);
+  CHECK(r.scale[1] == 0.0f);
+  for (int e = 0; e < 64; ++e) CHECK(r.q[e] == 0);
+  CHECK(std::isfinite(r.scale[2]));
+  CHECK(r.q[64] == 7);
+  CHECK(r.q[65] == -4);  // −max/2 ÷ (max/7) = −3.5 → −4 (ties to even)
+  CHECK(r.q[66] == 0);
+  // Attention over it is finite: a query that sees the huge key once scaled is +∞ at worst, never NaN.
+  attn::AttentionParams p;
+  attn::CacheCall call;
+  REQUIRE(attn::resolve(call, cache, p).ok());
+  std::vector<float> q(96, 0.0f), out(4, NAN);
+  q[0] = 1.0f;
+  p.query = q.data();
+  p.q = attn::dense_bhsd(1, 1, 96);
+  p.out = out.data();
+  p.o = attn::dense_bhsd(1, 1, 4);
+  REQUIRE(attn::attention(p) == nullptr);
+  for (float x : out) CHECK(x == 7.0f);
+}
+
+TEST_CASE("int4 refuses ±∞ and NaN, naming where, and appends nothing", "[cache]") {
+  const Data d = make_data(2, 4, 2, 6, 40, 33, 41);
+  for (const int window : {0, 4}) {
+    attn::KvCache cache;
+    REQUIRE(cache.allocate(config_for(d, attn::KvType::i4, 6, window)) == nullptr);
+    append(cache, d, 0, 4);
+    attn::AttentionParams local;  // what a ring of window 4 serves
+    local.window_left = 3;
+    const auto before = attend(cache, d, 1, local, 4);
+    const attn::Strides kd = attn::dense_bhsd(2, 6, 40), vd = attn::dense_bhsd(2, 6, 33);
+    for (const float bad : {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN()}) {
+      std::vector<float> k(d.k), v(d.v);
+      v[(std::size_t(1) * 2 + 1) * 6 * 33 + 5 * 33 + 32] = bad;  // value: batch 1, head 1, position 5, element 32
+      const char* err = cache.append(k.data() + 4 * kd.row, kd, v.data() + 4 * vd.row, vd, 2);
+      CHECK(err == attn::kInt4NotFiniteError);  // the JS boundary tells it by its address
+      CHECK(std::string(err) == "kv cache: int4 stores finite values only (a value is infinite or NaN)");
+      const attn::RefusedValue& o = cache.refused();
+      CHECK_FALSE(o.key);
+      CHECK((o.batch == 1 && o.head == 1 && o.row == 1 && o.element == 32));
+      CHECK((std::isnan(bad) ? std::isnan(o.value) : o.value == bad));
+      k[(std::size_t(0) * 2 + 1) * 6 * 40 + 4 * 40 + 39] = bad;  // key: batch 0, head 1, position 4, element 39
+      CHECK(cache.append(k.data() + 4 * kd.row, kd, v.data() + 4 * vd.row, vd, 2) == attn::kInt4NotFiniteError);
+      CHECK((cache.refused().key && cache.refused().batch == 0 && cache.refused().head == 1 &&
+             cache.refused().row == 0 && cache.refused().element == 39));
+      CHECK(cache.length() == 4);
+      CHECK(attend(cache, d, 1, local, 4) == before);  // nothing written, in a ring nothing overwritten
+    }
+    append(cache, d, 4, 1);
+    CHECK(cache.length() == 5);
+  }
 }

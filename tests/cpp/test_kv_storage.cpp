@@ -1,6 +1,7 @@
-// Keys and values stored as float16, bfloat16, int8 or in a ring of slots: the kernel against
-// the double-precision reference on the stored values (so the float32 tolerances hold), on both
-// paths; and the float16 and bfloat16 conversions against their definitions.
+// Keys and values stored as float16, bfloat16, int8, int4 or in a ring of slots: the kernel
+// against the double-precision reference on the stored values (so the float32 tolerances hold),
+// on both paths; the float16 and bfloat16 conversions against their definitions; int4's readers
+// (one value, a row, a block of 32 as int16) against its layout.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -288,9 +289,49 @@ TEST_CASE("the kernel's wide readers equal the one-element ones: every half and 
   }
 }
 
-TEST_CASE("float16, bfloat16 and int8 keys and values", "[kv]") {
-  const auto type = GENERATE(attn::KvType::f16, attn::KvType::bf16, attn::KvType::i8);
-  const int dim = GENERATE(1, 3, 4, 16, 64, 65, 128);
+TEST_CASE("int4's readers: every nibble of every lane, one value, a row, a block as int16", "[kv]") {
+  // Value 8k + l of a block is nibble k of its 16-bit lane l (little-endian bytes 2l, 2l + 1),
+  // two's complement; the block's scale follows the row's blocks.
+  std::mt19937 rng(5);
+  const int n = 70, blocks = 3;  // a partial last block
+  std::vector<std::uint8_t> row(attn::kv::int4_row_bytes(n));
+  REQUIRE(row.size() == std::size_t(blocks) * 18);
+  for (auto& b : row) b = std::uint8_t(rng());
+  const float scales[blocks] = {0.5f, -3.0f, 0x1p-20f};  // bfloat16 exactly; a negative one reads as stored
+  for (int b = 0; b < blocks; ++b) {
+    const auto bits = static_cast<std::uint16_t>(attn::bfloat16::from_float(scales[b]));
+    row[16 * blocks + 2 * b] = std::uint8_t(bits & 0xff);
+    row[16 * blocks + 2 * b + 1] = std::uint8_t(bits >> 8);
+  }
+  const auto* r = reinterpret_cast<const attn::kv::Int4*>(row.data());
+  std::vector<float> all(n);
+  attn::kv::int4_to_floats(r, n, all.data());
+  for (int e = 0; e < n; ++e) {
+    const int b = e / 32, i = e % 32, lane = row[16 * b + 2 * (i % 8)] | (row[16 * b + 2 * (i % 8) + 1] << 8);
+    const int nibble = (lane >> (4 * (i / 8))) & 15, q = nibble >= 8 ? nibble - 16 : nibble;
+    INFO("element " << e);
+    REQUIRE(attn::kv::int4_value(r, e) == q);
+    REQUIRE(attn::kv::int4_one(r, n, e) == float(q) * scales[b]);
+    REQUIRE(all[e] == float(q) * scales[b]);
+  }
+#if !defined(ATTN_SCALAR)
+  // Every byte value in every position of a block: the SIMD decoder equals the one-value reader.
+  for (int trial = 0; trial < 256; ++trial) {
+    std::uint8_t block[16];
+    for (int i = 0; i < 16; ++i) block[i] = std::uint8_t(trial + 37 * i);
+    __m128i e[4];
+    attn::kv::int4_block(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block)), e);
+    alignas(16) std::int16_t got[32];
+    for (int k = 0; k < 4; ++k) _mm_store_si128(reinterpret_cast<__m128i*>(got + 8 * k), e[k]);
+    for (int i = 0; i < 32; ++i)
+      REQUIRE(got[i] == attn::kv::int4_value(reinterpret_cast<const attn::kv::Int4*>(block), i));
+  }
+#endif
+}
+
+TEST_CASE("float16, bfloat16, int8 and int4 keys and values", "[kv]") {
+  const auto type = GENERATE(attn::KvType::f16, attn::KvType::bf16, attn::KvType::i8, attn::KvType::i4);
+  const int dim = GENERATE(1, 3, 4, 16, 31, 32, 33, 64, 65, 128);
   Case c;
   c.batch = 2;
   c.heads = 4;
@@ -298,7 +339,7 @@ TEST_CASE("float16, bfloat16 and int8 keys and values", "[kv]") {
   c.seq_q = 19;
   c.seq_k = 150;
   c.head_dim = dim;
-  c.value_dim = dim == 64 ? 40 : dim;
+  c.value_dim = dim == 64 ? 40 : dim == 33 ? 31 : dim;  // K and V dims that differ (int4: in blocks 2 and 1)
   c.kv_type = type;
   c.causal = dim % 2 == 0;
   c.weights = true;
@@ -327,8 +368,80 @@ TEST_CASE("int8 keys past the integer dot product's length, and tiny queries, st
   check_case(c);
 }
 
+TEST_CASE("int8 and int4 keys and values with negative scales: the signs moved to the scales read the same", "[kv]") {
+  // x = scale · q: a caller of the C++ API may store −q with −scale. The integer paths quantise
+  // the probabilities times the values' scales by their magnitude, so the result is the same.
+  const auto type = GENERATE(attn::KvType::i8, attn::KvType::i4);
+  const int seq_q = GENERATE(1, 4);
+  Case c;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.seq_q = seq_q;
+  c.seq_k = 77;
+  c.head_dim = 40;
+  c.value_dim = 70;
+  c.kv_type = type;
+  c.causal = seq_q > 1;
+  tcase::Run r = tcase::make_run(c);
+  if (type == attn::KvType::i8) {
+    for (auto& q : r.k8) q = static_cast<std::int8_t>(-q);
+    for (auto& q : r.v8) q = static_cast<std::int8_t>(-q);
+    for (float& s : r.kscale) s = -s;
+    for (float& s : r.vscale) s = -s;
+  } else {
+    const auto negate = [](std::vector<std::int8_t>& bytes, int dim) {
+      const int blocks = attn::kv::int4_blocks(dim), row = int(attn::kv::int4_row_bytes(dim));
+      REQUIRE(bytes.size() % row == 0);
+      for (std::size_t at = 0; at < bytes.size(); at += row) {
+        auto* b = reinterpret_cast<std::uint8_t*>(bytes.data() + at);
+        for (int i = 0; i < 16 * blocks; ++i)  // each nibble q → −q (q ∈ [−7, 7])
+          b[i] = std::uint8_t((((-(b[i] & 15)) & 15)) | (((-(b[i] >> 4)) & 15) << 4));
+        for (int k = 0; k < blocks; ++k) b[16 * blocks + 2 * k + 1] ^= 0x80;  // the scale's sign
+      }
+    };
+    negate(r.k8, c.head_dim);
+    negate(r.v8, c.value_dim);
+  }
+  tcase::check_run(c, r);
+}
+
+TEST_CASE("int8 and int4 values with tiny scales take the float path: the outputs scaled by 2^-115", "[kv]") {
+  // Products p · scale below kP16Max · FLT_MIN would give the int16 quantisation a subnormal (or
+  // zero) scale and an infinite inverse (0 · ∞: NaN); the float path takes them.
+  const auto type = GENERATE(attn::KvType::i8, attn::KvType::i4);
+  const int seq_q = GENERATE(1, 4);
+  Case c;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.seq_q = seq_q;
+  c.seq_k = 45;
+  c.head_dim = 16;
+  c.value_dim = 40;
+  c.kv_type = type;
+  c.causal = seq_q > 1;
+  tcase::Run r = tcase::make_run(c);
+  if (type == attn::KvType::i8) {
+    for (float& s : r.vscale) s = std::ldexp(s, -115);
+  } else {
+    const int blocks = attn::kv::int4_blocks(c.value_dim), row = int(attn::kv::int4_row_bytes(c.value_dim));
+    for (std::size_t at = 0; at < r.v8.size(); at += row)
+      for (int k = 0; k < blocks; ++k) {
+        auto* bits = reinterpret_cast<std::uint8_t*>(r.v8.data() + at + 16 * blocks + 2 * k);
+        std::uint16_t b = std::uint16_t(bits[0] | (bits[1] << 8));
+        if ((b & 0x7fff) != 0) b = std::uint16_t(b - (115 << 7));  // the exponent, 115 lower
+        bits[0] = std::uint8_t(b & 0xff);
+        bits[1] = std::uint8_t(b >> 8);
+      }
+  }
+  REQUIRE(attn::attention(r.p) == nullptr);
+  for (float& x : r.out) x = std::ldexp(x, 115);
+  const std::vector<double> want = ref::attention(r.ref_params, nullptr, nullptr);
+  tcase::expect_close(tcase::gather(r.out, r.p.o, c.batch, c.heads, c.seq_q, c.value_dim), want, c.tolerance, "out");
+}
+
 TEST_CASE("stored keys and values with every variant", "[kv]") {
-  const auto type = GENERATE(attn::KvType::f32, attn::KvType::f16, attn::KvType::bf16, attn::KvType::i8);
+  const auto type =
+      GENERATE(attn::KvType::f32, attn::KvType::f16, attn::KvType::bf16, attn::KvType::i8, attn::KvType::i4);
   Case c;
   c.heads = 6;
   c.kv_heads = 3;
@@ -351,7 +464,8 @@ TEST_CASE("stored keys and values with every variant", "[kv]") {
 }
 
 TEST_CASE("ring buffers: exact sliding-window attention over wrapped slots", "[kv]") {
-  const auto type = GENERATE(attn::KvType::f32, attn::KvType::f16, attn::KvType::bf16, attn::KvType::i8);
+  const auto type =
+      GENERATE(attn::KvType::f32, attn::KvType::f16, attn::KvType::bf16, attn::KvType::i8, attn::KvType::i4);
   const int window = GENERATE(1, 5, 64, 100);
   const int seq_q = GENERATE(1, 3, 40);
   for (int seq_k : {seq_q, window + 7, 3 * window + seq_q + 1, 300}) {

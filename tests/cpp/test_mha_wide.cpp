@@ -317,7 +317,7 @@ TEST_CASE("a float16 cross-attention cache refuses a projected key beyond its ra
   CHECK(std::string(L.mha.fill_cross_cache(cache, enc.data(), nullptr, 1, 3)) ==
         "kv cache: a finite value is beyond float16's range (it would be stored as infinity)");
   CHECK(cache.length() == 0);
-  CHECK(cache.f16_overflow().row == 1);
+  CHECK(cache.refused().row == 1);
 }
 
 TEST_CASE("wide configuration errors", "[mha][wide]") {

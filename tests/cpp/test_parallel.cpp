@@ -174,7 +174,7 @@ TEST_CASE("attention is bit-identical with 1, 2 and 3 threads", "[parallel]") {
 }
 
 // The few-rows paths of a decode or speculative step, in every storage type: one row per kv head
-// (K and V read in place), tiles of rows over staged K and V blocks, int8 keys through integers,
+// (K and V read in place), tiles of rows over staged K and V blocks, int8 and int4 through integers,
 // and keys split into chunks (flash-decoding) whose statistics are merged — a split fixed by the
 // shape, so 1, 2 and 3 threads give the same bits (also where 2 chunks meet 3 threads).
 TEST_CASE("few rows: bit-identical with 1, 2 and 3 threads in every storage type, split keys included", "[parallel]") {
@@ -189,7 +189,8 @@ TEST_CASE("few rows: bit-identical with 1, 2 and 3 threads in every storage type
       {1, 32, 1, 1, 2100, 8, 0},    // MQA: 32 rows, one kv head, 3 chunks
       {2, 6, 2, 3, 1100, 20, 700},  // a 3-position step over a ring that wrapped, 2 chunks
   };
-  for (const attn::KvType type : {attn::KvType::f32, attn::KvType::f16, attn::KvType::bf16, attn::KvType::i8})
+  for (const attn::KvType type :
+       {attn::KvType::f32, attn::KvType::f16, attn::KvType::bf16, attn::KvType::i8, attn::KvType::i4})
     for (const Shape& s : shapes) {
       tcase::Case c;
       c.batch = s.b;

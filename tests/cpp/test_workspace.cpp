@@ -101,8 +101,9 @@ tcase::Case random_case(std::mt19937& rng, bool backward) {
   if (!backward) {
     c.weights_only = pick(0, 5) == 0;
     c.lse = pick(0, 1);
-    const attn::KvType types[4] = {attn::KvType::f32, attn::KvType::f16, attn::KvType::bf16, attn::KvType::i8};
-    c.kv_type = types[pick(0, 3)];
+    const attn::KvType types[5] = {attn::KvType::f32, attn::KvType::f16, attn::KvType::bf16, attn::KvType::i8,
+                                   attn::KvType::i4};
+    c.kv_type = types[pick(0, 4)];
   }
   return c;
 }

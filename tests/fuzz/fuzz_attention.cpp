@@ -14,6 +14,7 @@
 
 #include "kernel/attention.h"
 #include "kernel/half.h"
+#include "kernel/kv_storage.h"
 #include "layer/linear.h"
 
 namespace {
@@ -152,8 +153,9 @@ void fuzz_attention(Reader& r) {
   const bool inputs_finite = finite(q) && finite(k) && finite(v) && finite(slopes) && finite(sinks) &&
                              (mask_kind != 2 || finite(fmask)) && std::isfinite(p.scale);
 
-  // K/V storage: float32 as filled, or float16 / bfloat16 / int8 copies, optionally in a ring.
-  const int storage = r.u8() % 5;  // 0, 1: float32; 2: float16; 3: int8; 4: bfloat16
+  // K/V storage: float32 as filled, or float16 / bfloat16 / int8 copies or int4 rows, optionally
+  // in a ring.
+  const int storage = r.u8() % 6;  // 0, 1: float32; 2: float16; 3: int8; 4: bfloat16; 5: int4
   std::vector<std::uint16_t> k16(k.size()), v16(v.size());
   std::vector<std::int8_t> k8(k.size()), v8(v.size());
   std::vector<float> ks(std::size_t(p.batch) * p.kv_heads * max_k), vs(ks.size());
@@ -182,6 +184,29 @@ void fuzz_attention(Reader& r) {
     p.value_scale = vs.data();
     p.ks = attn::dense_bhsd(p.kv_heads, max_k, 1);
     p.vs = p.ks;
+  }
+  // int4 rows: random 4-bit values, each block's bfloat16 scale like int8's (kv::Int4's layout).
+  const auto int4_rows = [&](int dim, std::vector<std::uint8_t>& bytes) {
+    const int blocks = attn::kv::int4_blocks(dim), row = int(attn::kv::int4_row_bytes(dim));
+    bytes.resize(std::size_t(p.batch) * p.kv_heads * max_k * row);
+    for (std::size_t at = 0; at < bytes.size(); at += row) {
+      for (int i = 0; i < 16 * blocks; ++i) bytes[at + i] = r.u8();
+      for (int b = 0; b < blocks; ++b) {
+        const auto bits =
+            static_cast<std::uint16_t>(attn::bfloat16::from_float(specials ? r.value() : r.range(0, 255) / 1000.0f));
+        bytes[at + 16 * blocks + 2 * b] = std::uint8_t(bits & 0xff);
+        bytes[at + 16 * blocks + 2 * b + 1] = std::uint8_t(bits >> 8);
+      }
+    }
+    return dense(p.kv_heads, max_k, row);
+  };
+  std::vector<std::uint8_t> k4, v4;
+  if (storage == 5) {
+    p.kv_type = attn::KvType::i4;
+    p.k = int4_rows(p.head_dim, k4);
+    p.v = int4_rows(p.value_dim, v4);
+    p.key = k4.data();
+    if (p.value) p.value = v4.data();
   }
   std::vector<float> lse(std::size_t(p.batch) * p.heads * p.seq_q);
   if (r.u8() & 1) {

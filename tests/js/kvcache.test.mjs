@@ -1,7 +1,8 @@
 // The standalone KV cache: createKVCache, append, attention(query, cache, null, options) against
-// the JS reference on the unquantised keys and values (float32 element-wise; float16, bfloat16 and
-// int8 by normalised mean squared error), bfloat16's rounding, chunked appends, truncate, reset, rings, every error path,
-// bytes, memory returned on dispose and by the FinalizationRegistry.
+// the JS reference on the unquantised keys and values (float32 element-wise; float16, bfloat16,
+// int8 and int4 by normalised mean squared error), bfloat16's and int4's rounding, int4's refusal
+// of ±Infinity and NaN, chunked appends, truncate, reset, rings, every error path, bytes, memory
+// returned on dispose and by the FinalizationRegistry.
 import assert from 'node:assert/strict';
 import { test, before } from 'node:test';
 import { runInNewContext } from 'node:vm';
@@ -21,6 +22,10 @@ function normalTensor(n, random) {
   for (let i = 0; i < n; i++) a[i] = Math.sqrt(-2 * Math.log(1 - random())) * Math.cos(2 * Math.PI * random());
   return a;
 }
+
+const DTYPES = ['float32', 'float16', 'bfloat16', 'int8', 'int4'];
+// The NMSE each dtype is held to on normal data (docs/api.md's table gives what it measures).
+const NMSE_BOUND = { float32: 1e-10, float16: 1e-6, bfloat16: 2e-5, int8: 1e-4, int4: 3e-2 };
 
 const nmse = (got, want) => {
   let e = 0, norm = 0;
@@ -53,7 +58,7 @@ function data(seed = 1, s = shape) {
 test('each dtype against the reference on the unquantised keys and values', () => {
   const { batch, heads, kvHeads, seq, headDim, valueDim } = shape;
   const { query, key, value } = data();
-  for (const dtype of ['float32', 'float16', 'bfloat16', 'int8']) {
+  for (const dtype of DTYPES) {
     const cache = lib.createKVCache({ batch, kvHeads, headDim, valueDim, maxSeq: 64, dtype });
     cache.append(key, value);
     assert.equal(cache.length, seq);
@@ -68,7 +73,7 @@ test('each dtype against the reference on the unquantised keys and values', () =
       const want = referenceAttention(q, key, value, { ...options, batch, kvHeads, seqK: seq, headDim, valueDim }).out;
       const error = nmse(got, want);
       if (dtype === 'float32') assertClose(got, want, 'float32 cache');
-      assert.ok(error <= { float32: 1e-10, float16: 1e-6, bfloat16: 2e-5, int8: 1e-4 }[dtype], `${dtype} seqQ ${seqQ}: NMSE ${error}`);
+      assert.ok(error <= NMSE_BOUND[dtype], `${dtype} seqQ ${seqQ}: NMSE ${error}`);
     }
     cache.dispose();
   }
@@ -83,7 +88,7 @@ test('decode and few-position steps over a long cache, GQA and MQA, each dtype, 
   for (const [heads, kvHeads] of [[8, 2], [8, 1]]) {
     const s = { batch: 1, heads, kvHeads, seq, headDim, valueDim };
     const { query, key, value } = data(3, s);
-    for (const dtype of ['float32', 'float16', 'bfloat16', 'int8']) {
+    for (const dtype of DTYPES) {
       const cache = lib.createKVCache({ kvHeads, headDim, valueDim, maxSeq: seq, dtype });
       cache.append(key, value);
       for (const seqQ of kvHeads === 1 ? [1] : [1, 2, 5, 8, 9]) {
@@ -98,7 +103,7 @@ test('decode and few-position steps over a long cache, GQA and MQA, each dtype, 
           assertClose(weightsOut, want.weights, `${what} weights`);
           assertClose(lseOut, want.lse, `${what} lse`, 1e-4);
         }
-        const bound = { float32: 1e-10, float16: 1e-6, bfloat16: 2e-5, int8: 1e-4 }[dtype];
+        const bound = NMSE_BOUND[dtype];
         for (const [name, x, y] of [['out', got, want.out], ['weights', weightsOut, want.weights]]) {
           const error = nmse(x, y);
           assert.ok(error <= bound, `${what} ${name}: NMSE ${error}`);
@@ -109,9 +114,9 @@ test('decode and few-position steps over a long cache, GQA and MQA, each dtype, 
   }
 });
 
-test('bytes per position: int8 < float16 = bfloat16 < float32, int8 at most 0.27 of float32', () => {
+test('bytes per position: int4 < int8 < float16 = bfloat16 < float32, int8 at most 0.27 of float32, int4 0.15', () => {
   const sizes = { kvHeads: 8, headDim: 128, maxSeq: 100 };
-  const bytes = Object.fromEntries(['float32', 'float16', 'bfloat16', 'int8'].map((dtype) => {
+  const bytes = Object.fromEntries(DTYPES.map((dtype) => {
     const cache = lib.createKVCache({ ...sizes, dtype });
     const b = cache.bytes;
     cache.dispose();
@@ -121,6 +126,8 @@ test('bytes per position: int8 < float16 = bfloat16 < float32, int8 at most 0.27
   assert.equal(bytes.float16 * 2, bytes.float32);
   assert.equal(bytes.bfloat16 * 2, bytes.float32);
   assert.ok(bytes.int8 <= 0.27 * bytes.float32, `int8 ${bytes.int8} vs float32 ${bytes.float32}`);
+  assert.equal(bytes.int4, 100 * 8 * 2 * (4 * 16 + 4 * 2));  // a row of 128: 4 blocks of 16 bytes, 4 bfloat16 scales
+  assert.ok(bytes.int4 <= 0.15 * bytes.float32, `int4 ${bytes.int4} vs float32 ${bytes.float32}`);
 });
 
 test('a one-position bfloat16 cache returns the stored value: ties to even, NaN, ±Inf, the largest float32, subnormals', () => {
@@ -151,10 +158,67 @@ test('a one-position bfloat16 cache returns the stored value: ties to even, NaN,
   cache.dispose();
 });
 
+test('a one-position int4 cache returns its values as quantised: ties to even, the extremes, a block of zeros, a partial block', () => {
+  // One key: the output is the value as stored. Values 0-31 are block 0 (max |x| 7: scale 1, so
+  // q = x rounded, ties to even); 32-63 a block of zeros (scale 0); 64-69 a partial block whose
+  // largest, 0.7, sets a scale of 0.7 / 7 rounded to bfloat16, 0.10009765625.
+  const x = new Float32Array(70), want = new Float32Array(70);
+  const block0 = [[7, 7], [-7, -7], [2.5, 2], [3.5, 4], [-0.5, -0], [6.5, 6], [1.49, 1], [-2.51, -3], [0.5, 0], [-6.9, -7]];
+  block0.forEach(([v, q], i) => { x[i] = v; want[i] = q; });
+  const scale = 0.10009765625;
+  [0.7, -0.7, 0.35, 0.1, -0.05, 0.25].forEach((v, i) => { x[64 + i] = v; want[64 + i] = Math.round(Math.fround(v) / scale) * scale; });
+  want[64 + 2] = 3 * scale;  // 0.35 / 0.1000977 = 3.4966: 3
+  const cache = lib.createKVCache({ kvHeads: 1, headDim: 4, valueDim: 70, maxSeq: 2, dtype: 'int4' });
+  cache.append(Float32Array.of(0.5, -0.25, 2, 1), x);
+  const out = lib.attention(Float32Array.of(1, 2, 3, 4), cache, null, { heads: 1, seqQ: 1 });
+  // The weighted sum rounds the probability (1) times the scale to 2^-16 of itself (int16): within
+  // 2^-15 of the stored value, where the quantisation steps are 1/7 of the block's largest apart.
+  for (let c = 0; c < 70; c++) assert.ok(Math.abs(out[c] - want[c]) <= 2 ** -15 * Math.abs(want[c]), `value ${c} (${x[c]}): got ${out[c]}, want ${want[c]}`);
+  for (let c = 32; c < 64; c++) assert.equal(out[c], 0);
+  cache.dispose();
+});
+
+test('int4 refuses ±Infinity and NaN with a RangeError naming the position, and appends nothing', () => {
+  const kvHeads = 2, headDim = 40, valueDim = 33;
+  const { query, key, value } = data(12, { batch: 1, heads: 4, kvHeads, seq: 6, headDim, valueDim });
+  for (const window of [0, 4]) {
+    const cache = lib.createKVCache({ kvHeads, headDim, valueDim, maxSeq: 6, dtype: 'int4', ...(window ? { window } : {}) });
+    cache.append(slicePositions(key, 1, kvHeads, 6, headDim, 0, 4), slicePositions(value, 1, kvHeads, 6, valueDim, 0, 4));
+    const q = query.subarray(0, 4 * headDim);
+    const options = { heads: 4, seqQ: 1, window: [3, 0] };
+    const before = lib.attention(q, cache, null, options);
+    for (const bad of [Infinity, -Infinity, NaN]) {
+      const k = slicePositions(key, 1, kvHeads, 6, headDim, 4, 2), v = slicePositions(value, 1, kvHeads, 6, valueDim, 4, 2);
+      v[indexOf('bhsd', kvHeads, 2, valueDim, 0, 1, 1, 32)] = bad;  // kvHead 1, position 5, element 32
+      assert.throws(() => cache.append(k, v), new RegExp(`^RangeError: KVCache\\.append: value\\[batch 0, kvHead 1, position 5, element 32\\] = ${String(bad)} ` +
+        "is not finite, and dtype 'int4' stores finite values only \\(each block of 32 values is scaled by its largest\\), so nothing was appended; " +
+        "store this cache with dtype 'int8', 'bfloat16' or 'float32' to keep it$"));
+      k[indexOf('bhsd', kvHeads, 2, headDim, 0, 0, 0, 39)] = bad;  // the key comes first: kvHead 0, position 4, element 39
+      assert.throws(() => cache.append(k, v), /^RangeError: KVCache\.append: key\[batch 0, kvHead 0, position 4, element 39\] = /);
+      assert.equal(cache.length, 4);
+      assert.deepEqual(lib.attention(q, cache, null, options), before);
+    }
+    cache.dispose();
+  }
+  // The layer's forward into its int4 cache: the projected value that is not finite.
+  const e = 16, mha = new lib.MultiHeadAttention({ embedDim: e, numHeads: 2, bias: false });
+  const random = rng(13);
+  mha.setWeights({ wq: randomTensor(e * e, random), wk: randomTensor(e * e, random), wv: randomTensor(e * e, random), wo: randomTensor(e * e, random) });
+  const cache = mha.createCache({ maxSeq: 4, dtype: 'int4' });
+  const x = randomTensor(2 * e, random);
+  mha.forward(x.subarray(0, e), null, null, { cache });
+  x[e + 3] = Infinity;
+  assert.throws(() => mha.forward(x.subarray(e), null, null, { cache }),
+    /^RangeError: MultiHeadAttention\.forward: the projected key\[batch 0, kvHead 0, position 1, element \d+\] = -?Infinity is not finite, and dtype 'int4' stores finite values only/);
+  assert.equal(cache.length, 1);
+  cache.dispose();
+  mha.dispose();
+});
+
 test('chunked appends (5, 1, 1, 3) and bshd appends equal one append, bit for bit', () => {
   const s = { batch: 1, heads: 4, kvHeads: 2, seq: 10, headDim: 16, valueDim: 16 };
   const { query, key, value } = data(3, s);
-  for (const dtype of ['float32', 'float16', 'bfloat16', 'int8']) {
+  for (const dtype of DTYPES) {
     const whole = lib.createKVCache({ kvHeads: 2, headDim: 16, maxSeq: 10, dtype });
     const parts = lib.createKVCache({ kvHeads: 2, headDim: 16, maxSeq: 10, dtype });
     whole.append(key, value);
@@ -217,7 +281,7 @@ test('a ring (window) gives exact sliding-window attention with true positions, 
   const s = { batch: 1, heads: 2, kvHeads: 1, seq: 30, headDim: 8, valueDim: 8 };
   const { query, key, value } = data(7, s);
   const alibiSlopes = Float32Array.from([0.3, 0.1]);
-  for (const dtype of ['float32', 'int8']) {
+  for (const dtype of ['float32', 'int8', 'int4']) {
     const ring = lib.createKVCache({ kvHeads: 1, headDim: 8, window, maxSeq: window + 2, dtype });  // chunks of 3
     for (let at = 0; at < 30; at += 3) {
       ring.append(slicePositions(key, 1, 1, 30, 8, at, 3), slicePositions(value, 1, 1, 30, 8, at, 3));
@@ -228,7 +292,7 @@ test('a ring (window) gives exact sliding-window attention with true positions, 
       const want = referenceAttention(q, key.subarray(0, length * 8), value.subarray(0, length * 8),
         { heads: 2, kvHeads: 1, seqQ: 3, seqK: length, headDim: 8, causal: true, window: [window - 1, 0], alibiSlopes }).out;
       if (dtype === 'float32') assertClose(got, want, `ring at length ${length}`);
-      else assert.ok(nmse(got, want) < 1e-4, `int8 ring at length ${length}`);
+      else assert.ok(nmse(got, want) < NMSE_BOUND[dtype], `${dtype} ring at length ${length}`);
     }
     assert.equal(ring.length, 30);
     assert.throws(() => ring.append(new Float32Array(4 * 8), new Float32Array(4 * 8)),
@@ -261,7 +325,7 @@ test('errors: overflow leaves the cache intact; shapes, dtype, options and use a
   assert.throws(() => lib.attention(q, cache, null, { heads: 4, seqQ: 1, causal: 'upper-left' }), /'upper-left' does not apply to a KV cache/);
   assert.throws(() => lib.attention(q.subarray(1), cache, null, { heads: 4, seqQ: 1 }), /^RangeError: attention: query has length 15, expected 16/);
   assert.throws(() => lib.createKVCache({ kvHeads: 2, headDim: 4, maxSeq: 3, dtype: 'float8' }),
-    /^TypeError: createKVCache: options\.dtype must be 'float32', 'float16', 'bfloat16' or 'int8', got string "float8"$/);
+    /^TypeError: createKVCache: options\.dtype must be 'float32', 'float16', 'bfloat16', 'int8' or 'int4', got string "float8"$/);
   assert.throws(() => lib.createKVCache({ kvHeads: 2, headDim: 4 }), /^TypeError: createKVCache: options\.maxSeq is required/);
   assert.throws(() => lib.createKVCache({ kvHeads: 2, headDim: 4, maxSeq: 3, window: 4 }), /^RangeError: createKVCache: options\.maxSeq \(3\) must be at least options\.window \(4\)/);
   assert.throws(() => lib.createKVCache({ kvHeads: 0, headDim: 4, maxSeq: 3 }), /^RangeError: createKVCache: options\.kvHeads must be a positive integer, got 0$/);
@@ -306,14 +370,14 @@ test("a layer's createCache makes the same kind of KVCache, in every dtype and a
   };
   const exact = mha.forward(x, null, null, { causal: true });
   const standalone = lib.createKVCache({ kvHeads: numKvHeads, headDim: e / numHeads, maxSeq: 4 });
-  for (const dtype of ['float32', 'float16', 'bfloat16', 'int8']) {
+  for (const dtype of DTYPES) {
     const cache = mha.createCache({ maxSeq: 10, dtype });
     assert.equal(cache.constructor, standalone.constructor);
     assert.deepEqual([cache.kvHeads, cache.headDim, cache.valueDim, cache.dtype, cache.window], [numKvHeads, e / numHeads, e / numHeads, dtype, 0]);
     const got = decode(cache);
     assert.equal(cache.length, 10);
     const error = nmse(got, exact);
-    assert.ok(error <= { float32: 1e-12, float16: 1e-6, bfloat16: 2e-5, int8: 1e-4 }[dtype], `${dtype}: NMSE ${error}`);
+    assert.ok(error <= (dtype === 'float32' ? 1e-12 : NMSE_BOUND[dtype]), `${dtype}: NMSE ${error}`);
     cache.dispose();
   }
   assert.throws(() => mha.forward(x.subarray(0, e), null, null, { cache: standalone }),
@@ -333,7 +397,7 @@ test("a layer's createCache makes the same kind of KVCache, in every dtype and a
   assert.ok(nmse(viaRing, exact) <= 1e-6);  // window 20 ≥ every distance here: the same as no window
   windowed.dispose();
   assert.throws(() => mha.createCache({ window: 8, maxSeq: 4 }), /^RangeError: MultiHeadAttention\.createCache: options\.maxSeq \(4\) must be at least options\.window \(8\)/);
-  assert.throws(() => mha.createCache({ maxSeq: 4, dtype: 'int4' }), /^TypeError: MultiHeadAttention\.createCache: options\.dtype must be 'float32', 'float16', 'bfloat16' or 'int8'/);
+  assert.throws(() => mha.createCache({ maxSeq: 4, dtype: 'int2' }), /^TypeError: MultiHeadAttention\.createCache: options\.dtype must be 'float32', 'float16', 'bfloat16', 'int8' or 'int4'/);
   ring.dispose();
   standalone.dispose();
   mha.dispose();

@@ -105,7 +105,7 @@ for (const threads of [1, 2]) {
       assert.ok(error instanceof Error, 'memory ran out');
       assert.match(error.message, /^attention-wasm: kv cache: out of memory \(asked for 512\.0 MiB; /);
       assert.match(error.message, OOM_TAIL);
-      assert.match(error.message, /; or store it smaller: dtype 'float16' or 'bfloat16' halves it, 'int8' quarters it, fewer positions \(maxSeq\) shrink it$/);
+      assert.match(error.message, /; or store it smaller: dtype 'float16' or 'bfloat16' halves it, 'int8' quarters it, 'int4' takes 0\.14 of it, fewer positions \(maxSeq\) shrink it$/);
       const full = lib.memoryUsage();
       assert.ok(full.heapInUse > LIMIT - FILLER_BYTES - 64 * MiB, `memory is full: ${full.heapInUse} bytes in use`);
       assert.ok(full.wasmMemory > 2 ** 32 - 1.5 * FILLER_BYTES, `wasm memory grew to ${full.wasmMemory}`);

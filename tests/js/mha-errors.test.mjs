@@ -168,7 +168,7 @@ function cases() {
     ['createCache', () => mha.createCache({}), TypeError, 'options.maxSeq is required (a positive integer), or a window'],
     ['createCache', () => mha.createCache({ maxSeq: 4, window: 0 }), RangeError, 'options.window must be a positive integer, got 0'],
     ['createCache', () => mha.createCache({ maxSeq: 4, window: 8 }), RangeError, 'options.maxSeq (4) must be at least options.window (8): the ring holds the window'],
-    ['createCache', () => mha.createCache({ maxSeq: 4, dtype: 'int4' }), TypeError, "options.dtype must be 'float32', 'float16', 'bfloat16' or 'int8', got string \"int4\""],
+    ['createCache', () => mha.createCache({ maxSeq: 4, dtype: 'int2' }), TypeError, "options.dtype must be 'float32', 'float16', 'bfloat16', 'int8' or 'int4', got string \"int2\""],
     ['createCache', () => mha.createCache({ maxSeq: 2 ** 28 }), RangeError, 'this cache needs 16384 MiB of wasm memory, more than the'],
   ];
   return { rows, mha };

@@ -211,7 +211,7 @@ describe('a cross-attention cache', () => {
   test('every dtype: forward over it equals forward given the encoder output, step after step', () => {
     const { mha, weights } = layer(WHISPER, 11);
     const batch = 2, seqK = 13, enc = encoder(batch, seqK, WHISPER, 12);
-    for (const [dtype, atol] of [['float32', 5e-5], ['float16', 2e-3], ['bfloat16', 1.5e-2], ['int8', 2e-2]]) {
+    for (const [dtype, atol] of [['float32', 5e-5], ['float16', 2e-3], ['bfloat16', 1.5e-2], ['int8', 2e-2], ['int4', 2e-2]]) {
       const cache = mha.createCrossCache(enc.key, enc.value, { batch, dtype });
       assert.deepEqual([cache.batch, cache.kvHeads, cache.headDim, cache.valueDim, cache.maxSeq, cache.length, cache.dtype, cache.window],
         [batch, 2, 5, 5, seqK, seqK, dtype, 0]);
@@ -293,6 +293,10 @@ describe('a cross-attention cache', () => {
     const big = enc.key.map((v, i) => (i === 7 * 9 + 2 ? 1e6 : v));  // position 9 projects beyond float16's range
     assert.throws(() => mha.createCrossCache(big, enc.value, { dtype: 'float16' }),
       /^RangeError: MultiHeadAttention\.createCrossCache: the projected key\[batch 0, kvHead \d, position 9, element \d\] = [-\d.e+]+ is beyond float16's range/);
+    assert.ok(lib.memoryUsage().heapInUse <= before);
+    const infinite = enc.key.map((v, i) => (i === 7 * 9 + 2 ? Infinity : v));  // int4 stores finite values only
+    assert.throws(() => mha.createCrossCache(infinite, enc.value, { dtype: 'int4' }),
+      /^RangeError: MultiHeadAttention\.createCrossCache: the projected key\[batch 0, kvHead \d, position 9, element \d\] = (-?Infinity|NaN) is not finite, and dtype 'int4' stores finite values only/);
     assert.ok(lib.memoryUsage().heapInUse <= before);
     mha.dispose();
   });

@@ -17,7 +17,7 @@ const KEEP = 16 * MiB;  // ARENA_KEEP_BYTES in src/js/heap.mjs
 const LIMIT = 2 ** 32 - 2 ** 16;  // -sMAXIMUM_MEMORY=4GB: Emscripten stops one 64 KiB page short
 const OOM_TAIL = /\(asked for [0-9.]+ [KMG]iB; [0-9.]+ [KMG]iB in use, wasm memory [0-9.]+ [KMG]iB of at most 4\.00 GiB\); dispose\(\) layers and caches that are no longer needed, call lib\.trim\(\), or split the work into smaller calls$/;
 // A cache's message adds how to store it smaller.
-const CACHE_OOM_TAIL = new RegExp(OOM_TAIL.source.replace(/\$$/, '') + "; or store it smaller: dtype 'float16' or 'bfloat16' halves it, 'int8' quarters it, fewer positions \\(maxSeq\\) shrink it$");
+const CACHE_OOM_TAIL = new RegExp(OOM_TAIL.source.replace(/\$$/, '') + "; or store it smaller: dtype 'float16' or 'bfloat16' halves it, 'int8' quarters it, 'int4' takes 0\\.14 of it, fewer positions \\(maxSeq\\) shrink it$");
 
 function layer(e, seed) {
   const r = rng(seed);

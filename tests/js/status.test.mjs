@@ -1,6 +1,7 @@
 // What a call answers across the JS↔C++ boundary (src/bindings.cpp): undefined when it succeeded,
-// else a CallError whose kind says why — invalid, out of memory, over budget, a float16 overflow —
-// with what the message needs (the bytes, where the overflow is, the core's message) in the same
+// else a CallError whose kind says why — invalid, out of memory, over budget, a value a float16 or
+// int4 cache refused — with what the message needs (the bytes, where the refused value is, the
+// core's message) in the same
 // crossing. The JS side words its errors from the kind (src/js/heap.mjs), never from the text.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -14,8 +15,9 @@ after(() => lib.dispose());
 
 const GiB = 2 ** 30;
 const F16_OVERFLOW = "kv cache: a finite value is beyond float16's range (it would be stored as infinity)";
-const NO_OVERFLOW = { key: true, batch: 0, head: 0, row: 0, element: 0, value: 0 };
-const answer = (kind, message, bytes = 0, overflow = NO_OVERFLOW) => ({ kind: M.Failure[kind], message, bytes, overflow });
+const INT4_NOT_FINITE = 'kv cache: int4 stores finite values only (a value is infinite or NaN)';
+const NOTHING_REFUSED = { key: true, batch: 0, head: 0, row: 0, element: 0, value: 0 };
+const answer = (kind, message, bytes = 0, refused = NOTHING_REFUSED) => ({ kind: M.Failure[kind], message, bytes, refused });
 
 // A C++ cache of `sizes` (KvCacheConfig; dtype by name), deleted after fn(core).
 function withCache(sizes, fn) {
@@ -97,6 +99,24 @@ test('a float16 cache that refuses a value answers float16 overflow, with where 
         answer('float16Overflow', F16_OVERFLOW, 0, { key: true, batch: 0, head: 1, row: 1, element: 3, value: 70000 }));
       // Told by the call's own answer, not by what the cache last refused.
       assert.deepEqual(core.append(k, v, 0, false), answer('invalid', 'kv cache: append needs key, value and seq >= 1'));
+    });
+    assert.equal(core.length(), 0, 'nothing appended');
+  });
+});
+
+test('an int4 cache that refuses ±Infinity or NaN answers int4 not finite, with where it is', () => {
+  withCache({ batch: 2, kvHeads: 2, valueDim: 3, dtype: 'int4' }, (core, config) => {
+    assert.equal(core.allocate(config), undefined);
+    const key = new Float32Array(2 * 2 * 2 * 4), value = new Float32Array(2 * 2 * 2 * 3);  // seq 2, bhsd
+    value[((1 * 2 + 1) * 2 + 1) * 3 + 2] = NaN;  // value: batch 1, kv head 1, row 1, element 2
+    staged([key, value], (k, v) => {
+      assert.deepEqual(core.append(k, v, 2, false),
+        answer('int4NotFinite', INT4_NOT_FINITE, 0, { key: false, batch: 1, head: 1, row: 1, element: 2, value: NaN }));
+    });
+    key[((0 * 2 + 1) * 2 + 0) * 4 + 3] = -Infinity;  // key: batch 0, kv head 1, row 0, element 3
+    staged([key, value], (k, v) => {
+      assert.deepEqual(core.append(k, v, 2, false),
+        answer('int4NotFinite', INT4_NOT_FINITE, 0, { key: true, batch: 0, head: 1, row: 0, element: 3, value: -Infinity }));
     });
     assert.equal(core.length(), 0, 'nothing appended');
   });

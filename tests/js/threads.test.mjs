@@ -159,7 +159,7 @@ test('decode steps over a cache are bit-identical with 1 and 2 threads, each dty
   const seqK = 2100, headDim = 64;
   for (const [heads, kvHeads, seqQ] of [[8, 8, 1], [32, 8, 1], [16, 1, 1], [8, 2, 4]]) {
     const { query, key, value } = makeInputs({ heads, kvHeads, seqQ, seqK, headDim }, heads + kvHeads + seqQ);
-    for (const dtype of ['float32', 'float16', 'bfloat16', 'int8']) {
+    for (const dtype of ['float32', 'float16', 'bfloat16', 'int8', 'int4']) {
       const [a, b] = [single, threaded].map((lib) => {
         const cache = lib.createKVCache({ kvHeads, headDim, maxSeq: seqK, dtype });
         cache.append(key, value);

@@ -108,7 +108,9 @@ const bf16 = lib.createKVCache({ kvHeads: 1, headDim: 4, maxSeq: 4, dtype: 'bflo
 const dtype: KVCacheDtype = bf16.dtype;
 console.log(dtype);
 bf16.dispose();
-// @ts-expect-error dtype is one of four
+const int4: KVCacheDtype = 'int4';
+lib.createKVCache({ kvHeads: 1, headDim: 4, maxSeq: 4, dtype: int4 }).dispose();
+// @ts-expect-error dtype is one of five
 lib.createKVCache({ kvHeads: 1, headDim: 4, maxSeq: 4, dtype: 'float8' });
 // A wide layer (Whisper's cross-attention: a head size of its own, no k bias) decoding over a cross-attention cache.
 const whisper = new lib.MultiHeadAttention({ embedDim: 8, numHeads: 2, headDim: 3, kdim: 4, vdim: 4, bias: { k: false }, scale: 1 });

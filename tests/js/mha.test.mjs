@@ -185,8 +185,10 @@ describe('KV cache', () => {
     mha.forward(x.subarray(0, 24), null, null, { cache });
     assert.throws(() => mha.forward(x.subarray(0, 16), null, null, { cache }), RangeError);
     assert.equal(cache.length, 3);
-    const last = mha.forward(x.subarray(24), null, null, { cache });  // the intact cache still works
-    assert.deepEqual(last, first.subarray(24));
+    // The intact cache still works: the last row as the 4-row call gave it. One row and four take
+    // different paths, equal to float rounding, not bit for bit (only thread counts are).
+    const last = mha.forward(x.subarray(24), null, null, { cache });
+    assertClose(last, first.subarray(24), 'the row after a refused overflow', 1e-6);
     cache.dispose();
     mha.dispose();
   });

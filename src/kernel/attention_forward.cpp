@@ -219,6 +219,47 @@ struct FewQueries {
   float factor;
 };
 
+// s[r·lds + j] = q_r · k_j for the `rows` rows of packed float queries and the keys of kb (run 0's
+// from 0, run 1's from len[0]): a pair of K rows at a time, in place, tile by tile (a last key
+// alone is paired with a row of zeros, its partner's scores written past the block's and never
+// read). A function of its own (few_rows::apart).
+template <class T>
+void score_pairs(const kv::Head& h, const KeyBlock& kb, int rows, const float* qpack, int n, float* s,
+                 std::ptrdiff_t lds, const void* zero_row) {
+  const int dpad = round_up(n, W);
+  const T* zeros = static_cast<const T*>(zero_row);
+  for_each_pair(h, kb, [&](int t, int a, int b) {
+    const T* ka = h.key_at_slot<T>(a);
+    const T* kb1 = b >= 0 ? h.key_at_slot<T>(b) : zeros;
+    float* sa = s + t;
+    float* sb = s + kb.len[0] + t;
+    few_rows::for_each_tile(rows, [&](auto tile, int r0) {
+      constexpr int R = decltype(tile)::value;
+      few_rows::score_pair<T, R>(qpack + r0 * dpad, ka, kb1, n, sa + r0 * lds, sb + r0 * lds, lds);
+    });
+  });
+}
+
+// acc[r·ld_acc + c] += p_r,j · v_j[c] for the `rows` rows' probabilities p (laid out as
+// score_pairs' scores) and the values of kb: a pair of V rows at a time, in place, tile by tile (a
+// last key alone is paired with a row of zeros, whose probability the caller set to 0). A function
+// of its own (few_rows::apart).
+template <class T>
+void value_pairs(const kv::Head& h, const KeyBlock& kb, int rows, const float* p, std::ptrdiff_t ldp, int cols,
+                 float* acc, std::ptrdiff_t ld_acc, const void* zero_row) {
+  const T* zeros = static_cast<const T*>(zero_row);
+  for_each_pair(h, kb, [&](int t, int a, int b) {
+    const T* va = h.value_at_slot<T>(a);
+    const T* vb = b >= 0 ? h.value_at_slot<T>(b) : zeros;
+    const float* pa = p + t;
+    const float* pb = p + kb.len[0] + t;
+    few_rows::for_each_tile(rows, [&](auto tile, int r0) {
+      constexpr int R = decltype(tile)::value;
+      few_rows::value_pair<T, R>(pa + r0 * ldp, pb + r0 * ldp, ldp, va, vb, cols, acc + r0 * ld_acc, ld_acc);
+    });
+  });
+}
+
 // Scores of the block's rows for the keys of kb into ws.scores: dot products (of queries that
 // may carry the factor already, see few_queries) times the query's scale (int8 through integers),
 // the key's scale (int8) and `factor`, in that order (each a product of a finite score and a
@@ -238,25 +279,13 @@ void few_scores(const AttentionParams& p, const RowBlock& rb, const kv::Head& h,
       for (int run = 0; run < 2; ++run)
         kv::for_each_piece(h, kb.start[run], kb.start[run] + kb.len[run], [&](int j0, int j1, int s0) {
           float* s = ws.scores + kb.offset(run) + (j0 - kb.start[run]);
-          few_rows::scores_i8<kFewKeys>(rb.rows, qpack, h.key_at_slot<T>(s0), h.key_row, j1 - j0, n, s);
+          few_rows::apart<few_rows::scores_i8<kFewKeys>>(rb.rows, qpack, h.key_at_slot<T>(s0), h.key_row, j1 - j0, n,
+                                                         s);
         });
       done = true;
     }
   }
-  if (!done) {
-    const int dpad = round_up(n, W);
-    const T* zeros = reinterpret_cast<const T*>(ws.zeros);
-    for_each_pair(h, kb, [&](int t, int a, int b) {
-      const T* ka = h.key_at_slot<T>(a);
-      const T* kb1 = b >= 0 ? h.key_at_slot<T>(b) : zeros;
-      float* sa = ws.scores + t;
-      float* sb = ws.scores + kb.len[0] + t;
-      few_rows::for_each_tile(rb.rows, [&](auto tile, int r0) {
-        constexpr int R = decltype(tile)::value;
-        few_rows::score_pair<T, R>(ws.qpack + r0 * dpad, ka, kb1, n, sa + r0 * lds, sb + r0 * lds, lds);
-      });
-    });
-  }
+  if (!done) few_rows::apart<score_pairs<T>>(h, kb, rb.rows, ws.qpack, n, ws.scores, lds, ws.zeros);
   if constexpr (std::is_same_v<T, std::int8_t>) {  // the queries' and the keys' scales
     float* ks = ws.vscale;  // the keys' scales, laid out as the scores (free until P·V)
     for (int run = 0; run < 2; ++run) few_rows::key_scales(h, kb.start[run], kb.len[run], ks + kb.offset(run));
@@ -285,7 +314,7 @@ void few_scores_i4(const AttentionParams& p, const RowBlock& rb, const kv::Head&
       const kv::Int4* k = h.key_at_slot<kv::Int4>(s0);
       if (fq.q16) {
         const auto* qpack = reinterpret_cast<const std::int16_t*>(ws.qpack);
-        few_rows::scores_i4<kFewKeys>(rb.rows, qpack, k, h.key_row, j1 - j0, p.head_dim, s);
+        few_rows::apart<few_rows::scores_i4<kFewKeys>>(rb.rows, qpack, k, h.key_row, j1 - j0, p.head_dim, s);
       } else {
         few_rows::scores_i4_float(rb.rows, rb.q, k, h.key_row, j1 - j0, p.head_dim, ws.rows, s, lds);
       }
@@ -330,10 +359,12 @@ bool few_values_int(const AttentionParams& p, const RowBlock& rb, const kv::Head
       kv::for_each_piece(h, kb.start[run], kb.start[run] + kb.len[run], [&](int j0, int j1, int s0) {
         const std::int16_t* p16 = ws.p16 + kb.offset(run) + (j0 - kb.start[run]);
         if constexpr (kInt4<T>) {
-          few_rows::values_i4(rb.rows, p16, lds, j1 - j0, h.value_at_slot<T>(s0) + b * kv::kInt4BlockBytes, h.value_row,
-                              ws.acc32 + b * kv::kInt4Block, ld32);
+          few_rows::apart<few_rows::values_i4>(rb.rows, p16, lds, j1 - j0,
+                                               h.value_at_slot<T>(s0) + b * kv::kInt4BlockBytes, h.value_row,
+                                               ws.acc32 + b * kv::kInt4Block, ld32);
         } else {
-          few_rows::values_i8(rb.rows, p16, lds, j1 - j0, h.value_at_slot<T>(s0), h.value_row, cols, ws.acc32, ld32);
+          few_rows::apart<few_rows::values_i8>(rb.rows, p16, lds, j1 - j0, h.value_at_slot<T>(s0), h.value_row, cols,
+                                               ws.acc32, ld32);
         }
       });
   }
@@ -384,18 +415,7 @@ void few_values(const AttentionParams& p, const RowBlock& rb, const kv::Head& h,
     }
     if (kb.len[0] > kb.len[1]) pr[kb.size()] = 0.0f;  // the zero row's probability
   }
-  const T* zeros = reinterpret_cast<const T*>(ws.zeros);
-  const int cols = p.value_dim;
-  for_each_pair(h, kb, [&](int t, int a, int b) {
-    const T* va = h.value_at_slot<T>(a);
-    const T* vb = b >= 0 ? h.value_at_slot<T>(b) : zeros;
-    const float* pa = ws.scores + t;
-    const float* pb = ws.scores + kb.len[0] + t;
-    few_rows::for_each_tile(rb.rows, [&](auto tile, int r0) {
-      constexpr int R = decltype(tile)::value;
-      few_rows::value_pair<T, R>(pa + r0 * lds, pb + r0 * lds, lds, va, vb, cols, ws.acc + r0 * ws.acc_ld, ws.acc_ld);
-    });
-  });
+  few_rows::apart<value_pairs<T>>(h, kb, rb.rows, ws.scores, lds, p.value_dim, ws.acc, ws.acc_ld, ws.zeros);
 }
 
 // The rows' queries as the loops read them (ws.qpack), packed in tiles (few_rows::pack_queries).

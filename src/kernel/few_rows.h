@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "kernel/kv_storage.h"
 #include "runtime/simd.h"
@@ -41,6 +42,17 @@ using simd::sum4;
 using simd::round_up;
 using simd::vfloat;
 using simd::W;
+
+// F(args…) through a pointer neither compiler sees through, so that F stays a function of its own
+// in the .wasm: Binaryen inlines every function that has one caller, whatever its size (LLVM's
+// noinline does not stop it), and V8 compiled the few-rows loops inlined into their large
+// per-dtype caller about a quarter slower (docs/performance.md, Design notes). For the loops
+// over a run of keys: one indirect call each.
+template <auto F, class... Args>
+inline void apart(Args&&... args) {
+  static decltype(F) volatile f = F;
+  f(std::forward<Args>(args)...);
+}
 
 // Query rows per tile, at most, on both paths (the integer path's int16 queries interleave in tiles
 // of this many, see pack_query_i16).

@@ -17,6 +17,14 @@ export const DOCS = fileURLToPath(new URL('../docs/api.md', import.meta.url));
 // small changes pass, growth like 115 → 172 KB does not.
 export const DOCS_TOLERANCE = { bytes: 2000, share: 0.05 };
 
+// The size budget: each build's .wasm at most 64 KB (65,536 bytes) gzipped (level 9, as below).
+export const WASM_GZIP_BUDGET = 65_536;
+// The builds are over that budget (docs/development.md, Sizes), so until they are back under it a
+// regression guard holds each .wasm, gzipped, to the bytes it had when the guard was set
+// (2026-12-05) plus 2 KB: growth past that fails tests/package/sizes.test.mjs.
+export const WASM_GZIP_GUARD = { attn: 81_369 + 2048, 'attn-mt': 89_605 + 2048, 'attn-relaxed': 80_007 + 2048,
+  'attn-relaxed-mt': 87_803 + 2048 };
+
 export const BUILD_ROWS = [
   { name: 'attn', what: 'single-threaded, SIMD128' },
   { name: 'attn-mt', what: 'threaded, SIMD128', worker: true },

@@ -1,9 +1,11 @@
 // What a page downloads: docs/api.md's table of the builds' sizes (scripts/sizes.mjs writes it)
-// says what dist/ holds, within a small tolerance, so that growth cannot go unnoticed.
+// says what dist/ holds, within a small tolerance, so that growth cannot go unnoticed; and no
+// build's .wasm grows past its regression guard (the budget is 64 KB gzipped; the builds are above
+// it for now).
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { BUILD_ROWS, buildSizes, DOCS, DOCS_TOLERANCE } from '../../scripts/sizes.mjs';
+import { BUILD_ROWS, buildSizes, DOCS, DOCS_TOLERANCE, WASM_GZIP_BUDGET, WASM_GZIP_GUARD } from '../../scripts/sizes.mjs';
 
 const sizes = buildSizes();
 
@@ -37,4 +39,12 @@ test("docs/api.md's table of sizes is the build's (each figure within 2 KB or 5 
   assert.ok(library, 'the sentence on the library\'s own JavaScript');
   assert.ok(near(library[1], sizes.library.bytes) && near(library[2], sizes.library.gzip),
     `the library's JavaScript: the docs say ${library[1]} (${library[2]}) bytes, the build has ${sizes.library.bytes} (${sizes.library.gzip}); ${REWRITE}`);
+});
+
+test("regression guard: no build's .wasm grows more than 2 KB gzipped past the size it had (the budget is 64 KB)", () => {
+  assert.deepEqual(Object.keys(WASM_GZIP_GUARD), BUILD_ROWS.map((r) => r.name), 'a guard for each build');
+  const over = sizes.builds.filter((b) => b.wasm.gzip > WASM_GZIP_GUARD[b.name]).map((b) => `${b.name}.wasm (${b.what}) is ` +
+    `${b.wasm.gzip} bytes gzipped, over its regression guard of ${WASM_GZIP_GUARD[b.name]} (its size when the guard was set + 2 KB)`);
+  assert.deepEqual(over, [], `the budget is ${WASM_GZIP_BUDGET} bytes (64 KB) gzipped, level 9; scripts/wasm-functions.mjs ` +
+    'lists what grew (docs/development.md, Profiling)');
 });

@@ -134,8 +134,7 @@ const char* attention_backward(const AttentionParams& forward, const AttentionGr
         blocks::attend_block(p, rb, h, ws);
         for (int i = 0; i < rb.rows; ++i) out_rows[i] = o + i * dv_ld;
       }
-      const score::Scaling sc = score::scaling(p, query_abs_max(rb, d), ws.k_max);
-      pack_queries(rb, d, sc.pack, ws.qpack);
+      const score::Scaling sc = pack_block_queries(p, rb, ws.k_max, ws.qpack);
       for (int i = 0; i < rb.rows; ++i) {
         dsum[i] = simd::dot(d_out_rows[i], out_rows[i], dv);
         std::copy(rb.q[i], rb.q[i] + d, qraw + i * d_ld);

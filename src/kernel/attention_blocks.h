@@ -305,24 +305,20 @@ void pack_key_block(const kv::Head& h, bool values, int blk, int seq_k, int dim,
 // over all the head's keys (Workspace::v_at) when there is a value (attention_forward.cpp).
 void ensure_packed(const AttentionParams& p, const kv::Head& h, Workspace& ws, int blk);
 
-// max |q| over the block's query rows.
-inline float query_abs_max(const RowBlock& rb, int head_dim) {
-  float m = 0.0f;
-  for (int i = 0; i < rb.rows; ++i) {
-    const float* q = rb.q[i];
-    vfloat vm(0.0f);
-    int d = 0;
-    for (; d + W <= head_dim; d += W) vm = simd::vmax(vm, simd::vabs(simd::load(q + d)));
-    m = std::max(m, simd::reduce_max(vm));
-    for (; d < head_dim; ++d) m = std::max(m, std::fabs(q[d]));
-  }
-  return m;
-}
-
 // Copies the block's query rows, times `factor`, into tiles of kTileRows rows stored
 // [head_dim][kTileRows], the A layout of the Q·Kᵀ micro-kernel; rows past the block's end are
-// zero (attention_forward.cpp).
-void pack_queries(const RowBlock& rb, int head_dim, float factor, float* qpack);
+// zero. Returns max |q| over the rows, taken as they are read (attention_forward.cpp).
+float pack_queries(const RowBlock& rb, int head_dim, float factor, float* qpack);
+
+// Packs the block's queries times the factor the score rule takes for them against keys whose
+// largest |element| is k_max (score::scaling), reading them once: packed times the usual factor
+// while their max |q| is taken, and again only when that max calls for the overflow-safe one.
+inline score::Scaling pack_block_queries(const AttentionParams& p, const RowBlock& rb, float k_max, float* qpack) {
+  const float usual = score::scaling(p, 0.0f, 0.0f).pack;
+  const score::Scaling sc = score::scaling(p, pack_queries(rb, p.head_dim, usual, qpack), k_max);
+  if (sc.pack != usual) pack_queries(rb, p.head_dim, sc.pack, qpack);
+  return sc;
+}
 
 // ---- the online softmax ----
 
@@ -344,13 +340,15 @@ inline void start_rows(const AttentionParams& p, const RowBlock& rb, Workspace& 
 inline void rebase_row(const AttentionParams& p, int i, float ref, Workspace& ws) {
   const float old_ref = ws.row_max[i];
   if (ref == old_ref) return;
+  ws.row_max[i] = ref;
+  // Nothing added yet: the sum and the accumulator are 0 (or NaN), which alpha = 0 would keep.
+  if (old_ref == kNegInf) return;
   const float alpha = simd::exp2_softmax(old_ref - ref);  // 0 while old_ref is -inf
   ws.row_sum[i] *= alpha;
   if (p.value) {
     float* acc = ws.acc + i * ws.acc_ld;
     for (int c = 0; c < ws.acc_ld; c += W) simd::store(acc + c, simd::load(acc + c) * vfloat(alpha));
   }
-  ws.row_max[i] = ref;
 }
 
 // Folds one row's scores s[0, len) (log2 units, masks applied) into its running max and sum;

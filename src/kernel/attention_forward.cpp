@@ -128,31 +128,42 @@ void blocks::ensure_packed(const AttentionParams& p, const kv::Head& h, Workspac
   ws.packed[blk] = 1.0f;
 }
 
-void blocks::pack_queries(const RowBlock& rb, int head_dim, float factor, float* qpack) {
+float blocks::pack_queries(const RowBlock& rb, int head_dim, float factor, float* qpack) {
   static_assert(kTileRows == 2, "tiles of two rows, interleaved by simd::zip");
   const vfloat vf(factor), zero(0.0f);
+  float q_max = 0.0f;  // row by row, vectors then the tail, in the order of any other reading
   for (int i0 = 0; i0 < rb.rows; i0 += kTileRows) {
     float* tile = qpack + static_cast<std::ptrdiff_t>(i0 / kTileRows) * head_dim * kTileRows;
     const float* q0 = rb.q[i0];
     const float* q1 = i0 + 1 < rb.rows ? rb.q[i0 + 1] : nullptr;
+    vfloat m0(0.0f), m1(0.0f);
     int d = 0;
     for (; d + W <= head_dim; d += W) {
+      const vfloat a = simd::load(q0 + d), b = q1 ? simd::load(q1 + d) : zero;
+      m0 = simd::vmax(m0, simd::vabs(a));
+      m1 = simd::vmax(m1, simd::vabs(b));
       vfloat lo, hi;
-      simd::zip(simd::load(q0 + d) * vf, q1 ? simd::load(q1 + d) * vf : zero, lo, hi);
+      simd::zip(a * vf, q1 ? b * vf : zero, lo, hi);
       simd::store(tile + 2 * d, lo);
       simd::store(tile + 2 * d + W, hi);
+    }
+    q_max = std::max(q_max, simd::reduce_max(m0));
+    for (int t = d; t < head_dim; ++t) q_max = std::max(q_max, std::fabs(q0[t]));
+    if (q1) {
+      q_max = std::max(q_max, simd::reduce_max(m1));
+      for (int t = d; t < head_dim; ++t) q_max = std::max(q_max, std::fabs(q1[t]));
     }
     for (; d < head_dim; ++d) {
       tile[2 * d] = q0[d] * factor;
       tile[2 * d + 1] = q1 ? q1[d] * factor : 0.0f;
     }
   }
+  return q_max;
 }
 
 void blocks::attend_block(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, Workspace& ws) {
   start_rows(p, rb, ws);
-  const score::Scaling sc = score::scaling(p, query_abs_max(rb, p.head_dim), ws.k_max);
-  pack_queries(rb, p.head_dim, sc.pack, ws.qpack);
+  const score::Scaling sc = pack_block_queries(p, rb, ws.k_max, ws.qpack);
   // Passes of up to kPassKeys keys from the rows' first visible key's panel: which keys a pass
   // holds depends on the row block alone (never on the threads), so neither does a result.
   const int begin = rb.keys.begin / kTileCols * kTileCols;

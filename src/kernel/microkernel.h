@@ -45,12 +45,20 @@ inline void micro_tile(const float* a, const float* b, std::ptrdiff_t ldb, int k
                                     : vfloat(0.0f);
     }
   }
-  for (int k = 0; k < k_len; ++k, a += AK, b += ldb) {
-    vfloat bv[N];
-    ATTN_UNROLL for (int n = 0; n < N; ++n) bv[n] = simd::load(b + n * W);
-    ATTN_UNROLL for (int i = 0; i < R; ++i) {
-      const vfloat av(a[i * AI]);
-      ATTN_UNROLL for (int n = 0; n < N; ++n) acc[i][n] = simd::madd(av, bv[n], acc[i][n]);
+  // With a separate multiply and add, the full tile (most of the work) takes S = 2 steps a trip,
+  // with an exit between them: V8 checks for interrupts and moves the pointers once per two steps,
+  // and the exit keeps each step's loads beside its arithmetic (both steps' loads first would not
+  // fit its registers). V8 unrolls the smaller loop of fused multiply-adds by itself.
+  constexpr int S = R == kTileRows && N == kTileVecs && !simd::kFusedMadd ? 2 : 1;
+  for (int k = k_len; k > 0; k -= S) {
+    ATTN_UNROLL for (int s = 0; s < S; ++s, a += AK, b += ldb) {
+      if (s > 0 && k == s) break;  // an odd k_len's last step
+      vfloat bv[N];
+      ATTN_UNROLL for (int n = 0; n < N; ++n) bv[n] = simd::load(b + n * W);
+      ATTN_UNROLL for (int i = 0; i < R; ++i) {
+        const vfloat av(a[i * AI]);
+        ATTN_UNROLL for (int n = 0; n < N; ++n) acc[i][n] = simd::madd(av, bv[n], acc[i][n]);
+      }
     }
   }
   ATTN_UNROLL for (int i = 0; i < R; ++i) {

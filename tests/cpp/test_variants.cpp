@@ -284,6 +284,42 @@ TEST_CASE("scores that overflow float32 never give NaN (blocked and few-rows pat
   }
 }
 
+TEST_CASE("one query element past the usual factor's range turns its row block to the overflow-safe scaling",
+          "[variants]") {
+  // The blocked path packs a row block's queries times scale·log2 e while taking their max |q|,
+  // and packs them again, overflow-safe, when that max calls for it: one element of 3e38 (times
+  // 8·log2 e it overflows) in either row of a tile, a lone last row, a vector or a tail lane.
+  // Keys [0 …] and [1e-10 …], values 1 and 2: that row's scores are 0 and 2.4e29 (out = 2), the
+  // other rows' nearly equal (out = 1.5); a packed ∞ would make ∞·0 = NaN.
+  for (int seq_q : {40, 39}) {
+    for (int d : {5, 8}) {
+      for (int row : {16, 17, 33, seq_q - 1}) {
+        for (int col : {0, d - 1}) {
+          INFO("seq_q " << seq_q << " head_dim " << d << " row " << row << " col " << col);
+          attn::AttentionParams p;
+          std::vector<float> q(seq_q * d, 1.0f), k(2 * d, 0.0f), v = {1.0f, 2.0f}, out(seq_q, NAN);
+          std::fill(k.begin() + d, k.end(), 1e-10f);
+          q[row * d + col] = 3e38f;
+          p.query = q.data();
+          p.key = k.data();
+          p.value = v.data();
+          p.out = out.data();
+          p.seq_q = seq_q;
+          p.seq_k = 2;
+          p.head_dim = d;
+          p.q = attn::dense_bhsd(1, seq_q, d);
+          p.k = attn::dense_bhsd(1, 2, d);
+          p.v = attn::dense_bhsd(1, 2, 1);
+          p.o = attn::dense_bhsd(1, seq_q, 1);
+          p.scale = 8.0f;
+          REQUIRE(attn::attention(p) == nullptr);
+          for (int i = 0; i < seq_q; ++i) CHECK(out[i] == Approx(i == row ? 2.0f : 1.5f).epsilon(1e-5));
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("finite inputs and finite scales never give NaN", "[variants]") {
   std::mt19937 rng(7);
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };

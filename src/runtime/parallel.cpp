@@ -1,8 +1,11 @@
-// The worker pool behind parallel_for: workers sleep on a condition variable, each job hands out
-// item indices through an atomic counter, and a job ends only when every worker has checked out
-// of it, so no worker can still be inside one job when the next begins. Waking them and waiting
-// for the last costs tens of microseconds (more in wasm, whose threads wake through the engine):
-// measured when the pool is sized, it decides which calls are worth a job (threads_for).
+// The worker pool behind parallel_for. A job hands out its items through one 64-bit ticket (the
+// job's number and its next item), wakes only as many sleeping workers as it has items beyond the
+// caller's first, and the calling thread takes items too. The caller waits for the items to be
+// done, never for a worker: one the system has not scheduled yet, or that wakes after the items
+// ran out, finds the ticket moved on (another job's number, or no item left) and sleeps again
+// without touching the job. Waking a worker and hearing it finish costs tens of microseconds
+// (more in wasm, whose threads wake through the engine): measured when the pool is sized, it
+// decides which calls are worth a job (threads_for).
 #include "runtime/parallel.h"
 
 #include <algorithm>
@@ -11,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -29,14 +33,16 @@ namespace {
 constexpr double kFlopsPerNs = 64;
 constexpr double kBytesPerNs = 32;
 
-// A call goes to the pool when its estimated time is over kJobsWorth empty jobs. On two threads it
-// then takes a job's fixed cost plus half its time, and a real job costs more than an empty one:
-// each worker also allocates its workspace and reads inputs that are in the calling core's cache.
-// Counted as twice the empty job, the pool pays from twice that (t/2 + 2·job ≤ t for t ≥ 4·job),
-// which the benchmark's threads section checks (docs/performance.md).
+// A call goes to the pool when its estimated time is over kJobsWorth jobs' fixed cost. On two
+// threads it then takes a job's cost plus half its time, and a real job costs more than the
+// measured one: each worker also allocates its workspace and reads inputs that are in the calling
+// core's cache. Counted as twice the measured job, the pool pays from twice that (t/2 + 2·job ≤ t
+// for t ≥ 4·job), which the benchmark's threads section checks (docs/performance.md).
 constexpr double kJobsWorth = 4;
 
-thread_local bool t_in_job = false;  // this thread is running items of a job
+thread_local bool t_in_job = false;  // this thread is running items of a job (a worker: always)
+
+std::atomic<void (*)()> g_worker_gate{nullptr};  // detail::set_worker_gate
 
 class Pool {
  public:
@@ -52,25 +58,41 @@ class Pool {
     wake_.notify_all();
     for (std::thread& t : threads_) t.join();
     threads_.clear();
-    stopping_ = false;
-    // A new worker has seen every job so far: it must wait for the next generation, not take
-    // the last one again (else it takes a stale pass, checked out of a job it never joined).
-    const unsigned seen = generation_;
-    for (int i = 0; i < workers; ++i) threads_.emplace_back([this, seen] { loop(seen); });
+    stopping_ = false;  // (no worker is left to read it)
+    for (int i = 0; i < workers; ++i) threads_.emplace_back([this] { loop(); });
   }
 
-  // The fixed cost of a job, in ns: the median of empty jobs (one item per thread) with a pause
-  // before each, so the workers are asleep, as between real calls. The first few, which may wait
-  // for a new worker to start, do not count. Not while a job runs (callers hold job_mutex_).
+  // The fixed cost of a job, in ns: the median of jobs of one item per thread in which each item
+  // sleeps until every thread has taken one (or 1 ms has passed) — a worker's wake-up and the
+  // caller's — with a pause before each, so the workers are asleep, as between real calls. The
+  // first few, which may wait for a new worker to start, do not count. Not while a job runs
+  // (callers hold job_mutex_).
   double measure_job_ns() {
     using clock = std::chrono::steady_clock;
     constexpr int kSkipped = 4, kKept = 8;
+    struct Meeting {
+      std::mutex mutex;
+      std::condition_variable all_here;
+      int arrived = 0, threads = 0;
+      clock::time_point until;
+    };
     double ns[kKept];
     for (int j = 0; j < kSkipped + kKept; ++j) {
       for (const auto until = clock::now() + std::chrono::microseconds(50); clock::now() < until;) {
       }
+      Meeting m;
+      m.threads = static_cast<int>(threads_.size()) + 1;
       const auto start = clock::now();
-      run(static_cast<int>(threads_.size()) + 1, [](const void*, int) {}, nullptr);
+      m.until = start + std::chrono::milliseconds(1);
+      run(
+          m.threads,
+          [](const void* f, int) {
+            Meeting& meeting = *const_cast<Meeting*>(static_cast<const Meeting*>(f));
+            std::unique_lock<std::mutex> lock(meeting.mutex);
+            if (++meeting.arrived == meeting.threads) return meeting.all_here.notify_all();
+            meeting.all_here.wait_until(lock, meeting.until, [&] { return meeting.arrived == meeting.threads; });
+          },
+          &m);
       if (j >= kSkipped) ns[j - kSkipped] = std::chrono::duration<double, std::nano>(clock::now() - start).count();
     }
     for (int i = 1; i < kKept; ++i)  // (a few values: an insertion sort is the least code)
@@ -78,59 +100,80 @@ class Pool {
     return ns[kKept / 2];
   }
 
+  // Runs items [0, count) on the calling thread and on up to count - 1 workers; returns when every
+  // item is done (callers hold job_mutex_).
   void run(int count, void (*call)(const void*, int), const void* fn) {
+    const int helpers = std::min(static_cast<int>(threads_.size()), count - 1);
+    Job job{call, fn, count, 0};
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      call_ = call;
-      fn_ = fn;
-      count_ = count;
-      next_.store(0);
-      active_ = static_cast<int>(threads_.size());
-      ++generation_;
+      job.id = ++last_id_;
+      job_ = job;
+      unfinished_.store(count, std::memory_order_relaxed);
+      ticket_.store(std::uint64_t(job.id) << 32, std::memory_order_release);
+      wanted_ = helpers;
     }
-    wake_.notify_all();
-    work();
+    for (int i = 0; i < helpers; ++i) wake_.notify_one();
+    t_in_job = true;
+    work(job, false);
+    t_in_job = false;
     std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [this] { return active_ == 0; });
-    call_ = nullptr;
-    fn_ = nullptr;
+    wanted_ = 0;  // every item is taken: a worker that wakes from now on has nothing to do here
+    done_.wait(lock, [this] { return unfinished_.load(std::memory_order_acquire) == 0; });
   }
 
   std::mutex job_mutex_;  // one job (or resize) at a time, whoever the caller
 
  private:
-  // count_, call_ and fn_ are read here without the lock: they were written under it before
-  // generation_ changed, and this thread has taken the lock since.
-  void work() {
-    t_in_job = true;
-    for (int i = next_.fetch_add(1); i < count_; i = next_.fetch_add(1)) call_(fn_, i);
-    t_in_job = false;
+  struct Job {
+    void (*call)(const void*, int);
+    const void* fn;
+    int count;
+    std::uint32_t id;
+  };
+
+  // Takes items of `job` while it has some: a compare-exchange on the ticket, which fails once the
+  // ticket belongs to another job, so a late worker never takes an item it was not given.
+  void work(const Job& job, bool worker) {
+    std::uint64_t ticket = ticket_.load(std::memory_order_acquire);
+    for (;;) {
+      const int item = static_cast<int>(static_cast<std::uint32_t>(ticket));
+      if (static_cast<std::uint32_t>(ticket >> 32) != job.id || item >= job.count) return;
+      if (!ticket_.compare_exchange_weak(ticket, ticket + 1, std::memory_order_acquire)) continue;
+      job.call(job.fn, item);
+      // The last item done lets the caller return (release: what the item wrote is seen there).
+      if (unfinished_.fetch_sub(1, std::memory_order_acq_rel) == 1 && worker) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        done_.notify_one();
+      }
+      ticket = ticket_.load(std::memory_order_acquire);
+    }
   }
 
-  void loop(unsigned seen) {
+  void loop() {
+    t_in_job = true;  // a parallel_for inside an item runs serially (it would wait for itself)
+    std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-        if (stopping_) return;
-        seen = generation_;
-      }
-      work();
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (--active_ == 0) done_.notify_one();
+      wake_.wait(lock, [this] { return stopping_ || wanted_ > 0; });
+      if (stopping_) return;
+      --wanted_;
+      const Job job = job_;
+      lock.unlock();
+      if (void (*gate)() = g_worker_gate.load(std::memory_order_acquire)) gate();
+      work(job, true);
+      lock.lock();
     }
   }
 
   std::vector<std::thread> threads_;
-  std::mutex mutex_;
+  std::mutex mutex_;  // guards job_, last_id_, wanted_, stopping_; the waits of wake_ and done_
   std::condition_variable wake_, done_;
-  void (*call_)(const void*, int) = nullptr;
-  const void* fn_ = nullptr;
-  int count_ = 0;
-  std::atomic<int> next_{0};
-  int active_ = 0;
-  unsigned generation_ = 0;
+  Job job_{};
+  std::uint32_t last_id_ = 0;
+  int wanted_ = 0;  // workers the current job may still take
   bool stopping_ = false;
+  std::atomic<std::uint64_t> ticket_{0};  // the current job's id (high half) and next item (low)
+  std::atomic<int> unfinished_{0};        // its items not yet done
 };
 
 Pool& pool() {
@@ -157,15 +200,16 @@ void set_num_threads(int n) {
 
 int num_threads() { return g_threads; }
 
+// Relaxed loads: settings, read on every call, that need no ordering with the call's own data.
 int threads_for(const Work& work) {
-  const int threads = g_threads;
-  if (threads == 1 || g_every_call) return threads;
+  const int threads = g_threads.load(std::memory_order_relaxed);
+  if (threads == 1 || g_every_call.load(std::memory_order_relaxed)) return threads;
   const double ns = std::max(work.flops / kFlopsPerNs, work.bytes / kBytesPerNs);
-  return ns > kJobsWorth * g_job_ns ? threads : 1;
+  return ns > kJobsWorth * g_job_ns.load(std::memory_order_relaxed) ? threads : 1;
 }
 
 void detail::parallel_for(int count, bool use_pool, void (*call)(const void*, int), const void* fn) {
-  if (!use_pool || g_threads == 1 || count <= 1 || t_in_job) {
+  if (!use_pool || count <= 1 || t_in_job) {
     for (int i = 0; i < count; ++i) call(fn, i);
     return;
   }
@@ -181,6 +225,7 @@ void detail::parallel_for(int count, bool use_pool, void (*call)(const void*, in
 
 unsigned detail::pool_jobs() { return g_jobs; }
 void detail::set_pool_for_every_call(bool on) { g_every_call = on; }
+void detail::set_worker_gate(void (*gate)()) { g_worker_gate = gate; }
 
 #else  // no threads in this build
 
@@ -192,6 +237,7 @@ void detail::parallel_for(int count, bool, void (*call)(const void*, int), const
 }
 unsigned detail::pool_jobs() { return 0; }
 void detail::set_pool_for_every_call(bool) {}
+void detail::set_worker_gate(void (*)()) {}
 
 #endif
 

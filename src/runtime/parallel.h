@@ -21,8 +21,8 @@ struct Work {
 };
 
 // The threads worth using for `work`: num_threads(), or 1 when at a core's peak it would take a
-// thread less time than four of the pool's empty jobs (waking the workers and waiting for them;
-// measured when the pool is sized, see parallel.cpp) — then the pool could not make it faster.
+// thread less time than four of the pool's jobs (waking a worker and hearing it finish; measured
+// when the pool is sized, see parallel.cpp) — then the pool could not make it faster.
 int threads_for(const Work& work);
 
 namespace detail {
@@ -34,10 +34,14 @@ void parallel_for(int count, bool pool, void (*call)(const void* fn, int i), con
 // tests of thread-count independence reach the workers with small shapes).
 unsigned pool_jobs();
 void set_pool_for_every_call(bool on);
+// For tests: a function every worker calls when it wakes for a job, before it takes an item (null:
+// none), to hold a worker back as if the system had not scheduled it.
+void set_worker_gate(void (*gate)());
 }  // namespace detail
 
-// Runs fn(i) for every i in [0, count) and returns when all are done; the calling thread takes
-// items too, and takes them all when threads_for(work) is 1. Safe from any thread: jobs of
+// Runs fn(i) for every i in [0, count) and returns when all are done — never waiting for a worker
+// that took none; the calling thread takes items too, and takes them all, touching nothing of the
+// pool, when threads_for(work) is 1. Safe from any thread: jobs of
 // concurrent callers run one after the other, and a parallel_for inside fn runs its items
 // serially on that thread.
 template <class Fn>

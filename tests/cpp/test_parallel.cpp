@@ -104,6 +104,66 @@ TEST_CASE("a call too small for the pool runs on the calling thread, a large one
   CHECK(attn::threads_for(kLarge) == 1);
 }
 
+namespace {
+
+// A worker gate (detail::set_worker_gate) that holds every worker reaching it until opened, as a
+// system would hold a worker it has not scheduled, for at most 5 s: a job that waits for a held
+// worker returns only then, and the gate says so.
+struct Gate {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool open = false;
+  bool timed_out = false;
+};
+Gate g_gate;
+
+void hold_worker() {
+  std::unique_lock<std::mutex> lock(g_gate.mutex);
+  if (!g_gate.cv.wait_for(lock, std::chrono::seconds(5), [] { return g_gate.open; })) g_gate.timed_out = true;
+}
+
+}  // namespace
+
+// A job waits for its items, never for a worker: with every worker that wakes held back, calls of
+// fewer items than workers and of more complete at once, all their items run on the calling
+// thread; the held workers, let go later, find those jobs over and take nothing; the next job has
+// them again.
+TEST_CASE("a job returns when its items are done, whatever a worker that took none is doing", "[parallel]") {
+  attn::set_num_threads(4);  // three workers
+  attn::detail::set_worker_gate(hold_worker);
+  const std::thread::id caller = std::this_thread::get_id();
+  for (int count : {2, 3, 5, 16}) {
+    INFO(count << " items");
+    std::vector<std::atomic<int>> hits(count);
+    std::atomic<int> on_caller{0};
+    attn::parallel_for(count, kLarge, [&](int i) {
+      hits[i]++;
+      if (std::this_thread::get_id() == caller) on_caller++;
+    });
+    for (int i = 0; i < count; ++i) CHECK(hits[i].load() == 1);
+    CHECK(on_caller.load() == count);
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_gate.mutex);
+    CHECK_FALSE(g_gate.timed_out);  // no call waited for a held worker
+    g_gate.open = true;
+  }
+  g_gate.cv.notify_all();
+  attn::detail::set_worker_gate(nullptr);
+  std::vector<std::atomic<int>> hits(4);
+  std::atomic<int> arrived{0}, met{0};
+  attn::parallel_for(4, kLarge, [&](int i) {  // four items that each wait for the others: four threads
+    hits[i]++;
+    arrived++;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (arrived.load() < 4 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    if (arrived.load() == 4) met++;
+  });
+  for (int i = 0; i < 4; ++i) CHECK(hits[i].load() == 1);
+  CHECK(met.load() == 4);
+  attn::set_num_threads(1);
+}
+
 // The kernel and the layer ask for the pool by their calls' work: a decode step over a short
 // cache (8 heads, 2 kv heads, 64 dims), a prefill of 16 positions and a one-row projection run
 // on the calling thread with 2 threads, where every call used to wake the workers; a prefill of

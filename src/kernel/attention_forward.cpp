@@ -471,42 +471,19 @@ inline bool fits_rebias(const RowBlock& rb, int n) {
   return true;
 }
 
-// What attend_keys does in a storage type T: pack the rows' queries (few_queries), score a
-// block's keys (few_scores, int4: few_scores_i4), add its P·V (few_values, int4: few_values_i4).
-struct FewParts {
-  FewQueries (*queries)(const AttentionParams&, const RowBlock&, float, Workspace&);
-  void (*scores)(const AttentionParams&, const RowBlock&, const kv::Head&, const FewQueries&, const KeyBlock&,
-                 Workspace&);
-  void (*values)(const AttentionParams&, const RowBlock&, const kv::Head&, const KeyBlock&, Workspace&);
-};
-
-template <class T>
-constexpr FewParts few_parts() {
-  if constexpr (kInt4<T>) {
-    return {few_queries<T>, few_scores_i4, few_values_i4};
-  } else {
-    return {few_queries<T>, few_scores<T>, few_values<T>};
-  }
-}
-
-template <class T>
-constexpr FewParts kFewParts = few_parts<T>();
-
 // The few-rows path (see kFewRows) over keys [begin, end): every row of the kv head in one block,
 // with the blocked path's score rule and online softmax over blocks of up to kFewKeys keys, K and
 // V read by few_rows.h's loops. Block i holds the i-th stretch of kFewKeys / 2 keys of each half
 // of [begin, end), read side by side (KeyBlock). Leaves the rows' statistics (max, sum,
-// unnormalised acc) in ws. One function for every storage type, whose parts it calls through
-// `parts` (once per block of keys), and itself called through few_rows::apart: as one copy per
-// type, inlined into run_few_rows, the same code took 16 KB of the .wasm.
-void attend_keys(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, int begin, int end, Workspace& ws,
-                 const FewParts& parts) {
+// unnormalised acc) in ws.
+template <class T>
+void attend_keys(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, int begin, int end, Workspace& ws) {
   start_rows(p, rb, ws);
   // Raw dot products times scale·log2 e (or scale/softcap) when that factor is finite, else by
   // its parts in the score rule: one finite operand at a time, so a product may overflow to ±∞
   // but never become NaN.
   const score::Scaling sc = score::few_rows_scaling(p);
-  const FewQueries fq = parts.queries(p, rb, sc.pack, ws);
+  const FewQueries fq = few_queries<T>(p, rb, sc.pack, ws);
   const int keys = end - begin, half = (keys + 1) / 2;
   constexpr int kRun = kFewKeys / 2;
   for (int t0 = 0; t0 < half; t0 += kRun) {
@@ -515,7 +492,11 @@ void attend_keys(const AttentionParams& p, const RowBlock& rb, const kv::Head& h
     kb.len[0] = std::min(kRun, half - t0);
     kb.start[1] = begin + half + t0;
     kb.len[1] = std::clamp(keys - half - t0, 0, kRun);
-    parts.scores(p, rb, h, fq, kb, ws);
+    if constexpr (kInt4<T>) {
+      few_scores_i4(p, rb, h, fq, kb, ws);
+    } else {
+      few_scores<T>(p, rb, h, fq, kb, ws);
+    }
     for (int i = 0; i < rb.rows; ++i) {
       float* s = ws.scores + i * ws.scores_ld;
       for (int run = 0; run < 2; ++run) {
@@ -525,7 +506,13 @@ void attend_keys(const AttentionParams& p, const RowBlock& rb, const kv::Head& h
       }
       softmax_update(p, i, kb.size(), s, nullptr, ws);
     }
-    if (p.value) parts.values(p, rb, h, kb, ws);
+    if (p.value) {
+      if constexpr (kInt4<T>) {
+        few_values_i4(p, rb, h, kb, ws);
+      } else {
+        few_values<T>(p, rb, h, kb, ws);
+      }
+    }
   }
 }
 
@@ -536,11 +523,11 @@ void attend_keys(const AttentionParams& p, const RowBlock& rb, const kv::Head& h
 template <class T>
 void attend_few_rows(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, int begin, int end,
                      Workspace& ws) {
-  using Read = std::conditional_t<std::is_same_v<T, half::Finite>, half::FiniteRaw, T>;
-  if (!std::is_same_v<T, half::Finite> || fits_rebias(rb, p.head_dim)) {
-    few_rows::apart<attend_keys>(p, rb, h, begin, end, ws, kFewParts<Read>);
+  if constexpr (std::is_same_v<T, half::Finite>) {
+    if (fits_rebias(rb, p.head_dim)) return attend_keys<half::FiniteRaw>(p, rb, h, begin, end, ws);
+    return attend_keys<std::uint16_t>(p, rb, h, begin, end, ws);
   } else {
-    few_rows::apart<attend_keys>(p, rb, h, begin, end, ws, kFewParts<std::uint16_t>);
+    return attend_keys<T>(p, rb, h, begin, end, ws);
   }
 }
 

@@ -30,6 +30,13 @@
 
 namespace attn::simd {
 
+// Whether madd is one fused instruction (the relaxed-SIMD build; see madd below).
+#if defined(__wasm_relaxed_simd__) && !defined(ATTN_SCALAR)
+constexpr bool kFusedMadd = true;
+#else
+constexpr bool kFusedMadd = false;
+#endif
+
 #if defined(ATTN_SCALAR)
 
 struct vfloat {
@@ -81,11 +88,6 @@ inline vfloat vmax(vfloat a, vfloat b) {
 // a·b + c. The relaxed-SIMD build (clang ≥ 16, -mrelaxed-simd) emits f32x4.relaxed_madd, which
 // engines on FMA hardware fuse: one rounding, and one instruction in each dependency chain.
 // Elsewhere a multiply and an add (SSE4.1 and SIMD128 have no FMA).
-#if defined(__wasm_relaxed_simd__)
-constexpr bool kFusedMadd = true;
-#else
-constexpr bool kFusedMadd = false;
-#endif
 inline vfloat madd(vfloat a, vfloat b, vfloat c) {
 #if defined(__wasm_relaxed_simd__)
   return vfloat(static_cast<__m128>(

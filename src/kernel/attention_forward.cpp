@@ -598,7 +598,7 @@ const char* run_few_rows(const AttentionParams& p) {
     if (p.value) simd::copy(ws.acc, rows * acc_ld, out + 2 * rows);
   });
   if (err) return err;
-  const double merged = double(heads) * chunks * unit_floats;  // each chunk's statistics, read and merged
+  const double merged = double(heads) * chunks * double(unit_floats);  // each chunk's statistics, read and merged
   return for_each_unit(p, heads, Work{8 * merged, 4 * merged}, true, [&](int head, Workspace& ws) {
     RowBlock rb;
     fill_row_block(p, head / p.kv_heads, head % p.kv_heads, 0, rb, kFewRows);
@@ -614,7 +614,6 @@ const char* run_few_rows(const AttentionParams& p) {
 
 const char* run(const AttentionParams& p) {
   if (takes_few_rows(p)) return run_few_rows(p);
-  const int group = p.heads / p.kv_heads;
   // Work items: one (batch, kv head) each, or chunks of its row blocks (each chunk then packs the
   // key blocks it needs itself). Items never share output rows and compute them exactly as a
   // serial run would.
@@ -631,10 +630,9 @@ const char* run(const AttentionParams& p) {
     }
     const kv::Head h = kv::head(p, b, kvh);
     const int first = chunk * split.blocks / chunks, last = (chunk + 1) * split.blocks / chunks;
-    if (first < last) {  // the largest |k| this item's rows may see
-      const int qi0 = first * kRowsPerBlock / group;
-      const int qi1 = (std::min(last * kRowsPerBlock, split.rows) - 1) / group;
-      const score::KeyRange r0 = score::key_range(p, qi0), r1 = score::key_range(p, qi1);
+    if (first < last) {  // the largest |k| any row of the kv head may see: whatever the chunks
+      // (they follow the thread count), every row block chooses its scaling alike (score::scaling)
+      const score::KeyRange r0 = score::key_range(p, 0), r1 = score::key_range(p, p.seq_q - 1);
       ws.k_max = kv::key_abs_max(h, std::min(r0.begin, r1.begin), std::max(r0.end, r1.end), p.head_dim);
     }
     for (int blk = first; blk < last; ++blk) {

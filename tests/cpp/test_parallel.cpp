@@ -31,10 +31,14 @@ std::vector<float> random_vec(std::size_t n, unsigned seed) {
   return v;
 }
 
-std::vector<float> run(int threads, int batch, int heads, int kv_heads, int seq_q, int seq_k, int d, bool causal) {
+// last_key: a factor for every kv head's last key (a huge one makes q·k overflow-prone).
+std::vector<float> run(int threads, int batch, int heads, int kv_heads, int seq_q, int seq_k, int d, bool causal,
+                       float last_key = 1.0f) {
   attn::set_num_threads(threads);
   const auto q = random_vec(std::size_t(batch) * heads * seq_q * d, 1);
-  const auto k = random_vec(std::size_t(batch) * kv_heads * seq_k * d, 2);
+  auto k = random_vec(std::size_t(batch) * kv_heads * seq_k * d, 2);
+  for (std::size_t head = 0; head < std::size_t(batch) * kv_heads; ++head)
+    for (int i = 0; i < d; ++i) k[(head * seq_k + seq_k - 1) * d + i] *= last_key;
   const auto v = random_vec(k.size(), 3);
   std::vector<float> out(q.size()), w(std::size_t(batch) * heads * seq_q * seq_k);
   attn::AttentionParams p;
@@ -231,6 +235,21 @@ TEST_CASE("attention is bit-identical with 1, 2 and 3 threads", "[parallel]") {
 #if ATTN_THREADS
   CHECK(attn::detail::pool_jobs() > jobs);  // the workers took part
 #endif
+}
+
+// Whether a row block scales its scores the usual way or the overflow-safe way depends on the
+// largest |k| its rows may see. That maximum is taken over the whole kv head's key range, not the
+// range of a work item's rows, so splitting row blocks into items (more threads) changes nothing:
+// here only the last query sees a key of 1e36, and the first item's rows must not be scaled
+// differently with 2 threads than with 1.
+TEST_CASE("attention is bit-identical with 1, 2 and 3 threads when one late key is huge", "[parallel]") {
+  const PoolForEveryCall every_call;
+  const auto one = run(1, 1, 1, 1, 100, 100, 16, true, 1e36f);
+  for (const float x : one) REQUIRE(std::isfinite(x));
+  for (int threads : {2, 3}) {
+    const auto many = run(threads, 1, 1, 1, 100, 100, 16, true, 1e36f);
+    CHECK(std::memcmp(one.data(), many.data(), one.size() * sizeof(float)) == 0);
+  }
 }
 
 // The few-rows paths of a decode or speculative step, in every storage type: one row per kv head

@@ -368,20 +368,28 @@ TEST_CASE("int8 keys past the integer dot product's length, and tiny queries, st
   check_case(c);
 }
 
-TEST_CASE("int8 and int4 keys and values with negative scales: the signs moved to the scales read the same", "[kv]") {
-  // x = scale · q: a caller of the C++ API may store −q with −scale. The integer paths quantise
-  // the probabilities times the values' scales by their magnitude, so the result is the same.
-  const auto type = GENERATE(attn::KvType::i8, attn::KvType::i4);
-  const int seq_q = GENERATE(1, 4);
+// A decode (one position) or speculative (four, causal) step of 4 query heads over 2 kv heads of an
+// int8 or int4 cache, for the integer paths' edge cases below.
+namespace {
+Case integer_step(attn::KvType type, int seq_q, int seq_k, int head_dim, int value_dim) {
   Case c;
   c.heads = 4;
   c.kv_heads = 2;
   c.seq_q = seq_q;
-  c.seq_k = 77;
-  c.head_dim = 40;
-  c.value_dim = 70;
+  c.seq_k = seq_k;
+  c.head_dim = head_dim;
+  c.value_dim = value_dim;
   c.kv_type = type;
   c.causal = seq_q > 1;
+  return c;
+}
+}  // namespace
+
+TEST_CASE("int8 and int4 keys and values with negative scales: the signs moved to the scales read the same", "[kv]") {
+  // x = scale · q: a caller of the C++ API may store −q with −scale. The integer paths quantise
+  // the probabilities times the values' scales by their magnitude, so the result is the same.
+  const auto type = GENERATE(attn::KvType::i8, attn::KvType::i4);
+  const Case c = integer_step(type, GENERATE(1, 4), 77, 40, 70);
   tcase::Run r = tcase::make_run(c);
   if (type == attn::KvType::i8) {
     for (auto& q : r.k8) q = static_cast<std::int8_t>(-q);
@@ -409,16 +417,7 @@ TEST_CASE("int8 and int4 values with tiny scales take the float path: the output
   // Products p · scale below kP16Max · FLT_MIN would give the int16 quantisation a subnormal (or
   // zero) scale and an infinite inverse (0 · ∞: NaN); the float path takes them.
   const auto type = GENERATE(attn::KvType::i8, attn::KvType::i4);
-  const int seq_q = GENERATE(1, 4);
-  Case c;
-  c.heads = 4;
-  c.kv_heads = 2;
-  c.seq_q = seq_q;
-  c.seq_k = 45;
-  c.head_dim = 16;
-  c.value_dim = 40;
-  c.kv_type = type;
-  c.causal = seq_q > 1;
+  const Case c = integer_step(type, GENERATE(1, 4), 45, 16, 40);
   tcase::Run r = tcase::make_run(c);
   if (type == attn::KvType::i8) {
     for (float& s : r.vscale) s = std::ldexp(s, -115);

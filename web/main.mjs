@@ -1,7 +1,9 @@
 // The demo page: one library instance computes every section on this page (the search, the
-// walk-through, real words, position, multi-head attention, the KV cache and the masks);
-// "Watch it learn" and the playground train and run in Web Workers of their own, the benchmark
-// panel one per engine. The page opens in the visitor's language (language.mjs); a switch
+// walk-through, real words, position, multi-head attention, the KV cache and the masks), on one
+// thread: the lesson's calls are a few tokens wide, and the single-threaded build is the smaller
+// download (no worker glue, no thread pool). "Watch it learn" and the playground train and run in
+// Web Workers of their own (the playground's with threads where the page may have them), the
+// benchmark panel one per engine. The page opens in the visitor's language (language.mjs); a switch
 // re-renders everything; the "for developers" switch shows the cross-checks and the library
 // calls behind each section.
 import { loadAttention } from '../dist/index.mjs';
@@ -41,9 +43,8 @@ async function applyLanguage(next) {
   for (const node of document.querySelectorAll('[data-i18n-label]')) node.setAttribute('aria-label', shown[node.dataset.i18nLabel]);
   for (const b of document.querySelectorAll('.lang button')) b.setAttribute('aria-pressed', String(b.dataset.lang === lang));
   if (lib) {
-    const { version, simd, threads, threadsReason } = lib.info;
-    const why = threads === 1 && /isolated/.test(threadsReason) ? `: ${threadsReason}` : '';
-    $('status').textContent = format(shown.status, { version, simd, threads, s: threads === 1 ? '' : 's', why });
+    const { version, simd } = lib.info;
+    $('status').textContent = format(shown.status, { version, simd });
   }
   for (const render of sections) render();
   document.body.dataset.lang = lang;
@@ -60,7 +61,7 @@ for (const b of document.querySelectorAll('.lang button')) {
   });
 }
 try {
-  [lib] = await Promise.all([loadAttention(), applyLanguage(openingLanguage())]);
+  [lib] = await Promise.all([loadAttention({ threads: 1 }), applyLanguage(openingLanguage())]);
   window.attentionDemo = { info: { ...lib.info } };
   sections = [
     startSearch(lib, strings),
@@ -72,7 +73,7 @@ try {
     startMultiHead(lib, strings, language),
     startDecode(lib, strings, language),
     startMaskPictures(lib, strings),
-    startPlayground(strings, lib.info),
+    startPlayground(strings),
     startBench(strings),
   ];
   await applyLanguage(lang);

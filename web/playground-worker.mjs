@@ -1,23 +1,16 @@
 // Runs the playground's shape off the main thread: inputs (position codes or random numbers), the
 // library (median of up to 5 timed runs after a warm-up), plain JavaScript once (unless skipped),
 // the largest difference, and the weights of batch 0, head 0. The page cancels a run by ending
-// this worker, so nothing here needs to check for it.
-//   → { type: 'init', module }: the page's compiled build (or null: load the library as usual)
+// this worker, so nothing here needs to check for it. The library loads as soon as the worker
+// starts (the page starts it before the first Run), with the default build for the page: threads
+// where it is cross-origin isolated.
 //   → { type: 'run', shape, pattern, plain }   ← progress messages, then a result or an error
 import { loadAttention } from '../dist/index.mjs';
 import { plainAttention } from './bench/plain-attention.mjs';
 import { randomArray } from './random-arrays.mjs';
 
-let libPromise = null;
-let shared = false;  // whether the library runs on the page's module
-function load(module) {
-  if (!module) return loadAttention();
-  shared = true;
-  return loadAttention({ wasmBinary: module }).catch(() => {
-    shared = false;
-    return loadAttention();
-  });
-}
+const libPromise = loadAttention();
+libPromise.catch(() => {});  // reported by the first run
 
 // (query, key) pairs the kernel computes: all of them, or with the causal mask (bottom-right
 // aligned: query i sees key j iff j ≤ i + seqK − seqQ) the visible ones, exactly.
@@ -86,10 +79,6 @@ function heatmapPixels(weights, rows, cols, causal) {
 }
 
 self.addEventListener('message', async ({ data }) => {
-  if (data.type === 'init') {
-    libPromise = load(data.module);
-    return;
-  }
   const { shape, pattern, plain } = data;
   try {
     const lib = await libPromise;
@@ -124,7 +113,7 @@ self.addEventListener('message', async ({ data }) => {
       pixels = heatmapPixels(weights, seqQ, seqK, causal);
     }
     self.postMessage({ type: 'result', ms, runs: times.length, plainMs, maxDiff, pairs, flops, gflops: flops / (ms * 1e6),
-      seqQ, seqK, causal, pattern, weights, pixels, library: { ...lib.info, shared } }, weights ? [weights.buffer, pixels.buffer] : []);
+      seqQ, seqK, causal, pattern, weights, pixels, library: lib.info }, weights ? [weights.buffer, pixels.buffer] : []);
   } catch (error) {
     self.postMessage({ type: 'error', message: `${error.name}: ${error.message}` });
   }

@@ -1,14 +1,14 @@
 // The playground: the form's shape runs in a Web Worker (playground-worker.mjs), so long runs never
-// block the page. The worker (and its instance of the library) starts on the first Run; Cancel
-// ends it at once — a long kernel call cannot be interrupted any other way — and the next Run
-// starts a new one. Each worker gets the build the page loaded as a compiled WebAssembly.Module
-// (loadAttention's wasmBinary), so the .wasm is downloaded once.
+// block the page. The worker loads the library's default build for this page — threaded where the
+// page is cross-origin isolated, unlike the lesson's single-threaded instance — when the
+// playground comes near the screen, so that the first Run finds it loaded; Cancel ends it at once
+// (a long kernel call cannot be interrupted any other way) and the next Run starts a new one,
+// which finds the build in the HTTP cache.
 import { format } from './i18n.mjs';
 import { formatNumber, formatScientific } from './numbers.mjs';
-import { compilePageBuild } from './page-build.mjs';
 
 // Returns refresh(), which re-renders the last result in the current language.
-export function startPlayground(strings, info) {
+export function startPlayground(strings) {
   const form = document.getElementById('playground');
   const status = document.getElementById('play-status');
   const figure = document.getElementById('heatmap-figure');
@@ -17,7 +17,6 @@ export function startPlayground(strings, info) {
   const run = form.querySelector('button[type="submit"]');
   const cancel = document.getElementById('play-cancel');
   let worker = null;
-  let ready = null;  // resolves once the worker has been sent its module
   let shown = null;  // what the status line shows, re-rendered on a language switch: { kind, ... }
 
   const setRunning = (running) => {
@@ -39,7 +38,9 @@ export function startPlayground(strings, info) {
     if (shown.kind === 'invalid') status.textContent = format(t[shown.key], shown.values);
     if (shown.kind === 'result') {
       const d = shown.data;
+      const { threads, threadsReason } = d.library;
       const values = {
+        threads, s: threads === 1 ? '' : 's', why: threads === 1 && /isolated/.test(threadsReason) ? `: ${threadsReason}` : '',
         ms: formatNumber(d.ms, 2), runs: d.runs, gflops: formatNumber(d.gflops, 1), pairs: grouped(d.pairs),
         plainMs: d.plainMs == null ? '' : formatNumber(d.plainMs, 1), speedup: d.plainMs && formatNumber(d.plainMs / d.ms, 1),
         diff: d.maxDiff == null ? '' : formatScientific(d.maxDiff, 1),
@@ -73,7 +74,6 @@ export function startPlayground(strings, info) {
   function startWorker() {
     const started = new Worker(new URL('./playground-worker.mjs', import.meta.url), { type: 'module' });
     worker = started;
-    ready = compilePageBuild(info).then((module) => started.postMessage({ type: 'init', module }));
     worker.addEventListener('message', onMessage);
     worker.addEventListener('error', (e) => {
       shown = { kind: 'error', message: e.message };
@@ -113,8 +113,7 @@ export function startPlayground(strings, info) {
     shown = { kind: 'running', step: 'library' };
     setRunning(true);
     showStatus();
-    const run = worker;
-    ready.then(() => run.postMessage({ type: 'run', shape, pattern: f.get('pattern'), plain: f.get('plain') === 'on' }));
+    worker.postMessage({ type: 'run', shape, pattern: f.get('pattern'), plain: f.get('plain') === 'on' });
   });
   cancel.addEventListener('click', () => {
     worker?.terminate();
@@ -123,6 +122,13 @@ export function startPlayground(strings, info) {
     setRunning(false);
     showStatus();
   });
+
+  const near = new IntersectionObserver((entries) => {
+    if (!entries.some((e) => e.isIntersecting)) return;
+    near.disconnect();
+    if (!worker) startWorker();
+  }, { rootMargin: '50% 0px' });
+  near.observe(form);
 
   return showStatus;
 }

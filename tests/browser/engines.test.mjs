@@ -7,8 +7,9 @@
 //     thread counts, and SIMD128 results bit-identical across engines;
 //   - the Catch2 suite of each SIMD level the engine runs;
 //   - the demo page: every section computed, the walk-through against the reference, every sum it
-//     writes out adding up as shown and in the same digits in every engine, a playground run in
-//     its Web Worker, the console clean, no sideways scrolling (desktop and phone, English and 中文);
+//     writes out adding up as shown and in the same digits in every engine, the lesson on one
+//     thread and a playground run in its Web Worker on the default build, the console clean, no
+//     sideways scrolling (desktop and phone, English and 中文);
 //   - the packed package bundled by Vite, and docs/api.md's worker recipe bundled by Vite;
 //   - the package under docs/api.md's Content-Security-Policies (from this origin and from a CDN,
 //     on the page and in a module worker), and a policy that refuses the threaded build's workers,
@@ -191,7 +192,10 @@ for (const engine of testedEngines()) {
           state: window.attentionDemo, cores: navigator.hardwareConcurrency,
         }));
         assert.equal(ready, 'true', status);
-        checkDefaultBuild(engine, state.info, { isolated: true, cores });
+        // The lesson on one thread (its calls are a few tokens wide); the playground's worker below
+        // loads the engine's default build.
+        assert.deepEqual([state.info.simd, state.info.threads, state.info.threadsReason],
+          [EXPECTED[engine].simd, 1, 'requested 1 thread'], 'the lesson\'s build');
         for (const part of ['walk', 'words', 'heads', 'position', 'decode', 'masks']) assert.ok(state[part], `the ${part} section computed`);
         const { inputs, wq, wk, wv, options, weights, outputs } = state.walk;
         const [q, k, v] = [wq, wk, wv].map((w) => referenceLinear(inputs, 4, 4, w, null, 4));
@@ -242,6 +246,7 @@ for (const engine of testedEngines()) {
           return ['result', 'error'].includes(s.dataset.state) && { state: s.dataset.state, text: s.textContent };
         }, undefined, { timeout: 60000 });
         assert.equal(played.state, 'result', played.text);
+        checkDefaultBuild(engine, await page.evaluate(() => window.playgroundResult.library), { isolated: true, cores });
         // A phone's width, or the narrowest the engine's window gives (WebKitGTK's: about 450 px).
         const phone = { width: Math.max(390, browser.minWidth), height: 844 };
         for (const [name, lang, viewport] of [['desktop', 'en', { width: 1200, height: 900 }], ['zh', 'zh'], ['phone-zh', 'zh', phone], ['phone', 'en']]) {

@@ -3,7 +3,7 @@
 // 12 px on a phone, an accessible name on every control, formulas laid out by the page's own math
 // font (it covers every character; parentheses stretch, the radical covers d_k, the hat sits on
 // α), numbers written with a minus sign and powers of ten (in the editable cells too), the first
-// load at most 270 KB with gzip alone, and no main-thread task over 50 ms while training, running
+// load at most 250 KB with gzip alone, and no main-thread task over 50 ms while training, running
 // the playground or benchmarking (their work is in workers).
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -205,11 +205,11 @@ test('formulas: the page\'s math font covers them; parentheses stretch, the radi
 
 // A first visit's transfer: the page, its modules and stylesheet, the math font, the library's
 // modules, glue and the .wasm build it loads — headers included — compressed with gzip alone (what
-// every server offers; brotli only makes it smaller), in either language. Only the language shown
-// is downloaded, and the benchmark panel only when its section comes near. The aim is 250 KB; the
-// .wasm grew past it (int4 caches, the integer weighted sum, the typed status: 75 → 90 KB gzipped),
-// so the guard stands at 270 KB until the builds are brought back under their size budget.
-test('the first load transfers at most 270 KB with gzip alone, in English and in Chinese', async (t) => {
+// every server offers; brotli only makes it smaller), in either language — every response, those of
+// workers included, until the page is ready and its fonts are in. Only the language shown is
+// downloaded, only the single-threaded build (the playground's worker loads the threaded one when
+// its section comes near), and the benchmark panel only when its section comes near.
+test('the first load transfers at most 250 KB with gzip alone, in English and in Chinese', async (t) => {
   for (const lang of ['en', 'zh']) {
     const context = await demo.browser.newContext({ extraHTTPHeaders: { 'accept-encoding': 'gzip' }, viewport: { width: 1200, height: 900 } });
     const page = await context.newPage();
@@ -231,20 +231,22 @@ test('the first load transfers at most 270 KB with gzip alone, in English and in
     }
     const paths = responses.map((r) => new URL(r.url()).pathname);
     t.diagnostic(`${lang}: ${total} bytes in ${responses.length} responses: ${JSON.stringify(kinds)}`);
-    assert.ok(total <= 270_000, `${lang}, first load: ${total} bytes (${JSON.stringify(kinds)})`);
+    assert.ok(total <= 250_000, `${lang}, first load: ${total} bytes (${JSON.stringify(kinds)})`);
     assert.deepEqual(paths.filter((p) => /i18n-\w+\.mjs$/.test(p)), [`/web/i18n-${lang}.mjs`], 'only the language shown');
-    assert.ok(!paths.some((p) => p.includes('/bench/')), 'no benchmark panel yet');
+    assert.deepEqual(paths.filter((p) => /\.wasm$|attn[\w-]*\.(mjs|js)$/.test(p)).sort(), ['/dist/attn-relaxed.mjs', '/dist/attn-relaxed.wasm'],
+      'only the single-threaded build');
+    assert.ok(!paths.some((p) => p.includes('/bench/') || p.includes('playground-worker')), 'no benchmark panel or playground worker yet');
     await page.locator('#bench-panel').scrollIntoViewIfNeeded();
     await page.waitForFunction(() => window.attentionDemo.benchPanel);
     await context.close();
   }
   // With brotli, as browsers ask by default, the .wasm and the modules come brotli-compressed.
   const { page, problems } = await openDemo(demo.browser, demo.server.url, { onResponse: () => {} });
-  const encodings = await page.evaluate(async () => Promise.all(['../dist/attn-relaxed-mt.wasm', 'i18n-en.mjs']
+  const encodings = await page.evaluate(async () => Promise.all(['../dist/attn-relaxed.wasm', 'i18n-en.mjs']
     .map(async (f) => (await fetch(f, { cache: 'no-store' })).headers.get('content-encoding'))));
   assert.deepEqual(encodings, ['br', 'br']);
   // The glue the page loads is minified (one long line rather than thousands).
-  const glue = await (await fetch(`${demo.server.url}dist/attn-relaxed-mt.mjs`)).text();
+  const glue = await (await fetch(`${demo.server.url}dist/attn-relaxed.mjs`)).text();
   assert.ok(glue.split('\n').length < 50, `the glue has ${glue.split('\n').length} lines`);
   assert.deepEqual(problems, []);
 });

@@ -38,7 +38,8 @@ export function formatNumber(x, digits) {
 // 10 to the power e, written 10⁻⁵.
 export const power = (e) => `10${[...String(e)].map((c) => SUPERSCRIPT[c]).join('')}`;
 
-// x with `digits` decimals times a power of ten: 9.87 × 10⁻⁵; 1e-4 is just 10⁻⁴, and 0 is 0.
+// x with `digits` decimals times a power of ten: 9.87 × 10⁻⁵; 1e-4 is just 10⁻⁴, and 0 is 0. The
+// spaces around × are no-break spaces, so that a line never ends inside a number.
 export function formatScientific(x, digits) {
   if (x === 0) return '0';
   if (!Number.isFinite(x)) return formatNumber(x);
@@ -51,7 +52,7 @@ export function formatScientific(x, digits) {
     else break;
   }
   const mantissa = formatUnits(m, digits);
-  return /^1(\.0*)?$/.test(mantissa) ? power(e) : `${mantissa} × ${power(e)}`;
+  return /^1(\.0*)?$/.test(mantissa) ? power(e) : `${mantissa}\u00a0×\u00a0${power(e)}`;
 }
 
 // x·10^k, by exact powers of ten.

@@ -81,7 +81,7 @@ test('decoding with a KV cache: one word per step, each new query over the cache
   await checkSteps(page, 2, true);
   await page.click('#decode-all');
   await checkSteps(page, 6, true);
-  assert.match(await page.textContent('#decode-check'), /window: \[2, 0\]: largest difference (\d\.\d × 10⁻[⁰¹²³⁴⁵⁶⁷⁸⁹]+|0)\./);
+  assert.match(await page.textContent('#decode-check'), /window: \[2, 0\]: largest difference (\d\.\d\u00a0×\u00a010⁻[⁰¹²³⁴⁵⁶⁷⁸⁹]+|0)\./);
   // The other language's sentence, decoded as far as it goes.
   await setLanguage(page, 'zh');
   const zh = await checkSteps(page, 5, true);

@@ -421,7 +421,7 @@ test('for developers: cross-checks and library calls hidden from the lesson unti
   assert.equal(await page.isVisible('#layer-check'), false);
   await page.check('#dev-mode');
   assert.equal(await page.isVisible('#layer-check'), true);
-  assert.match(await page.textContent('#layer-check'), /largest difference (\d\.\d × 10⁻[⁰¹²³⁴⁵⁶⁷⁸⁹]+|0)\./);
+  assert.match(await page.textContent('#layer-check'), /largest difference (\d\.\d\u00a0×\u00a010⁻[⁰¹²³⁴⁵⁶⁷⁸⁹]+|0)\./);
   assert.ok((await visibleCode()).some((c) => c.startsWith('lib.attentionWeights(')), 'the calls show');
   assert.ok((await visibleCode()).includes('mha.getWeights()'), 'the export\'s call shows');
   assert.match(await visibleText(), /MultiHeadAttention/);

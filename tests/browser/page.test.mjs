@@ -77,7 +77,7 @@ test('the walk-through shows the library\'s numbers, equal to a JS reference, re
   // The defaults make each query pick one key clearly: q¹→k³, q²→k¹, q³→k², q⁴→k⁴.
   assert.deepEqual(argmaxRows(s.weights), [2, 0, 1, 3]);
   for (let i = 0; i < N; i++) assert.ok(Math.max(...s.weights.slice(i * N, i * N + N)) > 0.65, `row ${i} picks a key: ${s.weights.slice(i * N, i * N + N)}`);
-  assert.match(await page.textContent('#layer-check'), /largest difference (\d\.\d × 10⁻[⁰¹²³⁴⁵⁶⁷⁸⁹]+|0)\./);
+  assert.match(await page.textContent('#layer-check'), /largest difference (\d\.\d\u00a0×\u00a010⁻[⁰¹²³⁴⁵⁶⁷⁸⁹]+|0)\./);
   // The weight tables say what their rows and columns are.
   // (rows: components of q, columns: of a; tokens have superscripts, components plain numbers).
   assert.deepEqual(await page.$$eval('#wq th', (ths) => ths.map((th) => th.textContent)),
@@ -250,7 +250,7 @@ test('both languages: every string in both, the page switches and re-renders', a
   assert.equal(await page.getAttribute('button[data-lang="zh"]', 'aria-pressed'), 'true');
   assert.equal(await page.textContent('h3'), '注意力从搜索说起');
   assert.match(await page.textContent('#status'), /^由 attention-wasm .* 计算/);
-  assert.match(await page.textContent('#layer-check'), /最大差异 (\d\.\d × 10⁻[⁰¹²³⁴⁵⁶⁷⁸⁹]+|0)。/);
+  assert.match(await page.textContent('#layer-check'), /最大差异 (\d\.\d\u00a0×\u00a010⁻[⁰¹²³⁴⁵⁶⁷⁸⁹]+|0)。/);
   assert.equal(await page.textContent('#sentence'), '小猫 · 坐 · 在 · 垫子 · 上');
   assert.match(await page.textContent('#learn-status'), /还没有训练/);
   await page.check('#causal');

@@ -50,7 +50,7 @@ test('shuffle the words: each word keeps its output, the rows of B move with it'
       shownAs(await tableCells(page, '#pos-outputs'), p.outputs, 2, 'shown B');
       shownAs(withoutLast(await tableCells(page, '#pos-moved-outputs')), p.movedOutputs, 2, 'shown B′');
       assert.deepEqual(await lastColumn(page, '#pos-moved-outputs'), p.diffs.map(() => '0.00'), 'the differences, to two decimals');
-      assert.match(await page.textContent('#pos-shuffle-reading'), lang === 'en' ? /^Largest difference over all words: 0\.00 \(exactly (\d\.\d × 10⁻[⁰¹²³⁴⁵⁶⁷⁸⁹]+|0): float32 rounding\)\./ : /^所有词的最大差异：0\.00（精确值 (\d\.\d × 10⁻[⁰¹²³⁴⁵⁶⁷⁸⁹]+|0)：/);
+      assert.match(await page.textContent('#pos-shuffle-reading'), lang === 'en' ? /^Largest difference over all words: 0\.00 \(exactly (\d\.\d\u00a0×\u00a010⁻[⁰¹²³⁴⁵⁶⁷⁸⁹]+|0): float32 rounding\)\./ : /^所有词的最大差异：0\.00（精确值 (\d\.\d\u00a0×\u00a010⁻[⁰¹²³⁴⁵⁶⁷⁸⁹]+|0)：/);
       assert.deepEqual(await page.$$eval('#pos-moved-outputs tbody th', (ths) => ths.map((th) => th.textContent)), p.movedTokens);
       assert.equal(await page.getAttribute(`#pos-orders button[data-order="${kind}"]`, 'aria-pressed'), 'true');
     }

@@ -128,12 +128,14 @@ test('numbers shown with a minus sign and powers of ten, never "-0.3" or "1e-4",
       return out;
     });
     const all = texts.map((t) => t.text).join(' ');
-    for (const shown of ['−1.5', '−0.', '× 10⁻']) assert.ok(all.includes(shown), `${lang}: “${shown}” is among the texts checked`);
-    const bad = texts.filter((t) => /(^|[^\p{L}\p{N}])-\d|\de[-+]?\d/u.test(t.text)).map((t) => `${lang} #${t.where} “${t.text.trim().slice(0, 60)}”`);
+    for (const shown of ['−1.5', '−0.', '\u00a0×\u00a010⁻']) assert.ok(all.includes(shown), `${lang}: “${shown}” is among the texts checked`);
+    // A power of ten is bound to its number by no-break spaces: a line never ends inside it.
+    const bad = texts.filter((t) => /(^|[^\p{L}\p{N}])-\d|\de[-+]?\d|\d\s×\s10[⁻⁰¹²³⁴⁵⁶⁷⁸⁹]/u.test(t.text.replaceAll('\u00a0×\u00a0', '×')))
+      .map((t) => `${lang} #${t.where} “${t.text.trim().slice(0, 60)}”`);
     assert.deepEqual([...new Set(bad)], []);
   }
   // Numbers of a million and more with a power of ten (W_q = 1e30 was printed 1.8099999592338365e+29).
-  assert.equal(await page.evaluate(async () => (await import('./numbers.mjs')).formatNumber(1.8099999592338365e+29, 3)), '1.81 × 10²⁹');
+  assert.equal(await page.evaluate(async () => (await import('./numbers.mjs')).formatNumber(1.8099999592338365e+29, 3)), '1.81\u00a0×\u00a010²⁹');
   // The editable cells write numbers as the computed ones beside them do: −0.10, not -0.1.
   const inputs = await page.$$eval('#inputs input, #wq input', (els) => els.map((el) => el.value));
   assert.ok(inputs.some((v) => /^−\d/.test(v)) && inputs.every((v) => /^−?\d+\.\d\d$/.test(v)), `the inputs: ${inputs}`);

@@ -81,7 +81,7 @@ test('multi-head attention: two heads side by side, concatenated and through W_o
     // Two heads let the action attend fully to both the animal (head 1) and the place (head 2).
     const [animal, action, place] = lang === 'en' ? [1, 2, 5] : [0, 1, 3];
     assert.ok(h.headWeights[action * n + animal] > 0.8 && h.headWeights[n * n + action * n + place] > 0.8);
-    assert.match(await page.textContent('#heads-check'), /(largest difference|最大差异) (\d\.\d × 10⁻[⁰¹²³⁴⁵⁶⁷⁸⁹]+|0)[.。]/);
+    assert.match(await page.textContent('#heads-check'), /(largest difference|最大差异) (\d\.\d\u00a0×\u00a010⁻[⁰¹²³⁴⁵⁶⁷⁸⁹]+|0)[.。]/);
   }
   assert.deepEqual(problems, []);
 });
@@ -133,7 +133,7 @@ test('watch it learn: in a worker, W_q and W_k learn the words\' weights; pause,
   await page.waitForFunction(() => Number(document.getElementById('learn-status').dataset.step) >= 20, null, { timeout: 30000 });
   await page.click('#learn-start');
   await page.waitForSelector('#learn-status[data-state="paused"]');
-  assert.match(await page.textContent('#learn-status'), /^Paused at step \d+, loss \d\.\d\d × 10⁻[¹²³⁴]: Start continues\.$/);
+  assert.match(await page.textContent('#learn-status'), /^Paused at step \d+, loss \d\.\d\d\u00a0×\u00a010⁻[¹²³⁴]: Start continues\.$/);
   const paused = Number(await page.getAttribute('#learn-status', 'data-step'));
   await page.waitForTimeout(300);
   assert.equal(Number(await page.getAttribute('#learn-status', 'data-step')), paused, 'nothing runs while paused');
@@ -151,7 +151,7 @@ test('watch it learn: in a worker, W_q and W_k learn the words\' weights; pause,
   const last = Number(await page.getAttribute('#learn-status', 'data-loss'));
   assert.ok(first > 1e-2 && last < STOP_LOSS, `loss ${first} → ${last}`);
   assert.ok(steps > paused && steps < MAX_STEPS, `converged after ${steps} steps`);
-  assert.match(await page.textContent('#learn-status'), /^Learned at step \d+: the loss \d\.\d\d × 10⁻⁵ is below 10⁻⁴, so training stopped by itself\.$/);
+  assert.match(await page.textContent('#learn-status'), /^Learned at step \d+: the loss \d\.\d\d\u00a0×\u00a010⁻⁵ is below 10⁻⁴, so training stopped by itself\.$/);
   await page.waitForTimeout(300);
   assert.equal(Number(await page.getAttribute('#learn-status', 'data-step')), steps, 'it stays stopped');
   assert.equal((await looks('#learn-start')).disabled, true);

@@ -72,8 +72,7 @@ export function startPlayground(strings) {
   }
 
   function startWorker() {
-    const started = new Worker(new URL('./playground-worker.mjs', import.meta.url), { type: 'module' });
-    worker = started;
+    worker = new Worker(new URL('./playground-worker.mjs', import.meta.url), { type: 'module' });
     worker.addEventListener('message', onMessage);
     worker.addEventListener('error', (e) => {
       shown = { kind: 'error', message: e.message };

@@ -38,7 +38,7 @@ void convert_rows(const kv::Head& h, bool values, int kb, int len, int cols, flo
       const vfloat vs(scale);
       int c = 0;
       for (; c + W <= cols; c += W) simd::store(dst + c, kv::Stored<T>::load(src + c) * vs);
-      for (; c < cols; ++c) dst[c] = kv::Stored<T>::one(src + c) * scale;
+      ATTN_SCALAR_TAIL for (; c < cols; ++c) dst[c] = kv::Stored<T>::one(src + c) * scale;
     }
   }
 }

@@ -165,7 +165,7 @@ inline void value_pair(const float* pa, const float* pb, std::ptrdiff_t ldp, con
       simd::store(a, simd::madd(wb[r], xb[u], simd::madd(wa[r], xa[u], simd::load(a))));
     }
   }
-  for (; c < cols; ++c) {
+  ATTN_SCALAR_TAIL for (; c < cols; ++c) {
     const float xa = Stored<T>::one(va + c), xb = Stored<T>::one(vb + c);
     ATTN_UNROLL for (int r = 0; r < R; ++r) acc[r * ld_acc + c] =
         acc[r * ld_acc + c] + pa[r * ldp] * xa + pb[r * ldp] * xb;
@@ -211,9 +211,10 @@ inline void score_key_i8(const std::int16_t* qt, const std::int8_t* k, int n, fl
     sum[r] = _mm_cvtsi128_si32(a);
   }
 #endif
-  for (int e = d; e < n; ++e)  // qt is at d's group of 16
+  ATTN_SCALAR_TAIL for (int e = d; e < n; ++e) {  // qt is at d's group of 16
     ATTN_UNROLL for (int r = 0; r < R; ++r) sum[r] +=
         std::int32_t(qt[(e - d) / 16 * kQueryTile * 16 + r * 16 + (e - d) % 16]) * k[e];
+  }
   ATTN_UNROLL for (int r = 0; r < R; ++r) s[r * LDP] = float(sum[r]);
 }
 

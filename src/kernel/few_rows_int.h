@@ -116,7 +116,7 @@ inline void value_rows_i8(const std::int16_t* p16, std::ptrdiff_t ldp, int len, 
   for (; c < cols; ++c)
     for (int r = 0; r < R; ++r) {
       std::int32_t sum = acc32[r * ld32 + c];
-      for (int j = 0; j < len; ++j) sum += std::int32_t(p16[r * ldp + j]) * v[j * v_row + c];
+      ATTN_SCALAR_TAIL for (int j = 0; j < len; ++j) sum += std::int32_t(p16[r * ldp + j]) * v[j * v_row + c];
       acc32[r * ld32 + c] = sum;
     }
 }

@@ -15,10 +15,15 @@
 // Loops over a compile-time number of vectors (the micro-kernel's tiles, the K/V readers' vector
 // groups) must be unrolled completely so each vector stays in a register, also in the wasm builds,
 // which turn general loop unrolling off for size (-fno-unroll-loops): write them ATTN_UNROLL for.
+// Scalar tails (a loop's last elements, fewer than a vector's worth, and the loops within them)
+// stay scalar: clang would vectorise them into code larger than the loop that seldom or never runs.
+// Write them ATTN_SCALAR_TAIL for.
 #if defined(__clang__)
 #define ATTN_UNROLL _Pragma("clang loop unroll(full)")
+#define ATTN_SCALAR_TAIL _Pragma("clang loop vectorize(disable)")
 #else
 #define ATTN_UNROLL
+#define ATTN_SCALAR_TAIL
 #endif
 
 #if !defined(ATTN_SCALAR)

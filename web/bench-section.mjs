@@ -2,8 +2,10 @@
 // (its strings and shape labels from the i18n files; English falls back to the panel's own TEXT).
 // It is loaded when its section comes near the screen, not with the page: a visitor who never
 // scrolls there downloads none of it. window.attentionDemo.benchPanel is the panel once mounted.
+import { $, whenNear } from './dom.mjs';
+
 export function startBench(strings) {
-  const host = document.getElementById('bench-panel');
+  const host = $('bench-panel');
   let panel = null;
   const options = (TEXT, DEFAULT_SHAPES) => ({
     text: { ...TEXT, ...strings().benchPanel },
@@ -17,12 +19,7 @@ export function startBench(strings) {
     panel = mountBenchPanel(host, options(TEXT, DEFAULT_SHAPES));
     window.attentionDemo.benchPanel = panel;
   };
-  const near = new IntersectionObserver((entries) => {
-    if (!entries.some((e) => e.isIntersecting)) return;
-    near.disconnect();
-    mount();
-  }, { rootMargin: '50% 0px' });
-  near.observe(host);
+  whenNear(host, mount);
   return async () => {
     if (!panel) return;
     const { DEFAULT_SHAPES, TEXT } = await module;

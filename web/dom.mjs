@@ -18,3 +18,15 @@ export function svg(tag, attributes = {}, text) {
   if (text !== undefined) node.textContent = text;
   return node;
 }
+
+// Calls `then` once, when `node` comes within half a screen of the viewport: what only a later
+// section needs (the benchmark panel, the playground and its worker) is loaded when a reader
+// gets near it, not with the page.
+export function whenNear(node, then) {
+  const near = new IntersectionObserver((entries) => {
+    if (!entries.some((e) => e.isIntersecting)) return;
+    near.disconnect();
+    then();
+  }, { rootMargin: '50% 0px' });
+  near.observe(node);
+}

@@ -3,11 +3,11 @@
 // thread: the lesson's calls are a few tokens wide, and the single-threaded build is the smaller
 // download (no worker glue, no thread pool). "Watch it learn" and the playground train and run in
 // Web Workers of their own (the playground's with threads where the page may have them), the
-// benchmark panel one per engine. The page opens in the visitor's language (language.mjs); a switch
+// benchmark panel one per engine; the playground and the panel load when a reader gets near them. The page opens in the visitor's language (language.mjs); a switch
 // re-renders everything; the "for developers" switch shows the cross-checks and the library
 // calls behind each section.
 import { loadAttention } from '../dist/index.mjs';
-import { $ } from './dom.mjs';
+import { $, whenNear } from './dom.mjs';
 import { startBench } from './bench-section.mjs';
 import { format, loadStrings } from './i18n.mjs';
 import { openingLanguage, rememberLanguage } from './language.mjs';
@@ -16,7 +16,6 @@ import { startExperiment } from './dk-experiment.mjs';
 import { startLearning } from './learn.mjs';
 import { startMaskPictures } from './mask-pictures.mjs';
 import { startMultiHead } from './multi-head.mjs';
-import { startPlayground } from './playground.mjs';
 import { startPosition } from './position.mjs';
 import { startSearch } from './search.mjs';
 import { startWalkthrough } from './walkthrough.mjs';
@@ -50,6 +49,22 @@ async function applyLanguage(next) {
   document.body.dataset.lang = lang;
 }
 
+// The playground's code (playground.mjs) loads when the playground comes near the screen, or when
+// its form is used before that (the Run then happens as soon as the code is in).
+function startPlaygroundWhenNear() {
+  const form = $('playground');
+  let refresh = null;
+  let loading = null;
+  const load = () => (loading ??= import('./playground.mjs').then(({ startPlayground }) => { refresh = startPlayground(strings); }));
+  form.addEventListener('submit', (event) => {
+    if (refresh) return;
+    event.preventDefault();
+    load().then(() => form.requestSubmit());
+  });
+  whenNear(form, load);
+  return () => refresh?.();
+}
+
 const devMode = $('dev-mode');
 const applyDevMode = () => document.body.classList.toggle('dev-mode', devMode.checked);
 devMode.addEventListener('change', applyDevMode);
@@ -73,7 +88,7 @@ try {
     startMultiHead(lib, strings, language),
     startDecode(lib, strings, language),
     startMaskPictures(lib, strings),
-    startPlayground(strings),
+    startPlaygroundWhenNear(),
     startBench(strings),
   ];
   await applyLanguage(lang);

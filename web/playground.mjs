@@ -4,6 +4,7 @@
 // playground comes near the screen, so that the first Run finds it loaded; Cancel ends it at once
 // (a long kernel call cannot be interrupted any other way) and the next Run starts a new one,
 // which finds the build in the HTTP cache.
+import { whenNear } from './dom.mjs';
 import { format } from './i18n.mjs';
 import { formatNumber, formatScientific } from './numbers.mjs';
 
@@ -122,12 +123,7 @@ export function startPlayground(strings) {
     showStatus();
   });
 
-  const near = new IntersectionObserver((entries) => {
-    if (!entries.some((e) => e.isIntersecting)) return;
-    near.disconnect();
-    if (!worker) startWorker();
-  }, { rootMargin: '50% 0px' });
-  near.observe(form);
+  whenNear(form, () => { if (!worker) startWorker(); });
 
   return showStatus;
 }

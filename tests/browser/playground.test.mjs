@@ -2,8 +2,9 @@
 // JavaScript, skipping plain JavaScript, Cancel, GFLOP/s from the exact count of visible pairs
 // under the (bottom-right aligned) causal mask, a heatmap that shows the position pattern (at
 // most 512 px and at least 48 px either way, whatever the shape), an error that goes once the
-// form is fixed, and the builds: the page's single-threaded one at first, the worker's threaded one
-// once the playground comes near (each downloaded once).
+// form is fixed, and what loads when: the playground's code and the worker's threaded build once the
+// playground comes near (the page's own build is the single-threaded one), and a Run from afar
+// before that.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { openDemo, setLanguage, startDemo } from './demo.mjs';
@@ -54,6 +55,24 @@ test('a run in a Web Worker: the library against plain JavaScript, and the heatm
   await run(page, { seqQ: 40, seqK: 40 }, { pattern: 'random' });
   assert.equal(wasm.length, 2, 'the worker is reused');
   assert.match(await page.textContent('#heatmap-caption'), /Random inputs have no pattern/);
+  assert.deepEqual(problems, []);
+});
+
+test('the playground\'s code loads when it comes near; a Run from afar, before that, waits for it and runs once', async () => {
+  const { page, problems } = await openDemo(demo.browser, demo.server.url);
+  const loaded = () => page.evaluate(() => performance.getEntriesByType('resource').map((e) => e.name.split('/').pop())
+    .filter((name) => name.startsWith('playground')));
+  assert.deepEqual(await loaded(), [], 'not with the page');
+  // Submitted without scrolling there (as a script or an assistive tool may): no navigation away.
+  await page.evaluate(() => {
+    window.runs = 0;
+    document.getElementById('playground').addEventListener('submit', () => { window.runs += 1; });
+    document.querySelector('#playground button[type="submit"]').click();
+  });
+  await page.waitForSelector('#play-status[data-state="result"]', { timeout: 60000 });
+  assert.deepEqual((await loaded()).sort(), ['playground-worker.mjs', 'playground.mjs']);
+  assert.equal(await page.evaluate(() => window.runs), 2, 'the click, then the Run once the code was in');
+  assert.equal(new URL(page.url()).search, '', 'the page did not navigate');
   assert.deepEqual(problems, []);
 });
 

@@ -209,8 +209,8 @@ test('formulas: the page\'s math font covers them; parentheses stretch, the radi
 // modules, glue and the .wasm build it loads — headers included — compressed with gzip alone (what
 // every server offers; brotli only makes it smaller), in either language — every response, those of
 // workers included, until the page is ready and its fonts are in. Only the language shown is
-// downloaded, only the single-threaded build (the playground's worker loads the threaded one when
-// its section comes near), and the benchmark panel only when its section comes near.
+// downloaded, only the single-threaded build (the playground's worker loads the threaded one), and
+// the playground and the benchmark panel only when their sections come near.
 test('the first load transfers at most 250 KB with gzip alone, in English and in Chinese', async (t) => {
   for (const lang of ['en', 'zh']) {
     const context = await demo.browser.newContext({ extraHTTPHeaders: { 'accept-encoding': 'gzip' }, viewport: { width: 1200, height: 900 } });
@@ -237,7 +237,7 @@ test('the first load transfers at most 250 KB with gzip alone, in English and in
     assert.deepEqual(paths.filter((p) => /i18n-\w+\.mjs$/.test(p)), [`/web/i18n-${lang}.mjs`], 'only the language shown');
     assert.deepEqual(paths.filter((p) => /\.wasm$|attn[\w-]*\.(mjs|js)$/.test(p)).sort(), ['/dist/attn-relaxed.mjs', '/dist/attn-relaxed.wasm'],
       'only the single-threaded build');
-    assert.ok(!paths.some((p) => p.includes('/bench/') || p.includes('playground-worker')), 'no benchmark panel or playground worker yet');
+    assert.ok(!paths.some((p) => p.includes('/bench/') || p.includes('playground')), 'no benchmark panel or playground yet');
     await page.locator('#bench-panel').scrollIntoViewIfNeeded();
     await page.waitForFunction(() => window.attentionDemo.benchPanel);
     await context.close();

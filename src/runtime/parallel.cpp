@@ -63,41 +63,30 @@ class Pool {
   }
 
   // The fixed cost of a job, in ns: the median of jobs of one item per thread in which each item
-  // sleeps until every thread has taken one (or 1 ms has passed) — a worker's wake-up and the
-  // caller's — with a pause before each, so the workers are asleep, as between real calls. The
-  // first few, which may wait for a new worker to start, do not count. Not while a job runs
-  // (callers hold job_mutex_).
+  // waits until every thread has taken one (or 1 ms has passed) — a worker's wake-up and the
+  // caller's — with a pause before each, so the workers are asleep, as between real calls. Only
+  // jobs that every worker joined count: a new worker may take milliseconds to start (a browser
+  // starts its thread when the Worker gets to it), and a job it missed, whose items the caller
+  // took alone after waiting, measures that wait. So the first job waits up to kStartWait for every
+  // worker, and a job a worker missed is measured again, up to kTries jobs; if none is complete,
+  // a job is taken to cost the wait. Not while a job runs (callers hold job_mutex_).
   double measure_job_ns() {
     using clock = std::chrono::steady_clock;
-    constexpr int kSkipped = 4, kKept = 8;
-    struct Meeting {
-      std::mutex mutex;
-      std::condition_variable all_here;
-      int arrived = 0, threads = 0;
-      clock::time_point until;
-    };
+    constexpr int kKept = 8, kTries = 64;
+    constexpr std::chrono::milliseconds kStartWait{2000}, kWait{1};
     double ns[kKept];
-    for (int j = 0; j < kSkipped + kKept; ++j) {
+    int kept = 0;
+    meet(kStartWait);
+    for (int j = 0; j < kTries && kept < kKept; ++j) {
       for (const auto until = clock::now() + std::chrono::microseconds(50); clock::now() < until;) {
       }
-      Meeting m;
-      m.threads = static_cast<int>(threads_.size()) + 1;
-      const auto start = clock::now();
-      m.until = start + std::chrono::milliseconds(1);
-      run(
-          m.threads,
-          [](const void* f, int) {
-            Meeting& meeting = *const_cast<Meeting*>(static_cast<const Meeting*>(f));
-            std::unique_lock<std::mutex> lock(meeting.mutex);
-            if (++meeting.arrived == meeting.threads) return meeting.all_here.notify_all();
-            meeting.all_here.wait_until(lock, meeting.until, [&] { return meeting.arrived == meeting.threads; });
-          },
-          &m);
-      if (j >= kSkipped) ns[j - kSkipped] = std::chrono::duration<double, std::nano>(clock::now() - start).count();
+      const double t = meet(kWait);
+      if (t >= 0) ns[kept++] = t;
     }
-    for (int i = 1; i < kKept; ++i)  // (a few values: an insertion sort is the least code)
+    if (kept == 0) return std::chrono::duration<double, std::nano>(kWait).count();
+    for (int i = 1; i < kept; ++i)  // (a few values: an insertion sort is the least code)
       for (int k = i; k > 0 && ns[k] < ns[k - 1]; --k) std::swap(ns[k], ns[k - 1]);
-    return ns[kKept / 2];
+    return ns[kept / 2];
   }
 
   // Runs items [0, count) on the calling thread and on up to count - 1 workers; returns when every
@@ -131,6 +120,36 @@ class Pool {
     int count;
     std::uint32_t id;
   };
+
+  // A job of one item per thread whose items wait for each other for up to `patience`: its time in
+  // ns, or -1 if some worker took no item (the caller then ran it after waiting).
+  double meet(std::chrono::steady_clock::duration patience) {
+    using clock = std::chrono::steady_clock;
+    struct Meeting {
+      std::mutex mutex;
+      std::condition_variable all_here;
+      int arrived = 0, threads = 0, on_workers = 0;
+      std::thread::id caller;
+      clock::time_point until;
+    };
+    Meeting m;
+    m.threads = static_cast<int>(threads_.size()) + 1;
+    m.caller = std::this_thread::get_id();
+    const auto start = clock::now();
+    m.until = start + patience;
+    run(
+        m.threads,
+        [](const void* f, int) {
+          Meeting& meeting = *const_cast<Meeting*>(static_cast<const Meeting*>(f));
+          std::unique_lock<std::mutex> lock(meeting.mutex);
+          if (std::this_thread::get_id() != meeting.caller) ++meeting.on_workers;
+          if (++meeting.arrived == meeting.threads) return meeting.all_here.notify_all();
+          meeting.all_here.wait_until(lock, meeting.until, [&] { return meeting.arrived == meeting.threads; });
+        },
+        &m);
+    const double ns = std::chrono::duration<double, std::nano>(clock::now() - start).count();
+    return m.on_workers == m.threads - 1 ? ns : -1;
+  }
 
   // Takes items of `job` while it has some: a compare-exchange on the ticket, which fails once the
   // ticket belongs to another job, so a late worker never takes an item it was not given.
@@ -224,6 +243,7 @@ void detail::parallel_for(int count, bool use_pool, void (*call)(const void*, in
 }
 
 unsigned detail::pool_jobs() { return g_jobs; }
+double detail::job_ns() { return g_job_ns; }
 void detail::set_pool_for_every_call(bool on) { g_every_call = on; }
 void detail::set_worker_gate(void (*gate)()) { g_worker_gate = gate; }
 
@@ -236,6 +256,7 @@ void detail::parallel_for(int count, bool, void (*call)(const void*, int), const
   for (int i = 0; i < count; ++i) call(fn, i);
 }
 unsigned detail::pool_jobs() { return 0; }
+double detail::job_ns() { return 0; }
 void detail::set_pool_for_every_call(bool) {}
 void detail::set_worker_gate(void (*)()) {}
 

@@ -33,6 +33,7 @@ void parallel_for(int count, bool pool, void (*call)(const void* fn, int i), con
 // and a switch that sends every call of two or more items to the pool, however small (so that
 // tests of thread-count independence reach the workers with small shapes).
 unsigned pool_jobs();
+double job_ns();  // the pool's fixed cost of a job as measured (0: one thread)
 void set_pool_for_every_call(bool on);
 // For tests: a function every worker calls when it wakes for a job, before it takes an item (null:
 // none), to hold a worker back as if the system had not scheduled it.

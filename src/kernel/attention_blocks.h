@@ -448,7 +448,7 @@ inline void finish_rows(const AttentionParams& p, const RowBlock& rb, int kstart
       float* o = rb.o[i];
       int c = 0;
       for (; c + W <= p.value_dim; c += W) simd::store(o + c, simd::load(acc + c) * vfloat(inv));
-      for (; c < p.value_dim; ++c) o[c] = acc[c] * inv;
+      ATTN_SCALAR_TAIL for (; c < p.value_dim; ++c) o[c] = acc[c] * inv;
     }
     if (float* w = rb.w[i]) {
       const float ref = ws.row_max[i];

@@ -53,8 +53,9 @@ void convert_block(const kv::Head& h, bool values, int kb, int len, int cols, fl
 void transpose_keys(const float* src, std::ptrdiff_t ld, int j0, int n, int dim, float* block) {
   const auto at = [block, dim](int j, int d) { return block + (j / kTileCols * dim + d) * kTileCols + j % kTileCols; };
   int j = 0;
-  for (; j < n && (j0 + j) % W != 0; ++j)  // (a ring's second piece may start mid-vector)
-    for (int d = 0; d < dim; ++d) *at(j0 + j, d) = src[j * ld + d];
+  for (; j < n && (j0 + j) % W != 0; ++j) {  // (a ring's second piece may start mid-vector)
+    ATTN_SCALAR_TAIL for (int d = 0; d < dim; ++d) { *at(j0 + j, d) = src[j * ld + d]; }
+  }
   for (; j + W <= n; j += W) {
     const float* s = src + j * ld;
     int d = 0;
@@ -68,8 +69,9 @@ void transpose_keys(const float* src, std::ptrdiff_t ld, int j0, int n, int dim,
     for (; d < dim; ++d)
       for (int i = 0; i < W; ++i) *at(j0 + j + i, d) = s[i * ld + d];
   }
-  for (; j < n; ++j)
-    for (int d = 0; d < dim; ++d) *at(j0 + j, d) = src[j * ld + d];
+  for (; j < n; ++j) {
+    ATTN_SCALAR_TAIL for (int d = 0; d < dim; ++d) { *at(j0 + j, d) = src[j * ld + d]; }
+  }
 }
 
 // Value rows of keys [k0, k0 + n) (row k0 + j at src + j·ld) into panels of kTileCols value

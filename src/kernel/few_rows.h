@@ -241,7 +241,7 @@ inline __m128i score_keys_i8(const std::int16_t* qt, const std::int8_t* k, std::
   if (d == n) return sum;
   alignas(16) std::int32_t tail[4] = {0, 0, 0, 0};  // the last partial 16 (qt is at d's group)
   for (int g = 0; g < 4; ++g)
-    for (int e = d; e < n; ++e) tail[g] += std::int32_t(qt[e - d]) * k[g * k_row + e];
+    ATTN_SCALAR_TAIL for (int e = d; e < n; ++e) tail[g] += std::int32_t(qt[e - d]) * k[g * k_row + e];
   return _mm_add_epi32(sum, _mm_load_si128(reinterpret_cast<const __m128i*>(tail)));
 }
 #endif

@@ -190,9 +190,10 @@ inline void value_scales(const kv::Head& h, int start, int len, int cols, float*
                 bfloat16::to_float(reinterpret_cast<const bfloat16::Bits*>(row + t * h.value_row)[b + i]);
       }
 #endif
-      for (; b < blocks; ++b)
-        for (int t = 0; t < n; ++t)
-          out[b * ld + t] = bfloat16::to_float(reinterpret_cast<const bfloat16::Bits*>(row + t * h.value_row)[b]);
+      for (; b < blocks; ++b) {
+        ATTN_SCALAR_TAIL for (int t = 0; t < n; ++t) out[b * ld + t] =
+            bfloat16::to_float(reinterpret_cast<const bfloat16::Bits*>(row + t * h.value_row)[b]);
+      }
     } else {
       for (int t = 0; t < n; ++t) out[t] = h.value_scale_at_slot(s0 + t);
     }
@@ -243,7 +244,7 @@ inline void quantize_products(const float* p, const float* vs, int len, float in
     _mm_storel_epi64(reinterpret_cast<__m128i*>(p16 + j), _mm_packs_epi32(q, q));
   }
 #endif
-  for (; j < len; ++j) p16[j] = static_cast<std::int16_t>(std::nearbyint(p[j] * vs[j] * inv));
+  ATTN_SCALAR_TAIL for (; j < len; ++j) p16[j] = static_cast<std::int16_t>(std::nearbyint(p[j] * vs[j] * inv));
 }
 
 // ---- int4 keys and values (kv::Int4: blocks of 32 values, a scale each) ----

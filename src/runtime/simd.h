@@ -161,7 +161,7 @@ constexpr T round_up(T x, int m) {
 inline void copy(const float* src, int n, float* dst) {
   int c = 0;
   for (; c + W <= n; c += W) store(dst + c, load(src + c));
-  for (; c < n; ++c) dst[c] = src[c];
+  ATTN_SCALAR_TAIL for (; c < n; ++c) dst[c] = src[c];
 }
 
 // a·b over n elements: 4 chains of vectors, then single vectors, then a scalar tail.

@@ -225,8 +225,9 @@ inline void for_each_pair(const kv::Head& h, const KeyBlock& kb, Fn&& fn) {
   }
 }
 
-// How the rows' queries were laid out for the loops: int16 for integer dot products, and the
-// factor still to multiply the scores by (1 once the queries carry it).
+// How the rows' queries were laid out for the loops: int16 for integer dot products (int8 for
+// int4 keys in relaxed-SIMD builds), and the factor still to multiply the scores by (1 once the
+// queries carry it).
 struct FewQueries {
   bool q16;
   float factor;
@@ -326,8 +327,13 @@ void few_scores_i4(const AttentionParams& p, const RowBlock& rb, const kv::Head&
       float* s = ws.scores + kb.offset(run) + (j0 - kb.start[run]);
       const kv::Int4* k = h.key_at_slot<kv::Int4>(s0);
       if (fq.q16) {
+#if defined(__wasm_relaxed_simd__) && !defined(ATTN_SCALAR)
+        const auto* qpack = reinterpret_cast<const std::uint8_t*>(ws.qpack);
+        few_rows::apart<few_rows::scores_i4_i8<kFewKeys>>(rb.rows, qpack, k, h.key_row, j1 - j0, p.head_dim, s);
+#else
         const auto* qpack = reinterpret_cast<const std::int16_t*>(ws.qpack);
         few_rows::apart<few_rows::scores_i4<kFewKeys>>(rb.rows, qpack, k, h.key_row, j1 - j0, p.head_dim, s);
+#endif
       } else {
         few_rows::scores_i4_float(rb.rows, rb.q, k, h.key_row, j1 - j0, p.head_dim, ws.rows, s, lds);
       }
@@ -436,13 +442,20 @@ void few_values(const AttentionParams& p, const RowBlock& rb, const kv::Head& h,
 // product q·factor or partial sum of q·factor·k can overflow where the raw ones would not, and no
 // pass over the scores is left to scale them. int8 and int4 keys: quantised to int16
 // (kv::quantize_i16; scales in ws.row_scale) and packed for the integer dot products (int4:
-// head_dim padded to whole blocks), the factor applied to the scores; floats instead when that
+// head_dim padded to whole blocks; in relaxed-SIMD builds to int8 for its byte dot products,
+// few_rows::pack_query_i8), the factor applied to the scores; floats instead when that
 // does not apply: a query with a non-finite element, or int8 keys and head_dim > kv::kMaxInt8Dot
 // (int4's float path reads the queries where they are).
 template <class T>
 FewQueries few_queries(const AttentionParams& p, const RowBlock& rb, float factor, Workspace& ws) {
   const int n = p.head_dim;
   if constexpr (std::is_same_v<T, std::int8_t> || kInt4<T>) {
+    if constexpr (kInt4<T> && few_rows::kInt4ByteDot) {
+      auto* packed = reinterpret_cast<std::uint8_t*>(ws.qpack);
+      bool ok = true;
+      for (int i = 0; i < rb.rows && ok; ++i) ok = few_rows::pack_query_i8(rb.q[i], n, i, packed, ws.row_scale[i]);
+      return {ok, factor};
+    }
     if (kInt4<T> || n <= kv::kMaxInt8Dot) {
       auto* packed = reinterpret_cast<std::int16_t*>(ws.qpack);
       auto* row16 = reinterpret_cast<std::int16_t*>(ws.rows);  // a row of scratch, free here

@@ -13,7 +13,8 @@
 //     tile reads its columns of the sub-block's V rows, the first tile from memory and the
 //     others from L1.
 //   - Q·Kᵀ for int4 keys: the queries quantised to int16 as for int8 keys (few_rows.h), each
-//     block's 32 products exact in int32, then times the block's scale in float.
+//     block's 32 products exact in int32, then times the block's scale in float; in relaxed-SIMD
+//     builds, to int8 for the byte dot product (16 multiply-adds an instruction).
 //   - The float path int4 falls back to (rare: queries that cannot be quantised, probabilities
 //     that are not finite), one decoded row at a time.
 #pragma once
@@ -314,6 +315,102 @@ void scores_i4(int rows, const std::int16_t* qpack, const kv::Int4* k, std::ptrd
       }
     }
 }
+
+// ---- int4 keys by the relaxed-SIMD byte dot (relaxed builds only) ----
+//
+// i16x8.relaxed_dot_i8x16_i7x16_s multiplies 16 signed bytes by 16 bytes of 7 bits and adds
+// neighbouring products: 16 multiply-adds an instruction (x64: pmaddubsw, its unsigned operand
+// the 7-bit one), where the int16 path takes 8. Its result is the same on every engine when the
+// 7-bit operand's top bit is clear, which the keys give it: each nibble k ∈ [−8, 7] read as
+// k + 8 ∈ [0, 15] (the nibble's top bit flipped, then a mask or a shift: 4 instructions a block
+// where int4_block takes 7). The queries are quantised to int8 per row (q ≈ scale · q8, |q8| ≤
+// 127: a rounding of 2^-8 of max |q|, below the keys' own 4-bit rounding of 2^-4 of their block's
+// largest) and packed per block of 32 dims in the keys' byte order, with −8·Σ q8 (per int16 lane)
+// to undo the +8: each lane sums 4 products, |Σ| ≤ 4 · 127 · 15 + 8 · 4 · 127 < 2^15.
+#if defined(__wasm_relaxed_simd__) && !defined(ATTN_SCALAR)
+constexpr bool kInt4ByteDot = true;
+#else
+constexpr bool kInt4ByteDot = false;
+#endif
+// Bytes of one query row's block: the two byte vectors, then the int16 correction.
+constexpr int kQuery8Block = 48;
+
+// false (out untouched) when q has a non-finite element or max |q| < 2^-100 (as kv::quantize_i16).
+// Else row r of the packed queries (tiles of kQueryTile rows, each [blocks][kQueryTile][48 bytes]):
+// bytes 2l and 2l + 1 of a block's first vector q8[l], q8[16 + l], of its second q8[8 + l], q8[24
+// + l] (l < 8, zeros past n), as the key's nibbles lie in its bytes (kv::Int4), then the
+// corrections −8 · (q8[l] + q8[8 + l] + q8[16 + l] + q8[24 + l]) as int16.
+inline bool pack_query_i8(const float* q, int n, int r, std::uint8_t* packed, float& scale) {
+  float m = 0.0f;
+  for (int c = 0; c < n; ++c) {
+    if (!std::isfinite(q[c])) return false;
+    m = std::max(m, std::fabs(q[c]));
+  }
+  if (m != 0.0f && m < 0x1p-100f) return false;
+  scale = m / 127.0f;
+  const float inv = m > 0.0f ? 127.0f / m : 0.0f;
+  const int blocks = kv::int4_blocks(n);
+  std::uint8_t* tile = packed + std::ptrdiff_t(r / kQueryTile) * blocks * kQueryTile * kQuery8Block;
+  for (int b = 0; b < blocks; ++b) {
+    std::uint8_t* out = tile + (b * kQueryTile + r % kQueryTile) * kQuery8Block;
+    std::int8_t q8[kv::kInt4Block] = {};
+    for (int e = 0; e < kv::kInt4Block && b * kv::kInt4Block + e < n; ++e)
+      q8[e] = static_cast<std::int8_t>(std::nearbyint(q[b * kv::kInt4Block + e] * inv));
+    for (int l = 0; l < 8; ++l) {
+      out[2 * l] = std::uint8_t(q8[l]);
+      out[2 * l + 1] = std::uint8_t(q8[16 + l]);
+      out[16 + 2 * l] = std::uint8_t(q8[8 + l]);
+      out[16 + 2 * l + 1] = std::uint8_t(q8[24 + l]);
+      const std::int16_t fix = std::int16_t(-8 * (q8[l] + q8[8 + l] + q8[16 + l] + q8[24 + l]));
+      std::memcpy(out + 32 + 2 * l, &fix, sizeof fix);
+    }
+  }
+  return true;
+}
+
+#if defined(__wasm_relaxed_simd__) && !defined(ATTN_SCALAR)
+// s[r·LDP] = Σ_b scale_b · Σ_{d in block b} q8[r][d] · k[d] for the R rows of a packed tile
+// (pack_query_i8) and one key row of nb blocks.
+template <int R, int LDP>
+inline void score_key_i4_i8(const std::uint8_t* qt, const kv::Int4* k, int nb, float* s) {
+  const bfloat16::Bits* scales = reinterpret_cast<const bfloat16::Bits*>(k + nb * kv::kInt4BlockBytes);
+  const v128_t flip = wasm_i8x16_splat(std::int8_t(0x88)), low = wasm_i8x16_splat(0x0f);
+  vfloat acc[R];
+  ATTN_UNROLL for (int r = 0; r < R; ++r) acc[r] = vfloat(0.0f);
+  for (int b = 0; b < nb; ++b, qt += kQueryTile * kQuery8Block) {
+    const v128_t u = wasm_v128_xor(wasm_v128_load(k + b * kv::kInt4BlockBytes), flip);  // k + 8 in each nibble
+    const v128_t lo = wasm_v128_and(u, low), hi = wasm_u8x16_shr(u, 4);
+    const vfloat scale(bfloat16::to_float(scales[b]));
+    ATTN_UNROLL for (int r = 0; r < R; ++r) {
+      const std::uint8_t* q = qt + r * kQuery8Block;
+      const v128_t d16 = wasm_i16x8_add(wasm_i16x8_add(wasm_i16x8_relaxed_dot_i8x16_i7x16(wasm_v128_load(q), lo),
+                                                       wasm_i16x8_relaxed_dot_i8x16_i7x16(wasm_v128_load(q + 16), hi)),
+                                        wasm_v128_load(q + 32));
+      const v128_t d32 = wasm_i32x4_extadd_pairwise_i16x8(d16);
+      acc[r] = simd::madd(vfloat(__m128(wasm_f32x4_convert_i32x4(d32))), scale, acc[r]);
+    }
+  }
+  ATTN_UNROLL for (int r = 0; r < R; ++r) s[r * LDP] = lane_sum(acc[r]);
+}
+
+// scores_i4 for queries packed by pack_query_i8.
+template <int LDP>
+void scores_i4_i8(int rows, const std::uint8_t* qpack, const kv::Int4* k, std::ptrdiff_t k_row, int keys, int n,
+                  float* s) {
+  const int nb = kv::int4_blocks(n);
+  for (int j = 0; j < keys; ++j, k += k_row)
+    for (int r0 = 0; r0 < rows; r0 += kQueryTile) {
+      const std::uint8_t* qt = qpack + std::ptrdiff_t(r0 / kQueryTile) * nb * kQueryTile * kQuery8Block;
+      float* st = s + r0 * LDP + j;
+      switch (std::min(kQueryTile, rows - r0)) {
+        case 4: score_key_i4_i8<4, LDP>(qt, k, nb, st); break;
+        case 3: score_key_i4_i8<3, LDP>(qt, k, nb, st); break;
+        case 2: score_key_i4_i8<2, LDP>(qt, k, nb, st); break;
+        default: score_key_i4_i8<1, LDP>(qt, k, nb, st); break;
+      }
+    }
+}
+#endif
 
 #if !defined(ATTN_SCALAR)
 namespace detail {

@@ -10,7 +10,8 @@
 // weight error. float16/bfloat16/int8/int4 storage is compared with the reference on the stored (rounded or
 // quantised) values, so the same tolerance holds, but for int8 and int4 values: their P·V rounds each probability
 // (times its value's scale) to int16, 2^-16 of the largest in its block (few_rows_int.h), which kIntegerPvTolerance
-// allows for.
+// allows for. Likewise the queries as the kernel reads them (queries_seen: int8 where relaxed-SIMD builds read int4
+// keys by byte dot products).
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -25,6 +26,8 @@
 #include <vector>
 
 #include "kernel/attention.h"
+#include "kernel/attention_blocks.h"
+#include "kernel/few_rows_int.h"
 #include "kernel/half.h"
 #include "reference.h"
 
@@ -334,6 +337,38 @@ inline void expect_close(const std::vector<float>& got, const std::vector<double
   CHECK(bad == 0);
 }
 
+// The queries as the kernel reads them: as given, but where the few-rows path reads int4 keys by byte dot products
+// (relaxed-SIMD builds, few_rows::kInt4ByteDot), each query row rounded to int8 times its scale, max |q| / 127 (a
+// row with a non-finite element or max |q| < 2^-100 stays float), as few_rows::pack_query_i8 does.
+inline std::vector<float> queries_seen(const Case& c, const Run& r) {
+  std::vector<float> q = r.q;
+  if (c.kv_type != attn::KvType::i4 || !attn::few_rows::kInt4ByteDot || !attn::blocks::takes_few_rows(r.p)) return q;
+  for (int b = 0; b < c.batch; ++b)
+    for (int h = 0; h < c.heads; ++h)
+      for (int i = 0; i < c.seq_q; ++i) {
+        float* row = q.data() + b * r.p.q.batch + h * r.p.q.head + i * r.p.q.row;
+        float m = 0.0f;
+        bool finite = true;
+        for (int d = 0; d < c.head_dim; ++d) {
+          finite = finite && std::isfinite(row[d]);
+          m = std::max(m, std::fabs(row[d]));
+        }
+        if (!finite || (m != 0.0f && m < 0x1p-100f)) continue;
+        const float scale = m / 127.0f, inv = m > 0.0f ? 127.0f / m : 0.0f;
+        for (int d = 0; d < c.head_dim; ++d) row[d] = std::nearbyint(row[d] * inv) * scale;
+      }
+  return q;
+}
+
+// The reference's outputs (and weights and lse, where the case asks for them) for the queries as the kernel reads them.
+inline std::vector<double> reference(const Case& c, const Run& r, std::vector<double>* weights,
+                                     std::vector<double>* lse) {
+  const std::vector<float> q = queries_seen(c, r);
+  attn::AttentionParams p = r.ref_params;
+  p.query = q.data();
+  return ref::attention(p, weights, lse);
+}
+
 inline void check_run(const Case& c, Run& r) {
   INFO(c.describe());
   const char* err = attn::attention(r.p);
@@ -341,7 +376,7 @@ inline void check_run(const Case& c, Run& r) {
   REQUIRE(err == nullptr);
   std::vector<double> ref_weights, ref_lse;
   const std::vector<double> ref_out =
-      ref::attention(r.ref_params, r.p.weights ? &ref_weights : nullptr, r.p.lse ? &ref_lse : nullptr);
+      reference(c, r, r.p.weights ? &ref_weights : nullptr, r.p.lse ? &ref_lse : nullptr);
   const bool integer_pv = c.kv_type == attn::KvType::i8 || c.kv_type == attn::KvType::i4;
   if (r.p.out)
     expect_close(gather(r.out, r.p.o, c.batch, c.heads, c.seq_q, r.p.value_dim), ref_out,

@@ -413,6 +413,27 @@ TEST_CASE("int8 and int4 keys and values with negative scales: the signs moved t
   tcase::check_run(c, r);
 }
 
+TEST_CASE("int4 keys at the ends of their nibbles (-8 and 7) against queries of one magnitude", "[kv]") {
+  // The largest sums the integer Q·Kᵀ forms (few_rows_int.h): every query element ±max (±127 as int8 in relaxed-SIMD
+  // builds, ±32767 as int16) against nibbles −8 (the C++ API may store them; append writes [−7, 7]) and 7.
+  const Case c = integer_step(attn::KvType::i4, GENERATE(1, 4), 70, GENERATE(32, 100), 40);
+  tcase::Run r = tcase::make_run(c);
+  std::mt19937 rng(5);
+  const int n = c.head_dim, row = int(attn::kv::int4_row_bytes(n));
+  for (int h = 0; h < c.kv_heads; ++h)
+    for (int j = 0; j < c.seq_k; ++j) {
+      auto* bytes = reinterpret_cast<std::uint8_t*>(r.k8.data() + std::ptrdiff_t(h * c.seq_k + j) * row);
+      for (int e = 0; e < n; ++e) {
+        const int i = e % 32, byte = 16 * (e / 32) + 2 * (i % 8) + i / 16, shift = 4 * ((i / 8) % 2);
+        bytes[byte] = std::uint8_t((bytes[byte] & ~(0xf << shift)) | ((rng() % 2 ? 0x8 : 0x7) << shift));
+      }
+      const auto* k = reinterpret_cast<const attn::kv::Int4*>(bytes);
+      for (int e = 0; e < n; ++e) r.k_seen[std::size_t(h * c.seq_k + j) * n + e] = attn::kv::int4_one(k, n, e);
+    }
+  for (float& q : r.q) q = q < 0.0f ? -0.75f : 0.75f;
+  tcase::check_run(c, r);
+}
+
 TEST_CASE("int8 and int4 values with tiny scales take the float path: the outputs scaled by 2^-115", "[kv]") {
   // Products p · scale below kP16Max · FLT_MIN would give the int16 quantisation a subnormal (or
   // zero) scale and an infinite inverse (0 · ∞: NaN); the float path takes them.
@@ -434,7 +455,7 @@ TEST_CASE("int8 and int4 values with tiny scales take the float path: the output
   }
   REQUIRE(attn::attention(r.p) == nullptr);
   for (float& x : r.out) x = std::ldexp(x, 115);
-  const std::vector<double> want = ref::attention(r.ref_params, nullptr, nullptr);
+  const std::vector<double> want = tcase::reference(c, r, nullptr, nullptr);
   tcase::expect_close(tcase::gather(r.out, r.p.o, c.batch, c.heads, c.seq_q, c.value_dim), want, c.tolerance, "out");
 }
 

@@ -158,10 +158,6 @@ inline int int4_value(const Int4* row, int e) {
 inline float int4_one(const Int4* row, int n, int e) {
   return float(int4_value(row, e)) * bfloat16::to_float(int4_scales(row, n)[e / kInt4Block]);
 }
-// A row of n values as floats (the blocked path's packing and the few-rows path's fallback).
-inline void int4_to_floats(const Int4* row, int n, float* out) {
-  for (int e = 0; e < n; ++e) out[e] = int4_one(row, n, e);
-}
 #if !defined(ATTN_SCALAR)
 // A block's 16 bytes → its 32 values as int16, 8 at a time, in order: each nibble shifted to the
 // top of its lane, then back down with the sign (7 shifts for 32 values).
@@ -172,6 +168,26 @@ inline void int4_block(__m128i x, __m128i (&e)[4]) {
   e[3] = _mm_srai_epi16(x, 12);
 }
 #endif
+// A row of n values as floats (the blocked path's packing and the few-rows path's fallback):
+// whole blocks a vector at a time, the same products float(q) · scale as int4_one.
+inline void int4_to_floats(const Int4* row, int n, float* out) {
+  int e = 0;
+#if !defined(ATTN_SCALAR)
+  const bfloat16::Bits* scales = int4_scales(row, n);
+  for (; e + kInt4Block <= n; e += kInt4Block) {
+    __m128i q[4];
+    int4_block(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + (e / kInt4Block) * kInt4BlockBytes)), q);
+    const __m128 scale = _mm_set1_ps(bfloat16::to_float(scales[e / kInt4Block]));
+    for (int k = 0; k < 4; ++k) {  // int16 → int32 (the sign from the top half), → float, times the scale
+      const __m128 lo = _mm_cvtepi32_ps(_mm_srai_epi32(_mm_unpacklo_epi16(q[k], q[k]), 16));
+      const __m128 hi = _mm_cvtepi32_ps(_mm_srai_epi32(_mm_unpackhi_epi16(q[k], q[k]), 16));
+      _mm_storeu_ps(out + e + 8 * k, _mm_mul_ps(lo, scale));
+      _mm_storeu_ps(out + e + 8 * k + 4, _mm_mul_ps(hi, scale));
+    }
+  }
+#endif
+  for (; e < n; ++e) out[e] = int4_one(row, n, e);
+}
 
 // int8 keys in integers: a query row quantised to int16 (q ≈ scale · q16, |q16| ≤ 32767; its
 // rounding, ≤ 2^-16 of max |q|, is far below the keys' own int8 rounding) makes each q·k one

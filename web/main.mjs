@@ -3,9 +3,9 @@
 // thread: the lesson's calls are a few tokens wide, and the single-threaded build is the smaller
 // download (no worker glue, no thread pool). "Watch it learn" and the playground train and run in
 // Web Workers of their own (the playground's with threads where the page may have them), the
-// benchmark panel one per engine; the playground and the panel load when a reader gets near them. The page opens in the visitor's language (language.mjs); a switch
-// re-renders everything; the "for developers" switch shows the cross-checks and the library
-// calls behind each section.
+// benchmark panel one per engine; the playground and the panel load when a reader gets near them.
+// The page opens in the visitor's language (language.mjs); a switch re-renders everything; the
+// "for developers" switch shows the cross-checks and the library calls behind each section.
 import { loadAttention } from '../dist/index.mjs';
 import { $, whenNear } from './dom.mjs';
 import { startBench } from './bench-section.mjs';

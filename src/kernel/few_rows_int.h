@@ -335,20 +335,14 @@ constexpr bool kInt4ByteDot = false;
 // Bytes of one query row's block: the two byte vectors, then the int16 correction.
 constexpr int kQuery8Block = 48;
 
-// false (out untouched) when q has a non-finite element or max |q| < 2^-100 (as kv::quantize_i16).
+// false (out untouched) as kv::query_scale.
 // Else row r of the packed queries (tiles of kQueryTile rows, each [blocks][kQueryTile][48 bytes]):
 // bytes 2l and 2l + 1 of a block's first vector q8[l], q8[16 + l], of its second q8[8 + l], q8[24
 // + l] (l < 8, zeros past n), as the key's nibbles lie in its bytes (kv::Int4), then the
 // corrections −8 · (q8[l] + q8[8 + l] + q8[16 + l] + q8[24 + l]) as int16.
 inline bool pack_query_i8(const float* q, int n, int r, std::uint8_t* packed, float& scale) {
-  float m = 0.0f;
-  for (int c = 0; c < n; ++c) {
-    if (!std::isfinite(q[c])) return false;
-    m = std::max(m, std::fabs(q[c]));
-  }
-  if (m != 0.0f && m < 0x1p-100f) return false;
-  scale = m / 127.0f;
-  const float inv = m > 0.0f ? 127.0f / m : 0.0f;
+  float inv;
+  if (!kv::query_scale(q, n, 127.0f, scale, inv)) return false;
   const int blocks = kv::int4_blocks(n);
   std::uint8_t* tile = packed + std::ptrdiff_t(r / kQueryTile) * blocks * kQueryTile * kQuery8Block;
   for (int b = 0; b < blocks; ++b) {

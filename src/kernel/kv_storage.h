@@ -195,17 +195,25 @@ inline void int4_to_floats(const Int4* row, int n, float* out) {
 // converting the keys to float takes 23. Exact in int32 up to kMaxInt8Dot elements.
 constexpr int kMaxInt8Dot = 512;  // 512 · 32767 · 127 < 2^31
 
-// false (out untouched) when q has a non-finite element or is so small (max |q| < 2^-100) that
-// its scale would lose precision; the caller then stays in float.
-inline bool quantize_i16(const float* q, int n, std::int16_t* out, float& scale) {
+// The symmetric scale that maps a query row's max |q| to `top` (q ≈ scale · integer): false when
+// q has a non-finite element or is so small (max |q| < 2^-100) that its scale would lose
+// precision; the caller then stays in float. inv multiplies q into the integers' range.
+inline bool query_scale(const float* q, int n, float top, float& scale, float& inv) {
   float m = 0.0f;
   for (int c = 0; c < n; ++c) {
     if (!std::isfinite(q[c])) return false;
     m = std::max(m, std::fabs(q[c]));
   }
   if (m != 0.0f && m < 0x1p-100f) return false;
-  scale = m / 32767.0f;
-  const float inv = m > 0.0f ? 32767.0f / m : 0.0f;
+  scale = m / top;
+  inv = m > 0.0f ? top / m : 0.0f;
+  return true;
+}
+
+// false (out untouched) as query_scale.
+inline bool quantize_i16(const float* q, int n, std::int16_t* out, float& scale) {
+  float inv;
+  if (!query_scale(q, n, 32767.0f, scale, inv)) return false;
   for (int c = 0; c < n; ++c) out[c] = static_cast<std::int16_t>(std::nearbyint(q[c] * inv));
   return true;
 }

@@ -10,6 +10,7 @@
 #include <emscripten/val.h>
 #include <malloc.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -118,33 +119,50 @@ EMSCRIPTEN_BINDINGS(answers) {
 
 // ---- attention: lib.attention, attentionWeights, attentionBackward (src/js/api.mjs) ----
 
-// The forward call, as run() in src/js/api.mjs builds it: addresses are byte offsets into the
-// wasm heap (0 = absent), sizes and options those of attn::AttentionParams, whose strides follow
-// from the sizes and the layout.
+// The forward call, as src/js/call-block.mjs writes it into wasm memory: 32-bit fields only, each
+// at 4 × its index in CALL_FIELDS there (the order here), so that JS writes a call with a few
+// stores instead of crossing an Embind value object field by field (in a threaded build each of
+// those reads shared memory's buffer again: microseconds a call). Addresses are byte offsets into
+// the wasm heap (0 = absent), sizes and options those of attn::AttentionParams, whose strides
+// follow from the sizes and the layout; the backward's fields (attn::AttentionGrads) are 0 in a
+// forward call.
 struct JsAttentionCall {
-  std::uintptr_t query = 0, key = 0, value = 0, out = 0, weights = 0, mask = 0;
-  std::uintptr_t lse = 0;         // each row's log-sum-exp [batch, heads, seqQ], when asked for
-  std::uintptr_t keyPadding = 0;  // [batch, seqK] bytes, nonzero = padding
-  attn::MaskType maskType = attn::MaskType::none;
-  attn::MaskShape maskShape = attn::MaskShape::plane;  // the dimensions the mask has (the rest broadcast)
-  int batch = 1, heads = 1, kvHeads = 1, seqQ = 1, seqK = 1, headDim = 1, valueDim = 1;
-  bool bshd = false;  // layout of query, key, value and out: [batch, seq, heads, dim]
-  float scale = 1.0f;
-  bool causal = false;
-  attn::Align align = attn::Align::lower_right;
-  int windowLeft = attn::kNoLimit, windowRight = attn::kNoLimit;
-  float softcap = 0.0f;
-  std::uintptr_t alibi = 0, sinks = 0;  // alibi [heads] or [batch, heads] (alibiBatchStride 0 or heads)
-  int alibiBatchStride = 0;
-  double budget = std::numeric_limits<double>::infinity();  // bytes the workspace may take (within_budget)
+  std::uint32_t query, key, value, out, weights, mask;
+  std::uint32_t lse;         // each row's log-sum-exp [batch, heads, seqQ], when asked for
+  std::uint32_t keyPadding;  // [batch, seqK] bytes, nonzero = padding
+  std::int32_t maskType;     // attn::MaskType
+  std::int32_t maskBatch, maskHeads, maskRows;  // attn::MaskShape: the dimensions the mask has (the rest broadcast)
+  std::int32_t batch, heads, kvHeads, seqQ, seqK, headDim, valueDim;
+  std::int32_t bshd;  // layout of query, key, value and out: [batch, seq, heads, dim]
+  float scale;
+  std::int32_t causal, align;  // align: attn::Align
+  std::int32_t windowLeft, windowRight;
+  float softcap;
+  std::uint32_t alibi, sinks;  // alibi [heads] or [batch, heads] (alibiBatchStride 0 or heads)
+  std::int32_t alibiBatchStride;
+  std::uint32_t dOut, dQuery, dKey, dValue, dSinks, savedLse, savedOut;  // the backward's
+};
+static_assert(sizeof(JsAttentionCall) == 36 * 4, "src/js/call-block.mjs: CALL_FIELDS has 36 entries");
+
+// What attention(query, cache, …) asks of a cache (attn::CacheCall), from src/js/api.mjs: sizes
+// 0 = not given (the cache's); `call` and `cache` are written back, the two values of a conflict.
+struct JsCacheCall {
+  double call, cache;
+  std::int32_t batch, heads, kvHeads, headDim, valueDim, seqK, seqQ, causal, align, windowLeft, windowRight;
 };
 
-// What the backward pass adds to its forward call: dL/d(out) in, the gradients out (the layouts
-// of their tensors), and optionally the forward's lse and output (attn::AttentionGrads).
-struct JsAttentionGrads {
-  std::uintptr_t dOut = 0, dQuery = 0, dKey = 0, dValue = 0, dSinks = 0;
-  std::uintptr_t lse = 0, savedOut = 0;
+// The block every attention call is written into: one per module (calls are synchronous, and the
+// entries copy what they read before anything can run), its address asked once (callBlock()).
+struct alignas(8) JsCallBlock {
+  JsAttentionCall attention;
+  JsCacheCall cache;
 };
+static_assert(offsetof(JsCallBlock, cache) == 144, "src/js/call-block.mjs: CACHE_CALL_OFFSET");
+JsCallBlock g_call_block;
+
+double call_block() { return static_cast<double>(reinterpret_cast<std::uintptr_t>(&g_call_block)); }
+
+const JsAttentionCall& attention_call(std::uintptr_t address) { return *ptr<const JsAttentionCall>(address); }
 
 attn::AttentionParams to_params(const JsAttentionCall& c) {
   attn::AttentionParams p;
@@ -154,7 +172,7 @@ attn::AttentionParams to_params(const JsAttentionCall& c) {
   p.out = ptr<float>(c.out);
   p.weights = ptr<float>(c.weights);
   p.mask = ptr<const void>(c.mask);
-  p.mask_type = c.maskType;
+  p.mask_type = static_cast<attn::MaskType>(c.maskType);
   p.key_padding = ptr<const std::uint8_t>(c.keyPadding);
   p.key_padding_batch_stride = c.seqK;
   p.batch = c.batch;
@@ -165,8 +183,8 @@ attn::AttentionParams to_params(const JsAttentionCall& c) {
   p.head_dim = c.headDim;
   p.value_dim = c.valueDim;
   p.scale = c.scale;
-  p.causal = c.causal;
-  p.align = c.align;
+  p.causal = c.causal != 0;
+  p.align = static_cast<attn::Align>(c.align);
   p.window_left = c.windowLeft;
   p.window_right = c.windowRight;
   p.softcap = c.softcap;
@@ -180,7 +198,7 @@ attn::AttentionParams to_params(const JsAttentionCall& c) {
   p.v = dense(c.kvHeads, c.seqK, c.valueDim);
   p.o = dense(c.heads, c.seqQ, c.valueDim);
   p.w = attn::dense_bhsd(c.heads, c.seqQ, c.seqK);  // mask and weights are always bhsd
-  p.m = attn::mask_strides(c.maskShape, c.heads, c.seqQ, c.seqK);
+  p.m = attn::mask_strides({c.maskBatch != 0, c.maskHeads != 0, c.maskRows != 0}, c.heads, c.seqQ, c.seqK);
   p.lse = ptr<float>(c.lse);
   p.l = attn::dense_bhsd(c.heads, c.seqQ, 1);
   return p;
@@ -191,23 +209,25 @@ val attend(const attn::AttentionParams& p, double budget) {
   return within_budget(attn::attention_workspace_bytes(p), budget, [&] { return attn::attention(p); });
 }
 
-val run_attention(const JsAttentionCall& c) { return attend(to_params(c), c.budget); }
+// The entries take the address of a call written by src/js/call-block.mjs, and the budget.
+val run_attention(std::uintptr_t call, double budget) { return attend(to_params(attention_call(call)), budget); }
 
-val run_attention_backward(const JsAttentionCall& c, const JsAttentionGrads& d) {
+val run_attention_backward(std::uintptr_t call, double budget) {
+  const JsAttentionCall& c = attention_call(call);
   const attn::AttentionParams p = to_params(c);
   attn::AttentionGrads g;
-  g.d_out = ptr<const float>(d.dOut);
-  g.d_query = ptr<float>(d.dQuery);
-  g.d_key = ptr<float>(d.dKey);
-  g.d_value = ptr<float>(d.dValue);
-  g.d_sinks = ptr<float>(d.dSinks);
+  g.d_out = ptr<const float>(c.dOut);
+  g.d_query = ptr<float>(c.dQuery);
+  g.d_key = ptr<float>(c.dKey);
+  g.d_value = ptr<float>(c.dValue);
+  g.d_sinks = ptr<float>(c.dSinks);
   g.d_o = p.o;
   g.d_q = p.q;
   g.d_k = p.k;
   g.d_v = p.v;
-  g.lse = ptr<const float>(d.lse);
-  g.out = ptr<const float>(d.savedOut);
-  return within_budget(attn::attention_workspace_bytes(p, true), c.budget,
+  g.lse = ptr<const float>(c.savedLse);
+  g.out = ptr<const float>(c.savedOut);
+  return within_budget(attn::attention_workspace_bytes(p, true), budget,
                        [&] { return attn::attention_backward(p, g); });
 }
 
@@ -224,44 +244,7 @@ EMSCRIPTEN_BINDINGS(attention) {
       .field("heads", &attn::MaskShape::heads)
       .field("rows", &attn::MaskShape::rows);
   enum_<attn::Align>("Align").value("lowerRight", attn::Align::lower_right).value("upperLeft", attn::Align::upper_left);
-
-  value_object<JsAttentionCall>("AttentionCall")
-      .field("query", &JsAttentionCall::query)
-      .field("key", &JsAttentionCall::key)
-      .field("value", &JsAttentionCall::value)
-      .field("out", &JsAttentionCall::out)
-      .field("weights", &JsAttentionCall::weights)
-      .field("mask", &JsAttentionCall::mask)
-      .field("lse", &JsAttentionCall::lse)
-      .field("keyPadding", &JsAttentionCall::keyPadding)
-      .field("maskType", &JsAttentionCall::maskType)
-      .field("maskShape", &JsAttentionCall::maskShape)
-      .field("batch", &JsAttentionCall::batch)
-      .field("heads", &JsAttentionCall::heads)
-      .field("kvHeads", &JsAttentionCall::kvHeads)
-      .field("seqQ", &JsAttentionCall::seqQ)
-      .field("seqK", &JsAttentionCall::seqK)
-      .field("headDim", &JsAttentionCall::headDim)
-      .field("valueDim", &JsAttentionCall::valueDim)
-      .field("bshd", &JsAttentionCall::bshd)
-      .field("scale", &JsAttentionCall::scale)
-      .field("causal", &JsAttentionCall::causal)
-      .field("align", &JsAttentionCall::align)
-      .field("windowLeft", &JsAttentionCall::windowLeft)
-      .field("windowRight", &JsAttentionCall::windowRight)
-      .field("softcap", &JsAttentionCall::softcap)
-      .field("alibi", &JsAttentionCall::alibi)
-      .field("alibiBatchStride", &JsAttentionCall::alibiBatchStride)
-      .field("sinks", &JsAttentionCall::sinks)
-      .field("budget", &JsAttentionCall::budget);
-  value_object<JsAttentionGrads>("AttentionGrads")
-      .field("dOut", &JsAttentionGrads::dOut)
-      .field("dQuery", &JsAttentionGrads::dQuery)
-      .field("dKey", &JsAttentionGrads::dKey)
-      .field("dValue", &JsAttentionGrads::dValue)
-      .field("dSinks", &JsAttentionGrads::dSinks)
-      .field("lse", &JsAttentionGrads::lse)
-      .field("savedOut", &JsAttentionGrads::savedOut);
+  function("callBlock", &call_block);
   function("attention", &run_attention);
   function("attentionBackward", &run_attention_backward);
 }
@@ -298,14 +281,6 @@ JsCacheBytes cache_bytes_for(const JsKvCacheConfig& c) {
   return {b.total(), b.largest()};
 }
 
-// What a call over a cache asks for (attn::CacheCall), from src/js/api.mjs: sizes 0 = not given.
-struct JsCacheCall {
-  int batch = 0, heads = 1, kvHeads = 0, headDim = 0, valueDim = 0, seqK = 0, seqQ = 1;
-  bool causal = false;
-  attn::Align align = attn::Align::lower_right;
-  int windowLeft = attn::kNoLimit, windowRight = attn::kNoLimit;
-};
-
 // attn::CacheCheck for JS, which words the message: call and cache are the two values.
 struct JsCacheCheck {
   attn::CacheConflict conflict = attn::CacheConflict::none;
@@ -341,8 +316,10 @@ double cache_bytes(const attn::KvCache& cache) { return static_cast<double>(cach
 // Where its keys start in wasm memory (tests check caches placed past 2 GiB).
 double cache_address(const attn::KvCache& cache) { return static_cast<double>(cache.key_address()); }
 
-// lib.attention(query, cache, …) checks its options here before anything is staged.
-JsCacheCheck cache_check(const attn::KvCache& cache, const JsCacheCall& c) {
+// lib.attention(query, cache, …) checks its options here before anything is staged: the
+// JsCacheCall at `address`, whose call and cache it fills; answers the conflict (attn::CacheConflict).
+int cache_check(const attn::KvCache& cache, std::uintptr_t address) {
+  JsCacheCall& c = *ptr<JsCacheCall>(address);
   attn::CacheCall call;
   call.batch = c.batch;
   call.heads = c.heads;
@@ -351,20 +328,23 @@ JsCacheCheck cache_check(const attn::KvCache& cache, const JsCacheCall& c) {
   call.value_dim = c.valueDim;
   call.seq_k = c.seqK;
   call.seq_q = c.seqQ;
-  call.causal = c.causal;
-  call.align = c.align;
+  call.causal = c.causal != 0;
+  call.align = static_cast<attn::Align>(c.align);
   call.window_left = c.windowLeft;
   call.window_right = c.windowRight;
-  return to_js(attn::check_call(call, cache));
+  const attn::CacheCheck check = attn::check_call(call, cache);
+  c.call = static_cast<double>(check.call);
+  c.cache = static_cast<double>(check.cache);
+  return static_cast<int>(check.conflict);
 }
 
 // attention() over a cache: the call's query, outputs, masks and variants; K, V from the cache,
 // the score rule the call's own once resolve() has checked it against the cache.
-val run_attention_cached(const JsAttentionCall& c, const attn::KvCache& cache) {
-  attn::AttentionParams p = to_params(c);
+val run_attention_cached(std::uintptr_t address, const attn::KvCache& cache, double budget) {
+  attn::AttentionParams p = to_params(attention_call(address));
   const attn::CacheCheck check = attn::resolve(attn::cache_call(p), cache, p);
   if (!check.ok()) return failed(Failure::invalid, attn::message(check));  // JS checks it before staging
-  return attend(p, c.budget);  // sized with the keys where the cache has them
+  return attend(p, budget);  // sized with the keys where the cache has them
 }
 
 EMSCRIPTEN_BINDINGS(kv_cache) {
@@ -403,23 +383,10 @@ EMSCRIPTEN_BINDINGS(kv_cache) {
   value_object<JsCacheBytes>("CacheBytes")
       .field("total", &JsCacheBytes::total)
       .field("largest", &JsCacheBytes::largest);
-  value_object<JsCacheCall>("CacheCall")
-      .field("batch", &JsCacheCall::batch)
-      .field("heads", &JsCacheCall::heads)
-      .field("kvHeads", &JsCacheCall::kvHeads)
-      .field("headDim", &JsCacheCall::headDim)
-      .field("valueDim", &JsCacheCall::valueDim)
-      .field("seqK", &JsCacheCall::seqK)
-      .field("seqQ", &JsCacheCall::seqQ)
-      .field("causal", &JsCacheCall::causal)
-      .field("align", &JsCacheCall::align)
-      .field("windowLeft", &JsCacheCall::windowLeft)
-      .field("windowRight", &JsCacheCall::windowRight);
   value_object<JsCacheCheck>("CacheCheck")
       .field("conflict", &JsCacheCheck::conflict)
       .field("call", &JsCacheCheck::call)
       .field("cache", &JsCacheCheck::cache);
-
   function("cacheBytes", &cache_bytes_for);
   class_<attn::KvCache>("KvCacheCore")
       .constructor<>()
@@ -458,7 +425,7 @@ struct JsRotaryCall {
   int positionsBatchStride = 0;  // 0: one [seq] array for every batch entry
   bool bshd = false, interleaved = false;
   double positionOffset = 0, base = 10000;
-  double budget = 0;  // bytes the kernel may allocate (its tables), as in AttentionCall
+  double budget = 0;  // bytes the kernel may allocate (its tables), as attention() passes it
 };
 
 val run_rotary(const JsRotaryCall& c) {

@@ -1,5 +1,6 @@
 // The library object that loadAttention() resolves to: checks arguments, copies tensors into
 // one reused heap block, runs the kernel, copies the results out into caller-owned arrays.
+import { FIELD as F, makeCallBlock } from './call-block.mjs';
 import { cacheCallError, conflictName } from './cache-rule.mjs';
 import { HeapArena, heap, wasmMemoryLimit } from './heap.mjs';
 import { isAnyKVCache, makeKVCacheClass } from './kvcache.mjs';
@@ -43,37 +44,57 @@ export function createLibrary(module, { threads = module.numThreads(), threadsRe
   // is collected with it (and a threaded build's workers, which dispose() ends).
   const { view: M, release } = releasable(module);
   const arena = new HeapArena(M);
+  const block = makeCallBlock(M);
   const info = Object.freeze({ version: M.version(), simd: M.simdName(), simdReason, threads, threadsReason });
   let disposed = false;
 
   // Stages the tensors of a call resolved by resolveCall and runs the forward kernel (with
   // `cacheCore`, over the keys and values of that KV cache) or, with `backward`, the backward;
-  // returns copyOut(name, target) for the results. The calls are the AttentionCall and
-  // AttentionGrads of src/bindings.cpp; the C++ entry checks the kernel's workspace against the
-  // call's budget (what wasm32 has left after the staging).
+  // returns copyOut(name, target) for the results. The call is written into the module's call
+  // block (call-block.mjs); the C++ entry checks the kernel's workspace against the call's budget
+  // (what wasm32 has left after the staging).
   function run(fn, { shape, variants, mask, keyPadding }, inputs, outputs, { cacheCore = null, backward = false } = {}) {
     const call = arena.stage(fn, { ...inputs, mask: mask?.array, keyPadding, alibi: variants.alibi, sinks: variants.sinks }, outputs);
-    const { address } = call;
-    const forward = {
-      query: address('query'), key: address('key'), value: address('value'),
-      out: address('out'), weights: address('weights'), mask: address('mask'),
-      lse: backward ? 0 : address('lse'), keyPadding: address('keyPadding'),
-      maskType: M.MaskType[mask ? mask.type : 'none'], maskShape: mask ? mask.shape : NO_MASK_SHAPE,
-      batch: shape.batch, heads: shape.heads, kvHeads: shape.kvHeads, seqQ: shape.seqQ, seqK: shape.seqK,
-      headDim: shape.headDim, valueDim: shape.valueDim || 1, bshd: shape.layout === 'bshd',
-      scale: shape.scale, causal: variants.causal, align: M.Align[variants.align],
-      windowLeft: variants.windowLeft, windowRight: variants.windowRight, softcap: variants.softcap,
-      alibi: address('alibi'), alibiBatchStride: variants.alibiBatchStride, sinks: address('sinks'),
-      budget: call.budget,
-    };
+    const { address, views: { HEAP32: i32, HEAPF32: f32 } } = call;
+    const i = block.clear(call.views);
+    i32[i + F.query] = address('query');
+    i32[i + F.key] = address('key');
+    i32[i + F.value] = address('value');
+    i32[i + F.out] = address('out');
+    i32[i + F.weights] = address('weights');
+    i32[i + F.mask] = address('mask');
+    i32[i + F.keyPadding] = address('keyPadding');
+    i32[i + F.maskType] = M.MaskType[mask ? mask.type : 'none'].value;
+    const maskShape = mask ? mask.shape : NO_MASK_SHAPE;
+    i32[i + F.maskBatch] = maskShape.batch;
+    i32[i + F.maskHeads] = maskShape.heads;
+    i32[i + F.maskRows] = maskShape.rows;
+    i32[i + F.batch] = shape.batch;
+    i32[i + F.heads] = shape.heads;
+    i32[i + F.kvHeads] = shape.kvHeads;
+    i32[i + F.seqQ] = shape.seqQ;
+    i32[i + F.seqK] = shape.seqK;
+    i32[i + F.headDim] = shape.headDim;
+    i32[i + F.valueDim] = shape.valueDim || 1;
+    i32[i + F.bshd] = shape.layout === 'bshd';
+    f32[i + F.scale] = shape.scale;
+    i32[i + F.causal] = variants.causal;
+    i32[i + F.align] = M.Align[variants.align].value;
+    i32[i + F.windowLeft] = variants.windowLeft;
+    i32[i + F.windowRight] = variants.windowRight;
+    f32[i + F.softcap] = variants.softcap;
+    i32[i + F.alibi] = address('alibi');
+    i32[i + F.alibiBatchStride] = variants.alibiBatchStride;
+    i32[i + F.sinks] = address('sinks');
     let error;
     if (backward) {
-      error = M.attentionBackward(forward, {
-        dOut: call.address('dOut'), dQuery: call.address('dQuery'), dKey: call.address('dKey'), dValue: call.address('dValue'),
-        dSinks: call.address('dSinks'), lse: call.address('lse'), savedOut: call.address('savedOut'),
-      });
+      for (const name of ['dOut', 'dQuery', 'dKey', 'dValue', 'dSinks']) i32[i + F[name]] = address(name);
+      i32[i + F.savedLse] = address('lse');
+      i32[i + F.savedOut] = address('savedOut');
+      error = M.attentionBackward(block.address(), call.budget);
     } else {
-      error = cacheCore ? M.attentionCached(forward, cacheCore) : M.attention(forward);
+      i32[i + F.lse] = address('lse');
+      error = cacheCore ? M.attentionCached(block.address(), cacheCore, call.budget) : M.attention(block.address(), call.budget);
     }
     if (error) throw call.error(error);
     return call.copyOut;
@@ -124,9 +145,9 @@ export function createLibrary(module, { threads = module.numThreads(), threadsRe
     const size = (name, fallback) => dim(options, name, fallback, 'options', fn);
     const visibility = resolveVisibility(fn, options);
     const { causal, align, windowLeft, windowRight } = visibility;
-    const call = { heads: size('heads'), seqQ: size('seqQ'), causal, align: M.Align[align], windowLeft, windowRight };
+    const call = { heads: size('heads'), seqQ: size('seqQ'), causal, align: M.Align[align].value, windowLeft, windowRight };
     for (const name of ['batch', 'kvHeads', 'headDim', 'valueDim', 'seqK']) call[name] = size(name, 0);  // 0: the cache's
-    const check = core.check(call);
+    const check = block.checkCache(core, call);
     const conflict = conflictName(M, check.conflict);
     if (conflict !== 'none') throw cacheCallError(fn, conflict, check, cache, options, core.length());
     const sizes = { batch: cache.batch, kvHeads: cache.kvHeads, headDim: cache.headDim, valueDim: cache.valueDim, seqK: core.length() };

@@ -3,8 +3,12 @@
 // caller's own options), and of the positions a cache must keep (appending, truncating).
 import { describe, plural } from './shapes.mjs';
 
-// The name (as the module's CacheConflict names it) of a conflict a cache's check returned.
-export const conflictName = (M, conflict) => Object.keys(M.CacheConflict).find((name) => M.CacheConflict[name] === conflict);
+// The name (as the module's CacheConflict names it) of a conflict a cache's check returned (the
+// enum's value, or its number).
+export const conflictName = (M, conflict) => {
+  const value = typeof conflict === 'number' ? conflict : conflict.value;
+  return Object.keys(M.CacheConflict).find((name) => M.CacheConflict[name].value === value);
+};
 
 const shownWindow = (w) => (Array.isArray(w) ? `[${w.map(String).join(', ')}]` : 'none');
 

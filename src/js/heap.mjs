@@ -25,15 +25,22 @@ const usableBytes = (M) => wasmMemoryLimit(M) - RESERVED_BYTES;
 // Between calls the arena keeps at most this much; a call that needs more gets a block that is
 // freed when the call returns (so one huge call does not hold memory a cache may need later).
 export const ARENA_KEEP_BYTES = 16 * 2 ** 20;
-// Views of wasm memory as it is now: { HEAPU8, HEAP32, HEAPF32 }. Growth replaces its buffer, and
-// the glue then makes Module.HEAP* anew — but in a threaded build a worker may grow it, and the glue
-// notices only when it next reads memory itself (a call's answer, undefined or a CallError, need
-// not make it). The threaded builds export their memory (Module.wasmMemory): when the glue's views
-// lag behind its buffer, fresh ones. Nothing is kept (a disposed instance lets go of its memory).
+// Views of wasm memory as it is now: { HEAPU8, HEAP32, HEAPF32, HEAPF64 }. Growth replaces its
+// buffer, and the glue then makes Module.HEAP* anew — but in a threaded build a worker may grow it,
+// and the glue notices only when it next reads memory itself (a call's answer, undefined or a
+// CallError, need not make it). The threaded builds export their memory (Module.wasmMemory): when
+// the glue's views lag behind its buffer, fresh ones, made once for that buffer (kept with M, so a
+// disposed instance lets go of them with its memory).
+const fresh = new WeakMap();
 export function heap(M) {
   const buffer = M.wasmMemory?.buffer;
   if (!buffer || buffer === M.HEAPU8.buffer) return M;
-  return { HEAPU8: new Uint8Array(buffer), HEAP32: new Int32Array(buffer), HEAPF32: new Float32Array(buffer) };
+  let views = fresh.get(M);
+  if (views?.HEAPU8.buffer !== buffer) {
+    views = { HEAPU8: new Uint8Array(buffer), HEAP32: new Int32Array(buffer), HEAPF32: new Float32Array(buffer), HEAPF64: new Float64Array(buffer) };
+    fresh.set(M, views);
+  }
+  return views;
 }
 
 const ALIGN = 16;
@@ -146,7 +153,8 @@ export class HeapArena {
     checkMemory(M, fn, bytes, { block: bytes });
 
     const base = this.reserve(bytes);
-    const { HEAPU8, HEAP32, HEAPF32 } = heap(M);
+    const views = heap(M);
+    const { HEAPU8, HEAP32, HEAPF32 } = views;
     for (const [name, array] of Object.entries(inputs)) {
       if (!array) continue;
       const at = base + offsets[name];
@@ -156,6 +164,7 @@ export class HeapArena {
       else HEAPF32.set(array, at >>> 2);
     }
     return {
+      views,  // heap(M)'s, for writing the call; stale once the call may have grown memory
       budget: usableBytes(M) - bytes,
       error: (failure) => (failure.kind === M.Failure.overBudget ? tooLarge(M, fn, bytes + failure.bytes) : coreError(M, failure)),
       address: (name) => (name in offsets ? base + offsets[name] : 0),

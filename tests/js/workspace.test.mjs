@@ -86,11 +86,11 @@ test('attention, attentionWeights and attentionBackward: the entries check the w
   const dOut = randomTensor(q.length, random);
   const sinks = new Float32Array([0.5, -0.5]);
   const size = (...arrays) => arrays.reduce((sum, a) => sum + alignUp(a.byteLength), 0);
-  const forward = checkBudget({ fn: 'attention', target: M, name: 'attention', where: IN_CALL, staged: size(q, k, v, q),
+  const forward = checkBudget({ fn: 'attention', target: M, name: 'attention', where: LAST, staged: size(q, k, v, q),
     call: () => lib.attention(q, k, v, shape) });
-  const weights = checkBudget({ fn: 'attentionWeights', target: M, name: 'attention', where: IN_CALL,
+  const weights = checkBudget({ fn: 'attentionWeights', target: M, name: 'attention', where: LAST,
     staged: size(q, k) + alignUp(4 * 2 * 20 * 5), call: () => lib.attentionWeights(q, k, shape) });
-  const backward = checkBudget({ fn: 'attentionBackward', target: M, name: 'attentionBackward', where: IN_CALL,
+  const backward = checkBudget({ fn: 'attentionBackward', target: M, name: 'attentionBackward', where: LAST,
     staged: size(q, k, v, dOut, sinks, q, k, v, sinks), call: () => lib.attentionBackward(q, k, v, dOut, { ...shape, sinks }) });
   assert.ok(backward > forward, 'the backward holds more than the forward');
   assert.ok(forward > weights, 'without values, no V is packed');
@@ -102,7 +102,7 @@ test('attention over a cache: the entry checks the workspace, sized for that cac
     const random = rng(3);
     cache.append(randomTensor(6 * 4, random), randomTensor(6 * 4, random), { seq: 6 });
     const query = randomTensor(2 * 4, random);
-    checkBudget({ fn: 'attention', target: M, name: 'attentionCached', where: IN_CALL, staged: 2 * alignUp(query.byteLength),
+    checkBudget({ fn: 'attention', target: M, name: 'attentionCached', where: LAST, staged: 2 * alignUp(query.byteLength),
       call: () => lib.attention(query, cache, null, { heads: 2, seqQ: 1, causal: true }) });
   } finally {
     cache.dispose();

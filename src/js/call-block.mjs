@@ -15,16 +15,16 @@ const CALL_FIELDS = ['query', 'key', 'value', 'out', 'weights', 'mask', 'lse', '
 // rest int32 (addresses too: from 2 GiB up an int32 store wraps, and C++ reads it unsigned).
 export const FIELD = Object.freeze(Object.fromEntries(CALL_FIELDS.map((name, i) => [name, i])));
 // JsCacheCall, at byte 144 of the block: two doubles the check writes back (the call's value and
-// the cache's in a conflict), then these.
+// the cache's in a conflict), then batch, heads, kvHeads, headDim, valueDim, seqK, seqQ, causal,
+// align, windowLeft, windowRight.
 const CACHE_CALL_OFFSET = 144;
-const CACHE_CALL_FIELDS = ['batch', 'heads', 'kvHeads', 'headDim', 'valueDim', 'seqK', 'seqQ', 'causal', 'align',
-  'windowLeft', 'windowRight'];
+const CACHE_CALL_BYTES = 2 * 8 + 11 * 4;
 
 export function makeCallBlock(M) {
   let address = 0;  // asked on first use: a module that never attends never asks
   const at = () => address || (address = M.callBlock() >>> 0);
   return {
-    // Clears the attention call with `views` (heap(M)'s, current) and returns the index of its
+    // Clears the attention call with `views` (heap(M)'s, reaching the block) and returns the index of its
     // first word, for views.HEAP32[i + FIELD.x] = … (views.HEAPF32 for scale and softcap). The
     // entries take at() as the call's address.
     clear(views) {
@@ -33,16 +33,27 @@ export function makeCallBlock(M) {
       return i;
     },
     address: at,
-    // Asks `core` (a KvCacheCore) whether it can answer `call` (name → number: the fields of
-    // CACHE_CALL_FIELDS, 0 = the cache's); returns { conflict, call, cache } (conflict the
-    // module's CacheConflict value, call and cache its two values).
+    // Asks `core` (a KvCacheCore) whether it can answer `call` (name → number: JsCacheCall's
+    // fields, sizes 0 = the cache's, align the module's Align value); returns { conflict, call,
+    // cache } (conflict the module's CacheConflict value, call and cache its two values).
     checkCache(core, call) {
       const base = at() + CACHE_CALL_OFFSET;
-      const { HEAP32 } = heap(M);
-      for (let i = 0; i < CACHE_CALL_FIELDS.length; i++) HEAP32[(base >>> 2) + 4 + i] = call[CACHE_CALL_FIELDS[i]];
+      const { HEAP32 } = heap(M, base + CACHE_CALL_BYTES);
+      const i = (base >>> 2) + 4;
+      HEAP32[i] = call.batch;
+      HEAP32[i + 1] = call.heads;
+      HEAP32[i + 2] = call.kvHeads;
+      HEAP32[i + 3] = call.headDim;
+      HEAP32[i + 4] = call.valueDim;
+      HEAP32[i + 5] = call.seqK;
+      HEAP32[i + 6] = call.seqQ;
+      HEAP32[i + 7] = call.causal;
+      HEAP32[i + 8] = call.align;
+      HEAP32[i + 9] = call.windowLeft;
+      HEAP32[i + 10] = call.windowRight;
       const conflict = core.check(base);
       if (conflict === M.CacheConflict.none.value) return { conflict };
-      const { HEAPF64 } = heap(M);
+      const { HEAPF64 } = heap(M, base + CACHE_CALL_BYTES);
       return { conflict, call: HEAPF64[base >>> 3], cache: HEAPF64[(base >>> 3) + 1] };
     },
   };

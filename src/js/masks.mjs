@@ -125,6 +125,7 @@ function padding(fn, options, s) {
 // MaskShape { batch, heads, rows }: the dimensions it has), keyPadding undefined or a Uint8Array
 // [batch, seqK] with 1 = padding.
 export function resolveMasks(fn, options, s) {
+  if (!MASK_OPTIONS.some((name) => given(options[name]))) return { mask: undefined, keyPadding: undefined };
   const names = Object.keys(KINDS).filter((n) => given(options[n]));
   if (names.length > 1) {
     throw new TypeError(`${fn}: ${names.map((n) => `options.${n}`).join(' and ')}: give one mask (an additive one can hold what a ` +

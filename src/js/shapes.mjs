@@ -16,7 +16,8 @@ export function describe(value) {
 }
 
 // The typed-array kind by its tag, so arrays from another realm (an iframe, a vm context) pass.
-export const kindOf = (value) => Object.prototype.toString.call(value).slice(8, -1);
+// (A Float32Array of this realm, every call's case, is answered without making the tag's string.)
+export const kindOf = (value) => (value instanceof Float32Array ? 'Float32Array' : Object.prototype.toString.call(value).slice(8, -1));
 
 // '1 position', '3 positions'.
 export const plural = (n, word) => `${n} ${word}${n === 1 ? '' : 's'}`;
@@ -92,10 +93,11 @@ export function resolveLayout(fn, options) {
 }
 
 // Resolves and checks the options shared by attention() and attentionWeights().
-// `known` lists the option names the calling function accepts.
-export function resolveShape(fn, options, known) {
+// `known` lists the option names the calling function accepts; `fixed` (name → size) holds the
+// sizes a KV cache decides, which the cache's check has already held the options to.
+export function resolveShape(fn, options, known, fixed) {
   checkKnownKeys(fn, options, known, 'options', ' with at least heads, seqQ and headDim');
-  const size = (name, fallback) => dim(options, name, fallback, 'options', fn);
+  const size = (name, fallback) => fixed?.[name] ?? dim(options, name, fallback, 'options', fn);
   const heads = size('heads');
   const seqQ = size('seqQ');
   const headDim = size('headDim');
@@ -114,7 +116,7 @@ export function resolveShape(fn, options, known) {
     if (!Number.isFinite(options.scale)) throw new RangeError(`${fn}: options.scale must be finite, got ${options.scale}`);
     scale = options.scale;
   }
-  const defaulted = { kvHeads: !given(options.kvHeads), seqK: !given(options.seqK) };
+  const defaulted = { kvHeads: !given(options.kvHeads) && !fixed, seqK: !given(options.seqK) && !fixed };
   return { fn, batch, heads, kvHeads, seqQ, seqK, defaulted, headDim, valueDim, layout, scale };
 }
 
@@ -135,8 +137,18 @@ function defaultedSizeHint(s, length, dim) {
   return s.defaulted.seqK ? `; options.seqK was not given, so it defaults to seqQ (${s.seqQ}): pass seqK when keys and values have another length` : '';
 }
 
-// The shape of each tensor as [name, size] pairs, in memory order for the layout.
+// The shape of each tensor as [name, size] pairs, in memory order for the layout. The last
+// shape's are kept (never changed: read only), since a decode loop asks for the same every step.
+const PART_SIZES = ['batch', 'heads', 'kvHeads', 'seqQ', 'seqK', 'headDim', 'valueDim', 'layout'];
+let lastParts = { shape: {}, parts: null };
 export function tensorParts(s) {
+  if (PART_SIZES.every((name) => lastParts.shape[name] === s[name])) return lastParts.parts;
+  const parts = partsOf(s);
+  lastParts = { shape: s, parts };
+  return parts;
+}
+
+function partsOf(s) {
   const bshd = s.layout === 'bshd';
   const t = (h, hn, seq, seqn, d, dn) =>
     bshd ? [['batch', s.batch], [seqn, seq], [hn, h], [dn, d]] : [['batch', s.batch], [hn, h], [seqn, seq], [dn, d]];
@@ -154,6 +166,7 @@ export function tensorParts(s) {
 // A wrong key or value length says which defaulted size (kvHeads, seqK) would explain it.
 export function checkTensor(s, name, array, parts) {
   const expected = elementCount(parts);
+  if (array instanceof Float32Array && array.length === expected) return array;  // (no message to word)
   const keyOrValue = (name === 'key' || name === 'value') && kindOf(array) === 'Float32Array' && array.length !== expected;
   const hint = keyOrValue ? defaultedSizeHint(s, array.length, name === 'key' ? s.headDim : s.valueDim) : '';
   checkFloat32(name, array, expected, formula(parts), s.fn, hint);

@@ -19,8 +19,9 @@ export function resolveCausal(fn, value, label = 'options.causal') {
 }
 
 // window: [left, right] with sides integers ≥ 0 or Infinity → kernel sides (−1 = no limit).
+const NO_WINDOW = Object.freeze([NO_LIMIT, NO_LIMIT]);
 export function resolveWindow(fn, value, label = 'options.window') {
-  if (!given(value)) return [NO_LIMIT, NO_LIMIT];
+  if (!given(value)) return NO_WINDOW;
   const shown = Array.isArray(value) ? `[${value.map((x) => typeof x === 'number' ? String(x) : describe(x)).join(', ')}]` : describe(value);
   if (!Array.isArray(value) || value.length !== 2) {
     throw new TypeError(`${fn}: ${label} must be a two-element array [left, right], got ${shown}`);

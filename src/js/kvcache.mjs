@@ -107,9 +107,13 @@ export function makeKVCacheClass(M, arena, registry) {
           throw new RangeError(`${fn}: key has length ${key.length}, not a positive multiple of batch ${batch} × kvHeads ${kvHeads} × headDim ${headDim}`);
         }
       }
-      const order = layout === 'bshd' ? `batch ${batch} × seq ${seq} × kvHeads ${kvHeads}` : `batch ${batch} × kvHeads ${kvHeads} × seq ${seq}`;
-      checkFloat32('key', key, seq * perPosition, `${order} × headDim ${headDim}`, fn);
-      checkFloat32('value', value, batch * kvHeads * seq * valueDim, `${order} × valueDim ${valueDim}`, fn);
+      const valueLength = batch * kvHeads * seq * valueDim;
+      const fits = (array, length) => array instanceof Float32Array && array.length === length;
+      if (!fits(key, seq * perPosition) || !fits(value, valueLength)) {  // (the messages' words only when they are needed)
+        const order = layout === 'bshd' ? `batch ${batch} × seq ${seq} × kvHeads ${kvHeads}` : `batch ${batch} × kvHeads ${kvHeads} × seq ${seq}`;
+        checkFloat32('key', key, seq * perPosition, `${order} × headDim ${headDim}`, fn);
+        checkFloat32('value', value, valueLength, `${order} × valueDim ${valueDim}`, fn);
+      }
       const length = core.length();
       checkRoom(fn, this, core, seq);
       arena.call(fn, { key, value }, {}, (call) => {

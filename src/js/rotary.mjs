@@ -40,8 +40,9 @@ function resolvePositions(options, batch, seq) {
   return { positions: undefined, perBatch: false, offset };
 }
 
-// The optional tables: { cos, sin, maxPosition } or undefined; checks every position is inside.
-function resolveTables(options, rotaryDim, where) {
+// The optional tables: { cos, sin, maxPosition } or undefined; checks every position (of `seq`
+// rows placed as `where` says) is inside.
+function resolveTables(options, rotaryDim, where, seq) {
   if (!given(options.cos) && !given(options.sin)) return undefined;
   if (!given(options.cos) || !given(options.sin)) {
     throw new TypeError(`${FN}: options.cos and options.sin go together (tables [maxPosition, rotaryDim/2])`);
@@ -64,8 +65,8 @@ function resolveTables(options, rotaryDim, where) {
   if (where.positions) {
     const i = where.positions.findIndex((p) => p < 0 || p >= maxPosition);
     if (i >= 0) throw new RangeError(`${FN}: options.positions[${i}] = ${where.positions[i]} is outside the tables: ${tableRange}`);
-  } else if (where.offset < 0 || where.offset + where.seq - 1 >= maxPosition) {
-    throw new RangeError(`${FN}: positions ${where.offset} … ${where.offset + where.seq - 1} (positionOffset + row) are outside the tables: ${tableRange}`);
+  } else if (where.offset < 0 || where.offset + seq - 1 >= maxPosition) {
+    throw new RangeError(`${FN}: positions ${where.offset} … ${where.offset + seq - 1} (positionOffset + row) are outside the tables: ${tableRange}`);
   }
   return { cos: options.cos, sin: options.sin, maxPosition };
 }
@@ -96,10 +97,12 @@ function resolveRotary(x, options) {
   }
   const interleaved = bool(options, 'interleaved', false, 'options', FN);
   const where = resolvePositions(options, batch, seq);
-  const tables = resolveTables(options, rotaryDim, { ...where, seq });
+  const tables = resolveTables(options, rotaryDim, where, seq);
   const out = given(options.out) ? options.out : undefined;
   if (out) checkFloat32('options.out', out, count, formula(parts), FN);
-  return { batch, heads, seq, headDim, layout, rotaryDim, base, interleaved, ...where, tables, out, count };
+  // (No spreads: in V8 a spread followed by more properties takes microseconds a call.)
+  const { positions, perBatch, offset } = where;
+  return { batch, heads, seq, headDim, layout, rotaryDim, base, interleaved, positions, perBatch, offset, tables, out, count };
 }
 
 // Large tensors go through wasm memory in chunks of whole rows (every batch entry and head, in

@@ -153,6 +153,30 @@ inline BlockedSplit blocked_split(const AttentionParams& p, int threads) {
   return s;
 }
 
+// The blocked path's split over keys: when one (batch, kv head) has all the rows — an MQA model's
+// speculative verify or short prompt over a long cache: few row blocks, each reading every key —
+// chunks of kBlockedSplitKeys keys are units of their own (with each row block; their statistics
+// merged in chunk order, flash-decoding style), so the threads share the keys instead of each
+// packing all of them for its row blocks. From the shape and the score rule alone, as
+// few_rows_split: a result never depends on the threads. `chunks` is 1 where it does not apply.
+constexpr int kBlockedSplitKeys = 2048;
+constexpr int kBlockedSplitRows = 256;  // rows per kv head up to which the keys are split
+struct BlockedKeySplit {
+  int blocks = 0, begin = 0, end = 0, chunks = 1;  // row blocks; keys [begin, end) from a panel's start
+};
+
+inline BlockedKeySplit blocked_key_split(const AttentionParams& p) {
+  BlockedKeySplit s;
+  const int rows = p.heads / p.kv_heads * p.seq_q;
+  if (p.batch * p.kv_heads != 1 || rows > kBlockedSplitRows || takes_few_rows(p)) return s;
+  const FewRowsSplit keys = few_rows_split(p);  // the union of the rows' key ranges
+  s.blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  s.begin = keys.begin / kTileCols * kTileCols;
+  s.end = keys.end;
+  s.chunks = std::max(1, (s.end - s.begin + kBlockedSplitKeys - 1) / kBlockedSplitKeys);
+  return s;
+}
+
 // The arrays of a Workspace (below), in floats: the one layout reserve() allocates from and
 // attention_workspace_bytes() counts. 64-bit, so no size can wrap in wasm32's 32-bit size_t
 // (reserve() refuses a total past one block's limit instead).
@@ -245,6 +269,7 @@ struct Workspace {
   // keys' scales first.
   float* vscale = nullptr;
   float k_max = 0.0f;  // max |k| over the keys this item may see (see score::scaling)
+  int k_max_chunk = -1;  // the blocked split's chunk of keys k_max is for (-1: none yet)
 
   bool reserve(const AttentionParams& p, bool allow_few = true) {
     const WorkspaceLayout l = workspace_layout(p, allow_few && takes_few_rows(p));
@@ -459,6 +484,11 @@ inline void finish_rows(const AttentionParams& p, const RowBlock& rb, int kstart
     }
   }
 }
+
+// The passes of a row block's rows over keys [begin, end) (begin at a panel's start), from
+// start_rows on: their statistics (max, sum, unnormalised acc) left in ws, raw scores in the
+// weights (attention_forward.cpp).
+void attend_passes(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, int begin, int end, Workspace& ws);
 
 // One forward pass over a row block: out, weights and lse of its rows, and their statistics left
 // in ws (also the backward's recomputation; attention_forward.cpp).

@@ -1,9 +1,10 @@
-// The forward driver. Work items of (batch, kv head, chunk of row blocks) run in parallel; each
-// walks blocks of query rows over the keys those rows can see, in passes of up to kPassKeys keys
-// with an online softmax (flash attention): Kᵀ and V are packed into panels block by block as
-// first needed (the packing, which the backward shares, is here too), or, for a kv head with few
-// query rows, read in place in their storage type by few_rows.h's tiles. Only the primitives in
-// simd.h, the micro-kernels and the score rule touch scores.
+// The forward driver. Work items of (batch, kv head, chunk of row blocks) — or, for one kv head
+// with few row blocks, of (chunk of keys, row block) — run in parallel; each walks blocks of query
+// rows over the keys those rows can see, in passes of up to kPassKeys keys with an online softmax
+// (flash attention): Kᵀ and V are packed into panels block by block as first needed (the packing,
+// which the backward shares, is here too), or, for a kv head with few query rows, read in place in
+// their storage type by few_rows.h's tiles. Only the primitives in simd.h, the micro-kernels and
+// the score rule touch scores.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -163,14 +164,14 @@ float blocks::pack_queries(const RowBlock& rb, int head_dim, float factor, float
   return q_max;
 }
 
-void blocks::attend_block(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, Workspace& ws) {
+void blocks::attend_passes(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, int begin, int end,
+                           Workspace& ws) {
   start_rows(p, rb, ws);
   const score::Scaling sc = pack_block_queries(p, rb, ws.k_max, ws.qpack);
-  // Passes of up to kPassKeys keys from the rows' first visible key's panel: which keys a pass
-  // holds depends on the row block alone (never on the threads), so neither does a result.
-  const int begin = rb.keys.begin / kTileCols * kTileCols;
-  for (int kb = begin; kb < rb.keys.end; kb += kPassKeys) {
-    const int len = std::min(kPassKeys, rb.keys.end - kb);
+  // Passes of up to kPassKeys keys from `begin`: which keys a pass holds depends on the row block
+  // (and the blocked split's chunk) alone, never on the threads, so neither does a result.
+  for (int kb = begin; kb < end; kb += kPassKeys) {
+    const int len = std::min(kPassKeys, end - kb);
     for (int blk = block_of(kb); blk <= block_of(kb + len - 1); ++blk) ensure_packed(p, h, ws, blk);
     // S = Q · Kᵀ for this pass, panel by panel (padding keys are zero and ignored below).
     for (int c = 0; c < len; c += kTileCols)
@@ -189,6 +190,11 @@ void blocks::attend_block(const AttentionParams& p, const RowBlock& rb, const kv
                                                     kTileCols, len, kTileCols, ws.acc + c, ws.acc_ld);
     }
   }
+}
+
+void blocks::attend_block(const AttentionParams& p, const RowBlock& rb, const kv::Head& h, Workspace& ws) {
+  const int begin = rb.keys.begin / kTileCols * kTileCols;  // from the rows' first visible key's panel
+  attend_passes(p, rb, h, begin, rb.keys.end, ws);
   fold_sinks(p, rb, ws);
   finish_rows(p, rb, begin, rb.keys.end, ws);
 }
@@ -627,8 +633,58 @@ const char* run_few_rows(const AttentionParams& p) {
   });
 }
 
+// The blocked path over a split of the keys (blocks::blocked_key_split; one kv head): units of
+// (chunk, row block), chunk-major, so that a work item's units share chunks and pack each one's
+// keys once; each unit's statistics kept, then merged in chunk order per row block, as
+// run_few_rows does. Each chunk's k_max (score::scaling) is over its own keys.
+const char* run_blocked_split(const AttentionParams& p, const BlockedKeySplit& split) {
+  const int blocks = split.blocks, chunks = split.chunks, units = blocks * chunks;
+  const kv::Head h = kv::head(p, 0, 0);
+  const int acc_ld = p.value ? round_up(p.value_dim, kTileCols) : 0;
+  const std::size_t unit_floats = static_cast<std::size_t>(kRowsPerBlock) * (2 + acc_ld);
+  FloatBuffer partial;
+  if (!partial.allocate(size_product(units, unit_floats))) return "attention: out of memory for the workspace";
+  const char* err = for_each_unit(p, units, forward_work(p), false, [&](int u, Workspace& ws) {
+    const int c = u / blocks, blk = u % blocks;
+    const int kb = split.begin + c * kBlockedSplitKeys, ke = std::min(split.end, kb + kBlockedSplitKeys);
+    if (ws.k_max_chunk != c) {
+      ws.k_max = kv::key_abs_max(h, kb, ke, p.head_dim);
+      ws.k_max_chunk = c;
+    }
+    RowBlock rb;
+    fill_row_block(p, 0, 0, blk * kRowsPerBlock, rb);
+    // The chunk's keys that the rows may see (none: statistics of nothing, which the merge skips).
+    const int begin = std::max(kb, rb.keys.begin / kTileCols * kTileCols), end = std::min(ke, rb.keys.end);
+    if (begin < end) {
+      attend_passes(p, rb, h, begin, end, ws);
+    } else {
+      start_rows(p, rb, ws);
+    }
+    float* out = partial.get() + u * unit_floats;
+    std::copy(ws.row_max, ws.row_max + rb.rows, out);
+    std::copy(ws.row_sum, ws.row_sum + rb.rows, out + kRowsPerBlock);
+    if (p.value) simd::copy(ws.acc, rb.rows * acc_ld, out + 2 * kRowsPerBlock);
+  });
+  if (err) return err;
+  const double merged = double(units) * double(unit_floats);  // each unit's statistics, read and merged
+  return for_each_unit(p, blocks, Work{8 * merged, 4 * merged}, true, [&](int blk, Workspace& ws) {
+    RowBlock rb;
+    fill_row_block(p, 0, 0, blk * kRowsPerBlock, rb);
+    start_rows(p, rb, ws);
+    for (int c = 0; c < chunks; ++c) {
+      const float* in = partial.get() + (static_cast<std::size_t>(c) * blocks + blk) * unit_floats;
+      for (int i = 0; i < rb.rows; ++i)
+        merge_stats(p, i, in[i], in[kRowsPerBlock + i], in + 2 * kRowsPerBlock + i * acc_ld, ws);
+    }
+    fold_sinks(p, rb, ws);
+    finish_rows(p, rb, rb.keys.begin / kTileCols * kTileCols, rb.keys.end, ws);
+  });
+}
+
 const char* run(const AttentionParams& p) {
   if (takes_few_rows(p)) return run_few_rows(p);
+  const BlockedKeySplit key_split = blocked_key_split(p);
+  if (key_split.chunks > 1) return run_blocked_split(p, key_split);
   // Work items: one (batch, kv head) each, or chunks of its row blocks (each chunk then packs the
   // key blocks it needs itself). Items never share output rows and compute them exactly as a
   // serial run would.
@@ -677,8 +733,16 @@ double attention_workspace_bytes(const AttentionParams& p, bool backward) {
   const int threads = num_threads();
   const auto at_once = [threads](std::int64_t items) { return double(std::min<std::int64_t>(items, threads)); };
   const std::int64_t heads = std::int64_t(p.batch) * p.kv_heads;
-  if (!takes_few_rows(p))
-    return 4.0 * at_once(heads * blocked_split(p, threads).chunks) * double(workspace_layout(p, false).floats());
+  if (!takes_few_rows(p)) {
+    const double ws = double(workspace_layout(p, false).floats());
+    const BlockedKeySplit key_split = blocked_key_split(p);
+    if (key_split.chunks == 1) return 4.0 * at_once(heads * blocked_split(p, threads).chunks) * ws;
+    // Every unit's statistics, held while the units run, then while the row blocks merge them.
+    const std::int64_t units = std::int64_t(key_split.blocks) * key_split.chunks;
+    const double acc_ld = p.value ? round_up(p.value_dim, kTileCols) : 0;
+    const double partial = double(units) * kRowsPerBlock * (2.0 + acc_ld);
+    return 4.0 * (partial + std::max(at_once(units) * ws, at_once(key_split.blocks) * double(stats_floats(p))));
+  }
   const WorkspaceLayout ws = workspace_layout(p, true);
   const FewRowsSplit split = few_rows_split(p);
   if (split.chunks == 1) return 4.0 * at_once(heads) * double(ws.floats());

@@ -83,6 +83,59 @@ TEST_CASE("blocked path on both sides of its row block, key block and pass bound
   check_case(c);
 }
 
+// One kv head with few row blocks (an MQA model's speculative verify) over many keys: the keys
+// split into chunks of 2048 (blocks::blocked_key_split), each chunk's statistics merged in order.
+// Key counts on both sides of the chunks' edges, row counts from one row block past the few-rows
+// limit to the split's limit of 256 (and past it, unsplit), every storage type, rings that
+// wrapped, rows whose keys start mid-chunk (a window), a chunk where every key is padding.
+TEST_CASE("blocked path: one kv head's keys split into chunks merge as one pass", "[attention]") {
+  constexpr int kChunk = 2048;
+  const attn::KvType types[] = {attn::KvType::f32, attn::KvType::f16, attn::KvType::bf16, attn::KvType::i8,
+                                attn::KvType::i4};
+  const int seq_ks[] = {kChunk + 1, 2 * kChunk - 1, 2 * kChunk, 2 * kChunk + 1, 3 * kChunk + 77};
+  const int shapes[][2] = {{33, 1}, {16, 4}, {40, 2}, {32, 8}, {37, 7}};  // heads × positions: rows 33 … 259
+  int n = 0;
+  for (const auto type : types)
+    for (const int seq_k : seq_ks) {
+      Case c;
+      c.heads = shapes[n % 5][0];
+      c.seq_q = shapes[n % 5][1];
+      c.seq_k = seq_k;
+      c.head_dim = n % 2 ? 9 : 16;
+      c.value_dim = n % 3 ? 7 : 16;
+      c.kv_type = type;
+      c.causal = n % 2 == 0;
+      c.weights = n % 3 == 0;
+      c.lse = true;
+      c.sinks = n % 4 == 1;
+      if (n % 5 == 2) {  // a ring of 2 chunks and a bit, wrapped twice; the rows see its keys
+        c.ring = kChunk + 300;
+        c.seq_k = 2 * c.ring + 17;
+        c.causal = true;
+        c.window_left = c.ring - c.seq_q;
+        c.window_right = 0;
+      }
+      if (n % 5 == 3) c.window_left = kChunk + 100;  // rows start mid-chunk
+      c.seed = 4000 + n;
+      ++n;
+      check_case(c);
+    }
+  // Every key of the middle chunk padding, and of the first chunk but one.
+  Case c;
+  c.heads = 32;
+  c.seq_q = 4;
+  c.seq_k = 3 * kChunk;
+  c.head_dim = 8;
+  c.weights = c.lse = true;
+  Run r = make_run(c);
+  std::vector<std::uint8_t> padding(c.seq_k, 0);
+  for (int j = kChunk; j < 2 * kChunk; ++j) padding[j] = 1;
+  for (int j = 0; j < kChunk - 1; ++j) padding[j] = 1;
+  r.p.key_padding = padding.data();
+  r.ref_params.key_padding = padding.data();
+  tcase::check_run(c, r);
+}
+
 TEST_CASE("value dim differs from head dim", "[attention]") {
   const auto dims = GENERATE(std::pair{8, 3}, std::pair{5, 17}, std::pair{64, 1}, std::pair{3, 64});
   Case c;

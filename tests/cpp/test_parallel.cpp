@@ -257,6 +257,8 @@ TEST_CASE("attention is bit-identical with 1, 2 and 3 threads", "[parallel]") {
       {1, 8, 8, 1, 3000, 8, false},    // one row per kv head, split into 3 chunks
       {2, 4, 1, 3, 1500, 24, true},    // 12 rows, 2 chunks, causal
       {3, 6, 6, 17, 17, 5, false},    {1, 2, 1, 90, 600, 20, true},  // passes of 256 keys, chunks of row blocks
+      {1, 32, 1, 4, 4500, 8, false},   // MQA verify: 8 row blocks, keys split into 3 chunks of 2048
+      {1, 16, 1, 5, 4200, 12, true},   // 5 row blocks, 3 chunks, causal
   };
   for (const Shape& s : shapes) {
     INFO("shape " << s.b << "," << s.h << "/" << s.kv << "," << s.sq << "x" << s.sk << "," << s.d);

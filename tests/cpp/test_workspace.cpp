@@ -138,6 +138,25 @@ TEST_CASE("attention's workspace over a split of the keys counts each chunk's st
   check_threads([&] { return attn::attention_workspace_bytes(r.p); }, [&] { return attn::attention(r.p); });
 }
 
+TEST_CASE("attention's workspace over the blocked path's split of the keys counts each unit's statistics",
+          "[workspace]") {
+  tcase::Case c;  // an MQA verify: 32 heads × 4 positions, 8 row blocks, over 5000 keys: 3 chunks of 2048
+  c.heads = 32;
+  c.seq_q = 4;
+  c.seq_k = 5000;
+  c.head_dim = 24;
+  tcase::Run r = tcase::make_run(c);
+  const attn::blocks::BlockedKeySplit split = attn::blocks::blocked_key_split(r.p);
+  REQUIRE(split.chunks == 3);
+  REQUIRE(split.blocks == 8);
+  attn::set_num_threads(1);
+  const double with_split = attn::attention_workspace_bytes(r.p);
+  // 8 row blocks × 3 chunks × 16 rows × (2 + value_dim padded to the tile), beyond one item's workspace.
+  const double stats = 4.0 * 8 * 3 * 16 * (2 + attn::blocks::round_up(24, attn::blocks::kTileCols));
+  CHECK(with_split - 4.0 * double(attn::blocks::workspace_layout(r.p, false).floats()) == stats);
+  check_threads([&] { return attn::attention_workspace_bytes(r.p); }, [&] { return attn::attention(r.p); });
+}
+
 TEST_CASE("attention_backward's exported workspace is what it allocates at most", "[workspace]") {
   std::mt19937 rng(20261203);
   for (int trial = 0; trial < 25; ++trial) {
@@ -578,7 +597,7 @@ TEST_CASE("the layer's exported training forward size counts the tape it fills",
 
 TEST_CASE("workspace sizes past 4 GiB are whole, never wrapped in a 32-bit size_t", "[workspace]") {
   attn::AttentionParams p;  // sizes only: nothing is read
-  p.seq_q = 64;
+  p.seq_q = 512;  // rows past blocks::kBlockedSplitRows: the keys are not split, no statistics kept
   p.seq_k = 1 << 22;
   p.head_dim = p.value_dim = 1024;
   p.value = &p;  // given

@@ -262,9 +262,9 @@ test('rotary: the entry checks its tables against the budget', () => {
 });
 
 // Calls that really cannot fit, on 8 threads: every work item that may run at once holds its
-// own workspace. 8 threads of the blocked path, each packing Kᵀ and V of 2^23 keys (headDim 1,
-// V padded to a 16-column panel: 17 floats a key, 544 MiB), need 8 × 544 MiB besides the 64 MiB
-// staged — more than wasm32 has, though one workspace and the arguments would fit. Staging may
+// own workspace. 8 threads of the blocked path (512 rows: more than a split of the keys takes),
+// each packing Kᵀ and V of 2^23 keys (headDim 1, V padded to a 16-column panel: 17 floats a key,
+// 544 MiB), need 8 × 544 MiB besides the 64 MiB staged — more than wasm32 has, though one workspace and the arguments would fit. Staging may
 // grow wasm memory (by less than one workspace); the call allocates nothing that stays, and the
 // same call again leaves memory exactly as it was. (The arena is emptied first: a block as large
 // as the staging is not kept after a call. And the worker threads' own start-up, which may still
@@ -295,8 +295,8 @@ test('a call whose workspaces on every thread cannot fit gets a RangeError befor
   const threaded = await createAttention({ threads: 8 });
   try {
     const seqK = 2 ** 23;
-    const key = new Float32Array(seqK), value = new Float32Array(seqK), query = new Float32Array(128);
-    await checkTooLarge({ lib: threaded, call: () => threaded.attention(query, key, value, { heads: 1, seqQ: 128, seqK, headDim: 1 }) },
+    const key = new Float32Array(seqK), value = new Float32Array(seqK), query = new Float32Array(512);
+    await checkTooLarge({ lib: threaded, call: () => threaded.attention(query, key, value, { heads: 1, seqQ: 512, seqK, headDim: 1 }) },
       'attention', [8 * 544 + 64, 8 * 546 + 65]);
   } finally {
     threaded.dispose();

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "layer/exp_log.h"
 #include "layer/mha.h"
 #include "runtime/parallel.h"
 
@@ -297,8 +298,9 @@ const char* MultiHeadAttention::adam_step(const MhaGrads& g, float lr, float bet
     adam_v_[i] = std::move(new_v[i]);
   }
 
-  const float c1 = 1.0f - std::pow(beta1, static_cast<float>(step));
-  const float c2 = 1.0f - std::pow(beta2, static_cast<float>(step));
+  // 1 − β^step in double, as PyTorch's Adam computes it (in Python floats).
+  const float c1 = static_cast<float>(1.0 - math::power(beta1, step));
+  const float c2 = static_cast<float>(1.0 - math::power(beta2, step));
   for (int i = 0; i < groups; ++i) {
     const std::size_t nb = i < 4 && config_.bias[i] ? proj_[i].out_features() : 0;
     const std::size_t nw = weight_floats(i) - nb;

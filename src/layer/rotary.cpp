@@ -3,6 +3,7 @@
 // row range of every head (and of every batch entry that shares the positions) with it, so the
 // trigonometry is paid once per position, not once per head.
 #include "layer/rotary.h"
+#include "layer/exp_log.h"
 #include "layer/sincos.h"
 
 #include <algorithm>
@@ -45,8 +46,9 @@ struct Frequencies {
     h = p.rotary_dim / 2;
     if (p.cos) return true;  // tables given: no angles to compute
     if (!data.allocate(3 * static_cast<std::size_t>(h))) return false;
+    const math::Sum ln_base = math::log_sum(p.base);
     for (int c = 0; c < h; ++c) {
-      theta()[c] = 1.0 / std::pow(p.base, 2.0 * c / p.rotary_dim);
+      theta()[c] = math::power_of(ln_base, -2.0 * c / p.rotary_dim);
       trig::sincos(theta()[c], &step_sin()[c], &step_cos()[c]);
     }
     return true;

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "layer/exp_log.h"
 #include "layer/rotary.h"
 #include "layer/sincos.h"
 #include "pool_for_every_call.h"
@@ -457,4 +458,59 @@ TEST_CASE("rotary: the small sincos is within 3 ulp of long-double sin/cos for |
     }
   INFO("worst absolute error beyond 2^31: " << worst_abs);
   CHECK(worst_abs <= 0x1p-30);  // far below the float32 rounding (2^−25) of the tables
+}
+
+TEST_CASE("rotary: the small exp and log and the powers built on them are within 1 ulp", "[rotary]") {
+  // src/layer/exp_log.h replaces libc's pow (and its tables) for the rotary frequencies and
+  // Adam's bias corrections; checked against long double on random arguments over their ranges.
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  auto ulps = [](double got, long double want) {
+    const double w = std::fabs(static_cast<double>(want));
+    return static_cast<double>(std::fabs(static_cast<long double>(got) - want)) / (std::nextafter(w, INFINITY) - w);
+  };
+  double worst_log = 0, worst_exp = 0, worst_power = 0, worst_adam = 0;
+  for (int e = -1000; e <= 1000; e += 7)
+    for (int i = 0; i < 50; ++i) {
+      const double x = std::ldexp(1 + unit(rng), e);
+      worst_log = std::max(worst_log, ulps(attn::math::log(x), logl(x)));
+    }
+  for (int i = 0; i < 20000; ++i) {  // around 1, where ln x is small
+    const double x = 0.7 + 0.6 * unit(rng);
+    worst_log = std::max(worst_log, ulps(attn::math::log(x), logl(x)));
+  }
+  for (int i = 0; i < 20000; ++i) {
+    const double x = -708 + 1417 * unit(rng);
+    worst_exp = std::max(worst_exp, ulps(attn::math::exp(x), expl(x)));
+  }
+  // θ_c = base^(−2c/d): common bases and head sizes, then random bases in [e^−23, e^23].
+  auto check_power = [&](double base, double y) {
+    const double e = ulps(attn::math::power(base, y), powl(base, y));
+    worst_power = std::max(worst_power, e);
+    if (e > 1) FAIL_CHECK(base << "^" << y << ": " << e << " ulp");
+  };
+  for (double base : {1.0001, 1.5, 2.0, 10000.0, 500000.0, 1e6, 1e9, 0.5})
+    for (int d : {2, 6, 32, 48, 64, 80, 96, 128, 160, 256, 1024})
+      for (int c = 0; c < d / 2; ++c) check_power(base, -2.0 * c / d);
+  for (int i = 0; i < 20000; ++i) check_power(std::exp(46 * unit(rng) - 23), -unit(rng));
+  // Adam's 1 − β^step is rounded to float: β^step within 2^−45 relative is far below that.
+  for (double beta : {0.5, 0.9, 0.99, 0.999, 0.9999, static_cast<double>(0.9f)})
+    for (int step = 1; step < (1 << 30); step = step * 2 + 1) {
+      const long double want = powl(beta, step);
+      if (want < 0x1p-1000L) continue;  // 0 in float long before
+      worst_adam = std::max(worst_adam, static_cast<double>(std::fabs(attn::math::power(beta, step) - want) / want));
+    }
+  INFO("worst: log " << worst_log << ", exp " << worst_exp << ", power " << worst_power << " ulp; beta^step "
+                     << worst_adam << " relative");
+  CHECK(worst_log <= 1.0);
+  CHECK(worst_exp <= 1.0);
+  CHECK(worst_power <= 1.0);
+  CHECK(worst_adam <= 0x1p-45);
+  CHECK(attn::math::log(1.0) == 0.0);
+  CHECK(attn::math::exp(0.0) == 1.0);
+  CHECK(attn::math::log(0.0) == -INFINITY);
+  CHECK(attn::math::exp(-800.0) == 0.0);
+  CHECK(attn::math::exp(710.0) == INFINITY);
+  CHECK(attn::math::power(0.0, 3.0) == 0.0);  // Adam's β = 0
+  CHECK(attn::math::power(1.0, -0.5) == 1.0);
 }

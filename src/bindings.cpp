@@ -418,17 +418,23 @@ EMSCRIPTEN_BINDINGS(linear) { emscripten::function("linear", &run_linear); }
 
 // ---- rotary: lib.rotary (src/js/rotary.mjs) ----
 
-// Mirrors the object built by rotary() in src/js/rotary.mjs: one chunk of rows, rotated in place.
+// One chunk of rows, rotated in place, as rotary() in src/js/rotary.mjs writes it into the module's
+// rotary block (the fields in this order; why a block, not a value object: JsAttentionCall).
 struct JsRotaryCall {
-  std::uintptr_t x = 0, positions = 0, cos = 0, sin = 0;
-  int batch = 1, heads = 1, seq = 1, headDim = 1, rotaryDim = 2, tablePositions = 0;
-  int positionsBatchStride = 0;  // 0: one [seq] array for every batch entry
-  bool bshd = false, interleaved = false;
-  double positionOffset = 0, base = 10000;
-  double budget = 0;  // bytes the kernel may allocate (its tables), as attention() passes it
+  double positionOffset, base;
+  std::uint32_t x, positions, cos, sin;
+  std::int32_t batch, heads, seq, headDim, rotaryDim, tablePositions;
+  std::int32_t positionsBatchStride;  // 0: one [seq] array for every batch entry
+  std::int32_t bshd, interleaved;
 };
+static_assert(sizeof(JsRotaryCall) == 2 * 8 + 13 * 4 + 4, "src/js/rotary.mjs: ROTARY_FIELDS");
+JsRotaryCall g_rotary_call;
 
-val run_rotary(const JsRotaryCall& c) {
+double rotary_block() { return static_cast<double>(reinterpret_cast<std::uintptr_t>(&g_rotary_call)); }
+
+// `budget`: the bytes the kernel may allocate (its tables), as attention() passes it.
+val run_rotary(std::uintptr_t call, double budget) {
+  const JsRotaryCall& c = *ptr<const JsRotaryCall>(call);
   attn::RotaryParams p;
   p.in = p.out = ptr<float>(c.x);
   p.batch = c.batch;
@@ -437,7 +443,7 @@ val run_rotary(const JsRotaryCall& c) {
   p.head_dim = c.headDim;
   p.rotary_dim = c.rotaryDim;
   p.x = p.o = (c.bshd ? attn::dense_bshd : attn::dense_bhsd)(c.heads, c.seq, c.headDim);
-  p.interleaved = c.interleaved;
+  p.interleaved = c.interleaved != 0;
   p.positions = ptr<const std::int32_t>(c.positions);
   p.positions_batch_stride = c.positionsBatchStride;
   p.position_offset = static_cast<std::int64_t>(c.positionOffset);
@@ -445,28 +451,12 @@ val run_rotary(const JsRotaryCall& c) {
   p.cos = ptr<const float>(c.cos);
   p.sin = ptr<const float>(c.sin);
   p.table_positions = c.tablePositions;
-  return within_budget(attn::rotary_workspace_bytes(p), c.budget, [&] { return attn::rotary(p); });
+  return within_budget(attn::rotary_workspace_bytes(p), budget, [&] { return attn::rotary(p); });
 }
 
 EMSCRIPTEN_BINDINGS(rotary) {
   using namespace emscripten;
-  value_object<JsRotaryCall>("RotaryCall")
-      .field("x", &JsRotaryCall::x)
-      .field("positions", &JsRotaryCall::positions)
-      .field("cos", &JsRotaryCall::cos)
-      .field("sin", &JsRotaryCall::sin)
-      .field("batch", &JsRotaryCall::batch)
-      .field("heads", &JsRotaryCall::heads)
-      .field("seq", &JsRotaryCall::seq)
-      .field("headDim", &JsRotaryCall::headDim)
-      .field("rotaryDim", &JsRotaryCall::rotaryDim)
-      .field("tablePositions", &JsRotaryCall::tablePositions)
-      .field("positionsBatchStride", &JsRotaryCall::positionsBatchStride)
-      .field("bshd", &JsRotaryCall::bshd)
-      .field("interleaved", &JsRotaryCall::interleaved)
-      .field("positionOffset", &JsRotaryCall::positionOffset)
-      .field("base", &JsRotaryCall::base)
-      .field("budget", &JsRotaryCall::budget);
+  function("rotaryBlock", &rotary_block);
   function("rotary", &run_rotary);
 }
 

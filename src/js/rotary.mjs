@@ -131,7 +131,24 @@ function overlapsPartially(x, out) {
   return x.byteOffset < out.byteOffset + out.byteLength && out.byteOffset < x.byteOffset + x.byteLength;
 }
 
+// JsRotaryCall (src/bindings.cpp), written into the module's rotary block for each chunk: two
+// doubles (positionOffset, base), then these 32-bit fields (why a block: src/js/call-block.mjs).
+const ROTARY_FIELDS = ['x', 'positions', 'cos', 'sin', 'batch', 'heads', 'seq', 'headDim', 'rotaryDim', 'tablePositions',
+  'positionsBatchStride', 'bshd', 'interleaved'];
+const ROTARY_BYTES = 16 + 4 * ROTARY_FIELDS.length;
+
 export function makeRotary(M, arena) {
+  let block = 0;  // its address, asked once
+  // Writes the chunk's call (name → number) and returns its address.
+  function writeCall(fields) {
+    if (!block) block = M.rotaryBlock() >>> 0;
+    const { HEAP32, HEAPF64 } = heap(M, block + ROTARY_BYTES);
+    HEAPF64[block >>> 3] = fields.positionOffset;
+    HEAPF64[(block >>> 3) + 1] = fields.base;
+    for (let i = 0; i < ROTARY_FIELDS.length; i++) HEAP32[(block >>> 2) + 4 + i] = fields[ROTARY_FIELDS[i]];
+    return block;
+  }
+
   return function rotary(x, options) {
     const r = resolveRotary(x, options);
     const { rows, rowFloats, pieces, pieceRow } = chunking(r, kindOf(M.HEAPF32.buffer) === 'SharedArrayBuffer');
@@ -146,13 +163,13 @@ export function makeRotary(M, arena) {
         const from = (i * r.seq + t0) * pieceRow;
         heapF32.set(src.subarray(from, from + piece), (chunk >>> 2) + i * piece);
       }
-      const error = M.rotary({
+      const error = M.rotary(writeCall({
         x: chunk, positions: r.positions ? call.address('positions') + 4 * t0 : 0,
         positionsBatchStride: r.perBatch ? r.seq : 0, positionOffset: r.offset + t0,
         cos: call.address('cos'), sin: call.address('sin'), tablePositions: r.tables ? r.tables.maxPosition : 0,
         batch: r.batch, heads: r.heads, seq: n, headDim: r.headDim, rotaryDim: r.rotaryDim, bshd: r.layout === 'bshd',
-        interleaved: r.interleaved, base: r.base, budget: call.budget,
-      });
+        interleaved: r.interleaved, base: r.base,
+      }), call.budget);
       if (error) throw call.error(error);
       heapF32 = heap(M).HEAPF32;  // fresh: the kernel's allocations may have grown memory
       for (let i = 0; i < pieces; i++) {

@@ -253,7 +253,7 @@ test('rotary: the entry checks its tables against the budget', () => {
   const x = randomTensor(2 * 5 * 16, rng(7));
   const options = { heads: 2, seq: 5, headDim: 16 };
   const expected = lib.rotary(x, options);
-  const needed = checkBudget({ fn: 'rotary', target: M, name: 'rotary', where: IN_CALL, staged: alignUp(x.byteLength),
+  const needed = checkBudget({ fn: 'rotary', target: M, name: 'rotary', where: LAST, staged: alignUp(x.byteLength),
     call: () => lib.rotary(x, options) });
   // The angles' steps (θ, cos θ, sin θ: 8 pairs of doubles) and one block of 32 rows' cos/sin
   // table (16 floats a row) with its angle state (8 cos and 8 sin, doubles): one thread.

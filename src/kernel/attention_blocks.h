@@ -196,11 +196,14 @@ struct WorkspaceLayout {
   }
 };
 
-inline WorkspaceLayout workspace_layout(const AttentionParams& p, bool few) {
+// key_chunk: the packed Kᵀ and V hold one chunk of the blocked split's keys at a time (the key
+// blocks it spans, from a block's start: see Workspace::hold_chunk), not all seq_k keys.
+inline WorkspaceLayout workspace_layout(const AttentionParams& p, bool few, bool key_chunk = false) {
   using U = std::uint64_t;
   WorkspaceLayout l;
   l.few = few;
   l.blocks = (p.seq_k + kKeysPerBlock - 1) / kKeysPerBlock;
+  if (key_chunk) l.blocks = std::min(l.blocks, kBlockedSplitKeys / kKeysPerBlock + 1);
   l.acc_ld = p.value ? round_up(p.value_dim, kTileCols) : 0;
   l.scores_ld = few ? kFewKeys : kPassKeys;
   l.rows_cap = few ? kFewRows : kRowsPerBlock;
@@ -269,10 +272,12 @@ struct Workspace {
   // keys' scales first.
   float* vscale = nullptr;
   float k_max = 0.0f;  // max |k| over the keys this item may see (see score::scaling)
-  int k_max_chunk = -1;  // the blocked split's chunk of keys k_max is for (-1: none yet)
+  int chunk = -1;     // the blocked split's chunk of keys held (packed, and k_max's), or -1
+  int key_base = 0;   // the first key the packed Kᵀ and V hold (a key block's start)
 
-  bool reserve(const AttentionParams& p, bool allow_few = true) {
-    const WorkspaceLayout l = workspace_layout(p, allow_few && takes_few_rows(p));
+  // key_chunk: room for one chunk of the blocked split's keys (hold_chunk), not all of them.
+  bool reserve(const AttentionParams& p, bool allow_few = true, bool key_chunk = false) {
+    const WorkspaceLayout l = workspace_layout(p, allow_few && takes_few_rows(p), key_chunk);
     if (!mem.allocate(l.floats())) return false;  // refuses a layout past one block's limit
     few = l.few;
     blocks = l.blocks;
@@ -312,11 +317,26 @@ struct Workspace {
     return true;
   }
 
-  float* kt_block(int blk) const { return kt + static_cast<std::ptrdiff_t>(blk) * kt_block_floats; }
+  // From now on the packed Kᵀ and V hold chunk c of the blocked split, keys from `first` on:
+  // nothing packed yet.
+  void hold_chunk(int c, int first) {
+    chunk = c;
+    key_base = first / kKeysPerBlock * kKeysPerBlock;
+    std::fill(packed, packed + blocks, 0.0f);
+  }
+  // Whether key block blk is packed (its flag).
+  float& packed_flag(int blk) const { return packed[blk - key_base / kKeysPerBlock]; }
+  float* kt_block(int blk) const {
+    return kt + static_cast<std::ptrdiff_t>(blk - key_base / kKeysPerBlock) * kt_block_floats;
+  }
+  // Where Kᵀ holds the panel that starts at `key`.
+  const float* kt_at(int key) const {
+    return kt + static_cast<std::ptrdiff_t>(key - key_base) * (kt_block_floats / kKeysPerBlock);
+  }
   // Where value panel c0 / kTileCols (the panel of value columns c0 … c0 + kTileCols − 1) holds `key`.
   float* v_at(int c0, int key) const {
     return vp + static_cast<std::ptrdiff_t>(c0 / kTileCols) * v_panel_floats +
-           static_cast<std::ptrdiff_t>(key) * kTileCols;
+           static_cast<std::ptrdiff_t>(key - key_base) * kTileCols;
   }
 };
 

@@ -120,7 +120,7 @@ void blocks::pack_key_block(const kv::Head& h, bool values, int blk, int seq_k, 
 }
 
 void blocks::ensure_packed(const AttentionParams& p, const kv::Head& h, Workspace& ws, int blk) {
-  if (ws.packed[blk] != 0.0f) return;
+  if (ws.packed_flag(blk) != 0.0f) return;
   pack_key_block(h, false, blk, p.seq_k, p.head_dim, ws.rows, ws.kt_block(blk));
   if (h.value) {
     const int kb = blk * kKeysPerBlock, len = std::min(kKeysPerBlock, p.seq_k - kb);
@@ -128,7 +128,7 @@ void blocks::ensure_packed(const AttentionParams& p, const kv::Head& h, Workspac
       panel_values(src, ld, kb + j0, n, p.value_dim, ws);
     });
   }
-  ws.packed[blk] = 1.0f;
+  ws.packed_flag(blk) = 1.0f;
 }
 
 float blocks::pack_queries(const RowBlock& rb, int head_dim, float factor, float* qpack) {
@@ -175,9 +175,8 @@ void blocks::attend_passes(const AttentionParams& p, const RowBlock& rb, const k
     for (int blk = block_of(kb); blk <= block_of(kb + len - 1); ++blk) ensure_packed(p, h, ws, blk);
     // S = Q · Kᵀ for this pass, panel by panel (padding keys are zero and ignored below).
     for (int c = 0; c < len; c += kTileCols)
-      kernel::gemm_rows<Init::zero, 1, kTileRows>(rb.rows, ws.qpack, p.head_dim * kTileRows,
-                                                  ws.kt + std::ptrdiff_t(kb + c) * p.head_dim, kTileCols, p.head_dim,
-                                                  kTileCols, ws.scores + c, kPassKeys);
+      kernel::gemm_rows<Init::zero, 1, kTileRows>(rb.rows, ws.qpack, p.head_dim * kTileRows, ws.kt_at(kb + c),
+                                                  kTileCols, p.head_dim, kTileCols, ws.scores + c, kPassKeys);
     for (int i = 0; i < rb.rows; ++i) {
       float* s = ws.scores + i * kPassKeys;
       score::apply(p, sc, rb.rule[i], rb.key_padding, kb, len, s);
@@ -555,14 +554,17 @@ void attend_few_rows(const AttentionParams& p, const RowBlock& rb, const kv::Hea
 // Units are contiguous ranges of the work [0, units), handed out to about four times as many
 // items as there are threads worth using for `work`, each item with its own workspace: which
 // thread runs which unit never changes a result (a unit is always computed the same way), only
-// how the work spreads.
+// how the work spreads. Their workspaces: whole (Room::all), the rows' statistics only, or with
+// packed Kᵀ and V for one chunk of the blocked split's keys.
+enum class Room { all, stats, key_chunk };
+
 template <class Fn>
-const char* for_each_unit(const AttentionParams& p, int units, const Work& work, bool stats_only, Fn&& fn) {
+const char* for_each_unit(const AttentionParams& p, int units, const Work& work, Room room, Fn&& fn) {
   const int items = std::min(units, 4 * threads_for(work));
   std::atomic<const char*> error{nullptr};
   parallel_for(items, work, [&](int item) {
     Workspace ws;
-    if (!(stats_only ? ws.reserve_stats(p) : ws.reserve(p))) {
+    if (!(room == Room::stats ? ws.reserve_stats(p) : ws.reserve(p, true, room == Room::key_chunk))) {
       error = "attention: out of memory for the workspace";
       return;
     }
@@ -595,7 +597,7 @@ const char* run_few_rows(const AttentionParams& p) {
   };
   const Work work = forward_work(p);
   if (chunks == 1) {
-    return for_each_unit(p, heads, work, false, [&](int u, Workspace& ws) {
+    return for_each_unit(p, heads, work, Room::all, [&](int u, Workspace& ws) {
       RowBlock rb;
       attend(u / p.kv_heads, u % p.kv_heads, rb, begin, end, ws);
       fold_sinks(p, rb, ws);
@@ -608,7 +610,7 @@ const char* run_few_rows(const AttentionParams& p) {
   FloatBuffer partial;
   if (!partial.allocate(size_product(size_product(heads, chunks), unit_floats)))
     return "attention: out of memory for the workspace";
-  const char* err = for_each_unit(p, heads * chunks, work, false, [&](int u, Workspace& ws) {
+  const char* err = for_each_unit(p, heads * chunks, work, Room::all, [&](int u, Workspace& ws) {
     const int head = u / chunks, c = u % chunks;
     const int kb = begin + c * kSplitKeys, ke = std::min(end, kb + kSplitKeys);
     RowBlock rb;
@@ -620,7 +622,7 @@ const char* run_few_rows(const AttentionParams& p) {
   });
   if (err) return err;
   const double merged = double(heads) * chunks * double(unit_floats);  // each chunk's statistics, read and merged
-  return for_each_unit(p, heads, Work{8 * merged, 4 * merged}, true, [&](int head, Workspace& ws) {
+  return for_each_unit(p, heads, Work{8 * merged, 4 * merged}, Room::stats, [&](int head, Workspace& ws) {
     RowBlock rb;
     fill_row_block(p, head / p.kv_heads, head % p.kv_heads, 0, rb, kFewRows);
     start_rows(p, rb, ws);
@@ -636,7 +638,8 @@ const char* run_few_rows(const AttentionParams& p) {
 // The blocked path over a split of the keys (blocks::blocked_key_split; one kv head): units of
 // (chunk, row block), chunk-major, so that a work item's units share chunks and pack each one's
 // keys once; each unit's statistics kept, then merged in chunk order per row block, as
-// run_few_rows does. Each chunk's k_max (score::scaling) is over its own keys.
+// run_few_rows does. Each chunk's k_max (score::scaling) is over its own keys, and an item's
+// workspace packs one chunk's keys at a time.
 const char* run_blocked_split(const AttentionParams& p, const BlockedKeySplit& split) {
   const int blocks = split.blocks, chunks = split.chunks, units = blocks * chunks;
   const kv::Head h = kv::head(p, 0, 0);
@@ -644,12 +647,12 @@ const char* run_blocked_split(const AttentionParams& p, const BlockedKeySplit& s
   const std::size_t unit_floats = static_cast<std::size_t>(kRowsPerBlock) * (2 + acc_ld);
   FloatBuffer partial;
   if (!partial.allocate(size_product(units, unit_floats))) return "attention: out of memory for the workspace";
-  const char* err = for_each_unit(p, units, forward_work(p), false, [&](int u, Workspace& ws) {
+  const char* err = for_each_unit(p, units, forward_work(p), Room::key_chunk, [&](int u, Workspace& ws) {
     const int c = u / blocks, blk = u % blocks;
     const int kb = split.begin + c * kBlockedSplitKeys, ke = std::min(split.end, kb + kBlockedSplitKeys);
-    if (ws.k_max_chunk != c) {
+    if (ws.chunk != c) {
+      ws.hold_chunk(c, kb);
       ws.k_max = kv::key_abs_max(h, kb, ke, p.head_dim);
-      ws.k_max_chunk = c;
     }
     RowBlock rb;
     fill_row_block(p, 0, 0, blk * kRowsPerBlock, rb);
@@ -667,7 +670,7 @@ const char* run_blocked_split(const AttentionParams& p, const BlockedKeySplit& s
   });
   if (err) return err;
   const double merged = double(units) * double(unit_floats);  // each unit's statistics, read and merged
-  return for_each_unit(p, blocks, Work{8 * merged, 4 * merged}, true, [&](int blk, Workspace& ws) {
+  return for_each_unit(p, blocks, Work{8 * merged, 4 * merged}, Room::stats, [&](int blk, Workspace& ws) {
     RowBlock rb;
     fill_row_block(p, 0, 0, blk * kRowsPerBlock, rb);
     start_rows(p, rb, ws);
@@ -734,8 +737,8 @@ double attention_workspace_bytes(const AttentionParams& p, bool backward) {
   const auto at_once = [threads](std::int64_t items) { return double(std::min<std::int64_t>(items, threads)); };
   const std::int64_t heads = std::int64_t(p.batch) * p.kv_heads;
   if (!takes_few_rows(p)) {
-    const double ws = double(workspace_layout(p, false).floats());
     const BlockedKeySplit key_split = blocked_key_split(p);
+    const double ws = double(workspace_layout(p, false, key_split.chunks > 1).floats());
     if (key_split.chunks == 1) return 4.0 * at_once(heads * blocked_split(p, threads).chunks) * ws;
     // Every unit's statistics, held while the units run, then while the row blocks merge them.
     const std::int64_t units = std::int64_t(key_split.blocks) * key_split.chunks;

@@ -1,17 +1,28 @@
 // Emscripten 3.1.6's browser worker (NAME.worker.js) imports the glue from the URL the main
 // thread posts, or else from "./NAME.mjs". The package always posts the URL (src/js/browser.mjs),
 // so this drops the fallback: bundlers then neither warn about import() of an expression nor see
-// a worker ↔ glue chunk cycle (webpack 5 warned about both). Run by scripts/build.sh.
+// a worker ↔ glue chunk cycle (webpack 5 warned about both). And a glue that fails to import or
+// start (a 404, a policy that refuses it) only rejected a promise inside the worker, which its
+// owner never hears of: the load then waited 30 s for the worker and could not say why. The
+// failure is thrown from a task instead, which the Worker object gets as an error event with the
+// message (src/js/browser.mjs: watchWorkers). Run by scripts/build.sh.
 //   node scripts/worker-import.mjs build/wasm/attn-mt.worker.js dist/attn-mt.worker.js
 import { readFileSync, writeFileSync } from 'node:fs';
 import { basename } from 'node:path';
 
 const [from, to] = process.argv.slice(2);
 const name = basename(from, '.worker.js');
-const fallback = `(e.data.urlOrBlob?import(e.data.urlOrBlob):import("./${name}.mjs"))`;
-const source = readFileSync(from, 'utf8');
-if (!source.includes(fallback)) {
-  console.error(`[build] ${from}: ${fallback} not found (did Emscripten's worker change?)`);
-  process.exit(1);
+const edits = [
+  [`(e.data.urlOrBlob?import(e.data.urlOrBlob):import("./${name}.mjs"))`, 'import(/* webpackIgnore: true */ /* @vite-ignore */ e.data.urlOrBlob)'],
+  ['.then(function(instance){Module=instance})', '.then(function(instance){Module=instance},function(error){' +
+    'setTimeout(function(){throw new Error("attention-wasm worker: could not import or run "+e.data.urlOrBlob+": "+error)})})'],
+];
+let source = readFileSync(from, 'utf8');
+for (const [was, is] of edits) {
+  if (!source.includes(was)) {
+    console.error(`[build] ${from}: ${was} not found (did Emscripten's worker change?)`);
+    process.exit(1);
+  }
+  source = source.replace(was, is);
 }
-writeFileSync(to, source.replace(fallback, 'import(/* webpackIgnore: true */ /* @vite-ignore */ e.data.urlOrBlob)'));
+writeFileSync(to, source);

@@ -72,7 +72,8 @@ function ownFile({ glueUrl }) {
 // (an uncaught "[object Event]" that ends a calling worker's script, while the load waits for the
 // worker in vain); here the event stops, and failed(why) says why at once: from the policy's own
 // report of which directive refused which URL, which may come just after the error (hence the
-// short wait) or not at all (Firefox reports none to a worker).
+// short wait) or not at all (Firefox reports none to a worker), or from the worker's own report
+// of a glue it could not import or run (scripts/worker-import.mjs).
 function watchWorkers(workers, script, failed) {
   let violation = null;
   const onViolation = (event) => { violation ??= event; };
@@ -80,7 +81,8 @@ function watchWorkers(workers, script, failed) {
     event.stopImmediatePropagation();
     event.preventDefault();
     stop();
-    setTimeout(() => failed(violation ? refused(violation) : unexplained(script, event.message)), 50);
+    const own = OWN_REPORT.exec(event.message ?? '');
+    setTimeout(() => failed(violation ? refused(violation) : own ? glueFailed(own[1], own[2]) : unexplained(script, event.message)), 50);
   };
   const stop = () => {
     globalThis.removeEventListener?.('securitypolicyviolation', onViolation);
@@ -99,6 +101,11 @@ function refused({ effectiveDirective, blockedURI }) {
   return `the Content-Security-Policy refused their script (${effectiveDirective}, ${blob ? 'blob:' : blockedURI})` +
     `${blob ? BLOB_WHY : ''}; add ${blob ? 'blob:' : new URL(blockedURI).origin} to worker-src, or load with threads: 1`;
 }
+
+// The worker script's report: 'attention-wasm worker: could not import or run URL: why'.
+const OWN_REPORT = /attention-wasm worker: could not import or run (\S+): (.*)$/s;
+const glueFailed = (url, why) => `a worker could not import or run the glue ${url} (${why}); is it there, and does the ` +
+  'Content-Security-Policy, if any, allow it (in a worker, Firefox checks it against worker-src)?';
 
 // A worker's error without a report: its script failed to load or run.
 function unexplained(script, message) {

@@ -6,6 +6,7 @@
 //   const browser = await launch('webkit');             // { engine, name, version, via, minWidth, open, close }
 //   const page = await browser.open(`${server.url}x.html`, { viewport });
 //   await page.waitFor(() => window.__result);          // polls in the page until truthy; returns it
+//                                                       // (or throws, with the page's problems)
 //   await page.evaluate((n) => n + 1, 41);              // 42
 //   await page.problems();                              // ['error: …', 'pageerror: …', …] so far
 //   await page.screenshot(path, { fullPage: true });
@@ -67,7 +68,11 @@ function wrapPage(raw) {
         }
       }`;
       const result = await evaluate(poll, { arg, timeout });
-      if (result.timedOut) throw new Error(`waitFor: ${String(fn).slice(0, 200)} was not true within ${timeout} ms`);
+      if (result.timedOut) {
+        // What the page reported (in Firefox, its workers' errors too): often why it waited.
+        const problems = await raw.problems().catch((error) => [`(could not read them: ${error.message})`]);
+        throw new Error(`waitFor: ${String(fn).slice(0, 200)} was not true within ${timeout} ms; the page's problems: ${JSON.stringify(problems)}`);
+      }
       return result.value;
     },
     problems: () => raw.problems(),

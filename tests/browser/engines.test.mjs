@@ -20,8 +20,8 @@
 // ATTN_BROWSERS=webkit node --test tests/browser/engines.test.mjs runs one engine.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
-import { freemem } from 'node:os';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { freemem, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
@@ -263,12 +263,15 @@ for (const engine of testedEngines()) {
       }
     });
 
+    // The Vite pages wait 60 s, as result() does: longer than the library's own 30 s for a threaded
+    // build's workers (counted from when its module is ready), so that its error, which says what
+    // hung, is what a failure reports.
     test('the packed package bundled by Vite loads the expected build and computes', async () => {
       const page = await browser.open(site.url);
       try {
         const text = await page.waitFor(() => document.getElementById('result').textContent !== 'loading' &&
-          document.getElementById('result').textContent, undefined, { timeout: 30000 });
-        assert.doesNotMatch(text, /^error/);
+          document.getElementById('result').textContent, undefined, { timeout: 60000 });
+        assert.doesNotMatch(text, /^error/, `${text}; the page's problems: ${JSON.stringify(await page.problems())}`);
         const { info, out } = JSON.parse(text);
         out.forEach((x, i) => assert.ok(Math.abs(x - BUNDLE_OUT[i]) < 1e-5, `out[${i}] = ${x}`));
         checkDefaultBuild(engine, info, { isolated: true, cores: await page.evaluate(() => navigator.hardwareConcurrency) });
@@ -282,8 +285,8 @@ for (const engine of testedEngines()) {
       const page = await browser.open(workerSite.url);
       try {
         const text = await page.waitFor(() => document.getElementById('result').textContent !== 'loading' &&
-          document.getElementById('result').textContent, undefined, { timeout: 30000 });
-        assert.doesNotMatch(text, /^error/);
+          document.getElementById('result').textContent, undefined, { timeout: 60000 });
+        assert.doesNotMatch(text, /^error/, `${text}; the page's problems: ${JSON.stringify(await page.problems())}`);
         const { info, out } = JSON.parse(text);
         out.forEach((x, i) => assert.ok(Math.abs(x - BUNDLE_OUT[i]) < 1e-5, `out[${i}] = ${x}`));
         checkDefaultBuild(engine, info, { isolated: true, cores: await page.evaluate(() => navigator.hardwareConcurrency) });
@@ -313,12 +316,41 @@ for (const engine of testedEngines()) {
         assert.notEqual(noBlob, POLICIES.cdn);
         for (const inWorker of [false, true]) {
           const r = await underPolicy(browser, noBlob, { from: 'cdn', inWorker, options: { threads: 2 } });
-          const what = inWorker ? 'in a module worker' : 'on the page';
+          const what = `${inWorker ? 'in a module worker' : 'on the page'}: ${JSON.stringify(r)}`;
           assert.match(r.error ?? '', new RegExp(`^Error: attention-wasm: the threaded ${want.simd} build's worker threads cannot start: .*Content-Security-Policy.*add blob: to worker-src, or load with threads: 1$`), what);
-          if (!inWorker) assert.match(r.error, /refused their script \(worker-src, blob:\)/, 'the page has the policy\'s report');
-          assert.ok(r.ms < 10000, `${what}: said after ${Math.round(r.ms)} ms (it used to wait 30 s)`);
+          if (!inWorker) assert.match(r.error, /refused their script \(worker-src, blob:\)/, `the page has the policy's report; ${what}`);
+          assert.ok(r.ms < 10000, `said after ${Math.round(r.ms)} ms (it used to wait 30 s); ${what}`);
           // The browser's own report of the refusal may be on the console; no uncaught error is.
           assert.deepEqual(r.problems.filter((p) => !/Content.Security.Policy/i.test(p)), [], what);
+        }
+      });
+    }
+
+    if (want.threads) {
+      test('a threaded build\'s worker that cannot import its glue is said at once, naming the URL and the browser\'s reason', async () => {
+        // baseUrl: a folder with the .wasm files and the workers' script, but not the glue they import.
+        const folder = mkdtempSync(join(tmpdir(), 'attention-wasm-glueless-'));
+        for (const file of readdirSync(join(REPO, 'dist')).filter((f) => /\.(wasm|worker\.js)$/.test(f))) {
+          copyFileSync(join(REPO, 'dist', file), join(folder, file));
+        }
+        const server = await serve({ root: REPO, mounts: { '/glueless/': folder } });
+        try {
+          const glue = `${server.url}glueless/${want.simd === 'relaxed-simd' ? 'attn-relaxed-mt' : 'attn-mt'}.mjs`;
+          for (const inWorker of [false, true]) {
+            const query = new URLSearchParams({ base: '/dist/', options: JSON.stringify({ baseUrl: '/glueless/', threads: 2 }) });
+            if (inWorker) query.set('in', 'worker');
+            const r = await result(browser, server, `tests/browser/engine-pages/csp.html?${query}`);
+            const what = `${inWorker ? 'in a module worker' : 'on the page'}: ${JSON.stringify(r)}`;
+            const said = `Error: attention-wasm: the threaded ${want.simd} build's worker threads cannot start: ` +
+              `a worker could not import or run the glue ${glue} (TypeError: `;
+            assert.ok(r.error?.startsWith(said), `an error that starts ${said}; ${what}`);
+            assert.ok(r.ms < 10000, `said after ${Math.round(r.ms)} ms (it used to wait 30 s); ${what}`);
+            // The browser's own report of the failed request may be there; nothing else is.
+            assert.deepEqual(r.problems.filter((p) => !p.includes(glue)), [], what);
+          }
+        } finally {
+          await server.close();
+          rmSync(folder, { recursive: true, force: true });
         }
       });
     }

@@ -1,5 +1,7 @@
 // The harness's Firefox driver: Debian's Firefox ESR through puppeteer-core over WebDriver BiDi
 // (no browser download). Puppeteer reports the console, uncaught errors and failed requests.
+// A BiDi session can hang a worker in `new Worker()` (a worker's own worker, e.g. a threaded build
+// loaded in a module worker) now and then: see docs/development.md, "The browser engines".
 import puppeteer from 'puppeteer-core';
 
 export async function launch() {

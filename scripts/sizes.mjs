@@ -21,10 +21,10 @@ export const DOCS_TOLERANCE = { bytes: 2000, share: 0.05 };
 export const WASM_GZIP_BUDGET = 65_536;
 // The builds are over that budget (docs/development.md, Sizes), so until they are back under it a
 // regression guard holds each .wasm, gzipped, to the bytes it had when the guard was set
-// (2026-12-05, after the small exp and log replaced libc's pow) plus 2 KB: growth past that fails
-// tests/package/sizes.test.mjs.
-export const WASM_GZIP_GUARD = { attn: 72_555 + 2048, 'attn-mt': 81_944 + 2048, 'attn-relaxed': 71_534 + 2048,
-  'attn-relaxed-mt': 80_335 + 2048 };
+// (2026-12-05, after the small exp and log replaced libc's pow, and four more scalar tails) plus 2 KB:
+// growth past that fails tests/package/sizes.test.mjs.
+export const WASM_GZIP_GUARD = { attn: 72_046 + 2048, 'attn-mt': 81_322 + 2048, 'attn-relaxed': 70_963 + 2048,
+  'attn-relaxed-mt': 79_726 + 2048 };
 
 export const BUILD_ROWS = [
   { name: 'attn', what: 'single-threaded, SIMD128' },

@@ -24,7 +24,7 @@ using simd::W;
 bool store_f16(const float* x, int n, std::uint16_t* out) {
   int c = 0;
   for (; c + W <= n; c += W) half::store(out + c, simd::load(x + c));
-  for (; c < n; ++c) out[c] = half::from_float(x[c]);
+  ATTN_SCALAR_TAIL for (; c < n; ++c) out[c] = half::from_float(x[c]);
   bool special = false;
   for (c = 0; c < n; ++c) special |= (out[c] & 0x7c00) == 0x7c00;
   return special;
@@ -33,7 +33,7 @@ bool store_f16(const float* x, int n, std::uint16_t* out) {
 void store_bf16(const float* x, int n, bfloat16::Bits* out) {
   int c = 0;
   for (; c + W <= n; c += W) bfloat16::store(out + c, simd::load(x + c));
-  for (; c < n; ++c) out[c] = bfloat16::from_float(x[c]);
+  ATTN_SCALAR_TAIL for (; c < n; ++c) out[c] = bfloat16::from_float(x[c]);
 }
 
 // Bytes of a stored row of dim values.

@@ -126,7 +126,7 @@ void rotate_half(const float* x, float* y, const float* row, int h) {
     store(y + c, x1 * vc - x2 * vs);
     store(y + h + c, x1 * vs + x2 * vc);
   }
-  for (; c < h; ++c) {
+  ATTN_SCALAR_TAIL for (; c < h; ++c) {
     const float x1 = x[c], x2 = x[h + c];
     y[c] = x1 * co[c] - x2 * si[c];
     y[h + c] = x1 * si[c] + x2 * co[c];
@@ -155,7 +155,7 @@ void rotate_interleaved(const float* x, float* y, const float* row, int rotary_d
     store(y + j, v * load(C + j) + swap_pairs(v) * load(S + j));
   }
 #endif
-  for (; j < rotary_dim; j += 2) {
+  ATTN_SCALAR_TAIL for (; j < rotary_dim; j += 2) {
     const float x1 = x[j], x2 = x[j + 1];
     y[j] = x1 * C[j] + x2 * S[j];
     y[j + 1] = x2 * C[j + 1] + x1 * S[j + 1];

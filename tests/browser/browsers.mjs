@@ -1,6 +1,6 @@
 // The browser-test harness: one API over the three engines Debian ships — Chromium (Blink/V8,
-// through playwright-core), Firefox ESR (Gecko/SpiderMonkey, puppeteer-core over WebDriver BiDi)
-// and WebKitGTK (WebKit/JavaScriptCore, Safari's engine, WebKitWebDriver under xvfb-run).
+// through playwright-core), Firefox ESR (Gecko/SpiderMonkey, headless, over Marionette) and
+// WebKitGTK (WebKit/JavaScriptCore, Safari's engine, WebKitWebDriver under xvfb-run).
 //
 //   const server = await serve({ root: REPO });         // scripts/serve.mjs + the console capture
 //   const browser = await launch('webkit');             // { engine, name, version, via, minWidth, open, close }
@@ -32,7 +32,7 @@ export function testedEngines() {
   return list;
 }
 
-// scripts/serve.mjs's server with capture.js first in every page (WebKitGTK's only console).
+// scripts/serve.mjs's server with capture.js first in every page (Firefox's and WebKitGTK's only console).
 export const serve = (options = {}) => startServer({
   ...options,
   mounts: { ...options.mounts, '/__harness/': fileURLToPath(new URL('./harness/', import.meta.url)) },
@@ -69,7 +69,7 @@ function wrapPage(raw) {
       }`;
       const result = await evaluate(poll, { arg, timeout });
       if (result.timedOut) {
-        // What the page reported (in Firefox, its workers' errors too): often why it waited.
+        // What the page reported (in Chromium, its workers' errors too): often why it waited.
         const problems = await raw.problems().catch((error) => [`(could not read them: ${error.message})`]);
         throw new Error(`waitFor: ${String(fn).slice(0, 200)} was not true within ${timeout} ms; the page's problems: ${JSON.stringify(problems)}`);
       }

@@ -1,8 +1,8 @@
 // Put first in every HTML page that tests/browser/browsers.mjs serves: records the page's console
 // errors and warnings, uncaught errors, unhandled rejections and resources that failed to load in
-// window.__pageProblems, for engines whose driver cannot report them (WebKitGTK's WebDriver has no
-// BiDi). A classic script from the page's own origin, so a strict CSP allows it. It sees the
-// page's main thread only: a worker's console stays out of reach.
+// window.__pageProblems, for the engines driven over classic WebDriver, which cannot report them
+// (Firefox, WebKitGTK). A classic script from the page's own origin, so a strict CSP allows it. It
+// sees the page's main thread only: a worker's console stays out of reach.
 (function () {
   var problems = [];
   Object.defineProperty(window, '__pageProblems', { value: problems });

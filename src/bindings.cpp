@@ -142,6 +142,46 @@ struct JsAttentionCall {
   std::int32_t alibiBatchStride;
   std::uint32_t dOut, dQuery, dKey, dValue, dSinks, savedLse, savedOut;  // the backward's
 };
+// Each field at the byte the JS writes it to, so that a field added, dropped or swapped on one side
+// (even two of one type, which the struct's size cannot tell) fails to compile.
+#define ATTN_JS_FIELD_AT(S, field, byte) \
+  static_assert(offsetof(S, field) == (byte), #S "::" #field " is at byte " #byte " in the JS that writes it")
+ATTN_JS_FIELD_AT(JsAttentionCall, query, 0);
+ATTN_JS_FIELD_AT(JsAttentionCall, key, 4);
+ATTN_JS_FIELD_AT(JsAttentionCall, value, 8);
+ATTN_JS_FIELD_AT(JsAttentionCall, out, 12);
+ATTN_JS_FIELD_AT(JsAttentionCall, weights, 16);
+ATTN_JS_FIELD_AT(JsAttentionCall, mask, 20);
+ATTN_JS_FIELD_AT(JsAttentionCall, lse, 24);
+ATTN_JS_FIELD_AT(JsAttentionCall, keyPadding, 28);
+ATTN_JS_FIELD_AT(JsAttentionCall, maskType, 32);
+ATTN_JS_FIELD_AT(JsAttentionCall, maskBatch, 36);
+ATTN_JS_FIELD_AT(JsAttentionCall, maskHeads, 40);
+ATTN_JS_FIELD_AT(JsAttentionCall, maskRows, 44);
+ATTN_JS_FIELD_AT(JsAttentionCall, batch, 48);
+ATTN_JS_FIELD_AT(JsAttentionCall, heads, 52);
+ATTN_JS_FIELD_AT(JsAttentionCall, kvHeads, 56);
+ATTN_JS_FIELD_AT(JsAttentionCall, seqQ, 60);
+ATTN_JS_FIELD_AT(JsAttentionCall, seqK, 64);
+ATTN_JS_FIELD_AT(JsAttentionCall, headDim, 68);
+ATTN_JS_FIELD_AT(JsAttentionCall, valueDim, 72);
+ATTN_JS_FIELD_AT(JsAttentionCall, bshd, 76);
+ATTN_JS_FIELD_AT(JsAttentionCall, scale, 80);
+ATTN_JS_FIELD_AT(JsAttentionCall, causal, 84);
+ATTN_JS_FIELD_AT(JsAttentionCall, align, 88);
+ATTN_JS_FIELD_AT(JsAttentionCall, windowLeft, 92);
+ATTN_JS_FIELD_AT(JsAttentionCall, windowRight, 96);
+ATTN_JS_FIELD_AT(JsAttentionCall, softcap, 100);
+ATTN_JS_FIELD_AT(JsAttentionCall, alibi, 104);
+ATTN_JS_FIELD_AT(JsAttentionCall, sinks, 108);
+ATTN_JS_FIELD_AT(JsAttentionCall, alibiBatchStride, 112);
+ATTN_JS_FIELD_AT(JsAttentionCall, dOut, 116);
+ATTN_JS_FIELD_AT(JsAttentionCall, dQuery, 120);
+ATTN_JS_FIELD_AT(JsAttentionCall, dKey, 124);
+ATTN_JS_FIELD_AT(JsAttentionCall, dValue, 128);
+ATTN_JS_FIELD_AT(JsAttentionCall, dSinks, 132);
+ATTN_JS_FIELD_AT(JsAttentionCall, savedLse, 136);
+ATTN_JS_FIELD_AT(JsAttentionCall, savedOut, 140);
 static_assert(sizeof(JsAttentionCall) == 36 * 4, "src/js/call-block.mjs: CALL_FIELDS has 36 entries");
 
 // What attention(query, cache, …) asks of a cache (attn::CacheCall), from src/js/api.mjs: sizes
@@ -149,7 +189,24 @@ static_assert(sizeof(JsAttentionCall) == 36 * 4, "src/js/call-block.mjs: CALL_FI
 struct JsCacheCall {
   double call, cache;
   std::int32_t batch, heads, kvHeads, headDim, valueDim, seqK, seqQ, causal, align, windowLeft, windowRight;
+  std::int32_t padding;  // to the doubles' alignment, named so that a field added after windowRight changes the size
 };
+// src/js/call-block.mjs checkCache: the two doubles, then these at word 4 + their index.
+ATTN_JS_FIELD_AT(JsCacheCall, call, 0);
+ATTN_JS_FIELD_AT(JsCacheCall, cache, 8);
+ATTN_JS_FIELD_AT(JsCacheCall, batch, 16);
+ATTN_JS_FIELD_AT(JsCacheCall, heads, 20);
+ATTN_JS_FIELD_AT(JsCacheCall, kvHeads, 24);
+ATTN_JS_FIELD_AT(JsCacheCall, headDim, 28);
+ATTN_JS_FIELD_AT(JsCacheCall, valueDim, 32);
+ATTN_JS_FIELD_AT(JsCacheCall, seqK, 36);
+ATTN_JS_FIELD_AT(JsCacheCall, seqQ, 40);
+ATTN_JS_FIELD_AT(JsCacheCall, causal, 44);
+ATTN_JS_FIELD_AT(JsCacheCall, align, 48);
+ATTN_JS_FIELD_AT(JsCacheCall, windowLeft, 52);
+ATTN_JS_FIELD_AT(JsCacheCall, windowRight, 56);
+ATTN_JS_FIELD_AT(JsCacheCall, padding, 60);  // CACHE_CALL_BYTES: the JS writes none past it
+static_assert(sizeof(JsCacheCall) == 64, "src/js/call-block.mjs: CACHE_CALL_BYTES and the padding");
 
 // The block every attention call is written into: one per module (calls are synchronous, and the
 // entries copy what they read before anything can run), its address asked once (callBlock()).
@@ -426,8 +483,26 @@ struct JsRotaryCall {
   std::int32_t batch, heads, seq, headDim, rotaryDim, tablePositions;
   std::int32_t positionsBatchStride;  // 0: one [seq] array for every batch entry
   std::int32_t bshd, interleaved;
+  std::int32_t padding;  // to the doubles' alignment, named so that a field added after interleaved changes the size
 };
-static_assert(sizeof(JsRotaryCall) == 2 * 8 + 13 * 4 + 4, "src/js/rotary.mjs: ROTARY_FIELDS");
+// src/js/rotary.mjs: the two doubles, then ROTARY_FIELDS at byte 16 + 4 × their index, then the padding.
+ATTN_JS_FIELD_AT(JsRotaryCall, positionOffset, 0);
+ATTN_JS_FIELD_AT(JsRotaryCall, base, 8);
+ATTN_JS_FIELD_AT(JsRotaryCall, x, 16);
+ATTN_JS_FIELD_AT(JsRotaryCall, positions, 20);
+ATTN_JS_FIELD_AT(JsRotaryCall, cos, 24);
+ATTN_JS_FIELD_AT(JsRotaryCall, sin, 28);
+ATTN_JS_FIELD_AT(JsRotaryCall, batch, 32);
+ATTN_JS_FIELD_AT(JsRotaryCall, heads, 36);
+ATTN_JS_FIELD_AT(JsRotaryCall, seq, 40);
+ATTN_JS_FIELD_AT(JsRotaryCall, headDim, 44);
+ATTN_JS_FIELD_AT(JsRotaryCall, rotaryDim, 48);
+ATTN_JS_FIELD_AT(JsRotaryCall, tablePositions, 52);
+ATTN_JS_FIELD_AT(JsRotaryCall, positionsBatchStride, 56);
+ATTN_JS_FIELD_AT(JsRotaryCall, bshd, 60);
+ATTN_JS_FIELD_AT(JsRotaryCall, interleaved, 64);
+ATTN_JS_FIELD_AT(JsRotaryCall, padding, 68);  // ROTARY_BYTES: the JS writes none past it
+static_assert(sizeof(JsRotaryCall) == 2 * 8 + 13 * 4 + 4, "src/js/rotary.mjs: ROTARY_FIELDS and the padding");
 JsRotaryCall g_rotary_call;
 
 double rotary_block() { return static_cast<double>(reinterpret_cast<std::uintptr_t>(&g_rotary_call)); }

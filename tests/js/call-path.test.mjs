@@ -3,7 +3,9 @@
 // an option, an array of another length, an array that was detached, memory that grew — in the
 // single-threaded build and in the threaded one (whose views of shared memory may lag).
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { after, before, test } from 'node:test';
+import { FIELD } from '../../dist/call-block.mjs';
 import { heap } from '../../dist/heap.mjs';
 import { assertClose, createAttention, makeInputs, randomTensor, rng } from './helpers.mjs';
 import { referenceAttention } from './reference.mjs';
@@ -137,4 +139,13 @@ test('heap(M, end): the glue\'s views while they reach end, else views of the me
   assert.equal(heap(glue), glue);
   const single = { HEAPU8: new Uint8Array(65536) };  // a single-threaded build: the glue's views are the memory's
   assert.equal(heap(single), single);
+});
+
+test('the call block\'s fields: JS writes each where C++ reads it (src/bindings.cpp asserts each offset)', () => {
+  // The C++ side fails to compile unless every JsAttentionCall field sits at the byte listed in
+  // src/bindings.cpp; here that list must be CALL_FIELDS, in order (a swap of two int32 fields on
+  // either side would otherwise pass every size check).
+  const source = readFileSync(new URL('../../src/bindings.cpp', import.meta.url), 'utf8');
+  const listed = [...source.matchAll(/^ATTN_JS_FIELD_AT\(JsAttentionCall, (\w+), (\d+)\);$/gm)].map(([, name, byte]) => [name, Number(byte)]);
+  assert.deepEqual(listed, Object.keys(FIELD).map((name) => [name, 4 * FIELD[name]]));
 });

@@ -160,6 +160,9 @@ inline BlockedSplit blocked_split(const AttentionParams& p, int threads) {
 // packing all of them for its row blocks. From the shape and the score rule alone, as
 // few_rows_split: a result never depends on the threads. `chunks` is 1 where it does not apply.
 constexpr int kBlockedSplitKeys = 2048;
+// A chunk starts on a key block's boundary only past its panel's start (begin is anywhere), so it
+// spans at most kBlockedSplitKeys / kKeysPerBlock + 1 key blocks: workspace_layout's bound.
+static_assert(kBlockedSplitKeys % kKeysPerBlock == 0, "a blocked split's chunk is whole key blocks");
 constexpr int kBlockedSplitRows = 256;  // rows per kv head up to which the keys are split
 struct BlockedKeySplit {
   int blocks = 0, begin = 0, end = 0, chunks = 1;  // row blocks; keys [begin, end) from a panel's start
@@ -235,7 +238,10 @@ inline WorkspaceLayout workspace_layout(const AttentionParams& p, bool few, bool
   return l;
 }
 
-// Floats of Workspace::reserve_stats(): acc, row_max and row_sum for kFewRows rows.
+// Floats of Workspace::reserve_stats(): acc, row_max and row_sum for kFewRows rows, which holds
+// both splits' partials: the few-rows path's (up to kFewRows rows) and the blocked split's (a row
+// block, up to kRowsPerBlock rows).
+static_assert(kRowsPerBlock <= kFewRows, "reserve_stats holds a row block's statistics");
 inline std::uint64_t stats_floats(const AttentionParams& p) {
   return kFewRows * (std::uint64_t(p.value ? round_up(p.value_dim, kTileCols) : 0) + 2);
 }
@@ -306,7 +312,8 @@ struct Workspace {
     return true;
   }
 
-  // Only the rows' statistics (acc, row_max, row_sum), for merging the few-rows path's chunks.
+  // Only the rows' statistics (acc, row_max, row_sum), for merging the chunks of either split (the
+  // few-rows path's or the blocked path's: stats_floats).
   bool reserve_stats(const AttentionParams& p) {
     few = true;
     acc_ld = p.value ? round_up(p.value_dim, kTileCols) : 0;

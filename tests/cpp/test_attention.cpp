@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "attention_case.h"
+#include "kernel/attention_blocks.h"
 
 using tcase::Case;
 using tcase::check_case;
@@ -118,7 +119,11 @@ TEST_CASE("blocked path: one kv head's keys split into chunks merge as one pass"
       if (n % 5 == 3) c.window_left = kChunk + 100;  // rows start mid-chunk
       c.seed = 4000 + n;
       ++n;
-      check_case(c);
+      Run r = make_run(c);
+      // The split happened (a changed threshold must not leave this testing the unsplit path).
+      if (c.heads * c.seq_q <= 256) CHECK(attn::blocks::blocked_key_split(r.p).chunks > 1);
+      else CHECK(attn::blocks::blocked_key_split(r.p).chunks == 1);
+      tcase::check_run(c, r);
     }
   // Every key of the middle chunk padding, and of the first chunk but one.
   Case c;
@@ -133,6 +138,7 @@ TEST_CASE("blocked path: one kv head's keys split into chunks merge as one pass"
   for (int j = 0; j < kChunk - 1; ++j) padding[j] = 1;
   r.p.key_padding = padding.data();
   r.ref_params.key_padding = padding.data();
+  CHECK(attn::blocks::blocked_key_split(r.p).chunks == 3);
   tcase::check_run(c, r);
 }
 

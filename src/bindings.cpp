@@ -720,7 +720,7 @@ val mha_sgd_step(attn::MultiHeadAttention& m, const JsProjectionArrays& grads, f
   return val::undefined();
 }
 
-val mha_adam_step(attn::MultiHeadAttention& m, const JsProjectionArrays& grads, float lr, float beta1, float beta2,
+val mha_adam_step(attn::MultiHeadAttention& m, const JsProjectionArrays& grads, float lr, double beta1, double beta2,
                   float eps, int step, double budget) {
   return within_budget(m.adam_step_bytes(), budget,
                        [&] { return m.adam_step(to_grads(grads), lr, beta1, beta2, eps, step); });

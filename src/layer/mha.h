@@ -212,7 +212,7 @@ class MultiHeadAttention {
   // adam_step keeps its moments in the layer; `step` counts from 1. Both are all-or-nothing:
   // on failure (out of memory) no weight and no moment changed.
   void sgd_step(const MhaGrads& g, float lr);
-  const char* adam_step(const MhaGrads& g, float lr, float beta1, float beta2, float eps, int step);
+  const char* adam_step(const MhaGrads& g, float lr, double beta1, double beta2, float eps, int step);
 
   // Adam's moments (first m, second v) in set_weight layout; there are none before the first
   // adam_step. get_adam_state copies those of `which` (biases only with biases). set_adam_state

@@ -273,7 +273,8 @@ double MultiHeadAttention::set_adam_state_bytes(const ProjectionArrays& m) const
   return 4.0 * double(floats);
 }
 
-const char* MultiHeadAttention::adam_step(const MhaGrads& g, float lr, float beta1, float beta2, float eps, int step) {
+const char* MultiHeadAttention::adam_step(const MhaGrads& g, float lr, double beta1, double beta2, float eps,
+                                          int step) {
   if (!ready()) return "multi-head attention: weights are not set";
   if (config_.sinks && !g.d_sinks) return "multi-head attention: missing gradient buffers";
   // Parameter groups: the four projections (weights then bias), then the sinks (i = 4, empty
@@ -298,9 +299,13 @@ const char* MultiHeadAttention::adam_step(const MhaGrads& g, float lr, float bet
     adam_v_[i] = std::move(new_v[i]);
   }
 
-  // 1 − β^step in double, as PyTorch's Adam computes it (in Python floats).
+  // 1 − β and 1 − β^step in double from the caller's double β, as PyTorch's Adam computes them (in
+  // Python floats), then rounded to float; the moments decay by β rounded to float, as PyTorch's
+  // float tensors do. So a β within 2⁻²⁵ of 1 (float(β) = 1) still has 1 − β > 0 and no 0/0.
   const float c1 = static_cast<float>(1.0 - math::power(beta1, step));
   const float c2 = static_cast<float>(1.0 - math::power(beta2, step));
+  const float decay1 = static_cast<float>(beta1), decay2 = static_cast<float>(beta2);
+  const float keep1 = static_cast<float>(1.0 - beta1), keep2 = static_cast<float>(1.0 - beta2);
   for (int i = 0; i < groups; ++i) {
     const std::size_t nb = i < 4 && config_.bias[i] ? proj_[i].out_features() : 0;
     const std::size_t nw = weight_floats(i) - nb;
@@ -310,8 +315,8 @@ const char* MultiHeadAttention::adam_step(const MhaGrads& g, float lr, float bet
     float* u = update.get();
     for (std::size_t j = 0; j < nw + nb; ++j) {
       const float grad = j < nw ? gw[j] : g.d_b[i][j - nw];
-      m[j] = beta1 * m[j] + (1.0f - beta1) * grad;
-      v[j] = beta2 * v[j] + (1.0f - beta2) * grad * grad;
+      m[j] = decay1 * m[j] + keep1 * grad;
+      v[j] = decay2 * v[j] + keep2 * grad * grad;
       u[j] = -lr * (m[j] / c1) / (std::sqrt(v[j] / c2) + eps);
     }
     if (i < 4) proj_[i].add_scaled(u, nb ? u + nw : nullptr, 1.0f);

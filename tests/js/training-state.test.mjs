@@ -4,7 +4,7 @@
 // round-trip exactly, so training stopped and resumed follows the uninterrupted run bit for bit.
 import assert from 'node:assert/strict';
 import { before, test } from 'node:test';
-import { loadAttention, randomTensor, rng } from './helpers.mjs';
+import { assertClose, loadAttention, randomTensor, rng } from './helpers.mjs';
 
 let lib;
 before(async () => { lib = await loadAttention(); });
@@ -69,6 +69,31 @@ test('a weight change that fails validation keeps the tape valid', () => {
   assert.throws(() => mha.adamStep(want.weights, { beta2: 2 }), RangeError);
   assert.deepEqual(mha.backward(dOut), want);
   assert.equal(mha.getOptimizerState().step, 0, 'a rejected adamStep is not counted');
+  mha.dispose();
+});
+
+// PyTorch's Adam takes 1 − β and 1 − β^step in double (Python floats): a β2 within 2^−25 of 1,
+// which float32 rounds to 1, must still give 1 − β2 > 0 and a finite step, not 0/0.
+test('Adam with beta2 = 0.99999999 (1 in float32) steps as in double: finite weights matching a reference', () => {
+  const mha = layer();
+  mha.forward(x, null, null, { batch: 2, train: true });
+  const g = mha.backward(dOut).weights;
+  const before = mha.getWeights();
+  const [lr, beta1, beta2, eps, steps] = [0.01, 0.9, 0.99999999, 1e-8, 2];
+  for (let s = 0; s < steps; s++) mha.adamStep(g, { lr, beta1, beta2, eps });
+  const after = mha.getWeights();
+  for (const [name, w] of Object.entries(before)) {
+    const want = Float64Array.from(w);
+    const m = new Float64Array(w.length), v = new Float64Array(w.length);
+    for (let t = 1; t <= steps; t++) {
+      for (let j = 0; j < w.length; j++) {
+        m[j] = beta1 * m[j] + (1 - beta1) * g[name][j];
+        v[j] = beta2 * v[j] + (1 - beta2) * g[name][j] ** 2;
+        want[j] -= (lr * (m[j] / (1 - beta1 ** t))) / (Math.sqrt(v[j] / (1 - beta2 ** t)) + eps);
+      }
+    }
+    assertClose(after[name], want, `${name} after ${steps} steps`, 1e-5);
+  }
   mha.dispose();
 });
 

@@ -4,7 +4,8 @@
 // power(b, y) carries ln b and y·ln b in two doubles each (Dekker's exact product), so it stays
 // within 1 ulp too where exp(y·log b) would lose |y·ln b| ulp: θ_c = base^(−2c/rotary_dim) is
 // multiplied by positions up to 2^40 (tests/cpp/test_rotary.cpp measures all three).
-// No operation here may be fused into an FMA (wasm and SSE4.1 have none).
+// No operation here may be fused into an FMA (wasm and SSE4.1 have none, but a native build for a
+// CPU with one could contract a·b + c and change the error terms): contraction is off below.
 #pragma once
 
 #include <cmath>
@@ -14,12 +15,25 @@
 
 namespace attn::math {
 
+// Contraction off: clang's pragma at the start of each function body (it ends with the body; wasm
+// has no float_control push/pop for a file-wide one), GCC's optimize options around them.
+#if defined(__clang__)
+#define ATTN_NO_FMA _Pragma("clang fp contract(off)")
+#else
+#define ATTN_NO_FMA
+#if defined(__GNUC__)
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+#endif
+#endif
+
 struct Sum {
   double hi, lo;  // hi + lo, |lo| far below an ulp of hi
 };
 
 // ln x = hi + lo for x finite and > 0.
 inline Sum log_sum(double x) {
+  ATTN_NO_FMA
   constexpr double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
   constexpr double lg1 = 6.666666666666735130e-01, lg2 = 3.999999999940941908e-01, lg3 = 2.857142874366239149e-01,
                    lg4 = 2.222219843214978396e-01, lg5 = 1.818357216161805012e-01, lg6 = 1.531383769920937332e-01,
@@ -41,6 +55,7 @@ inline Sum log_sum(double x) {
 
 // ln x for x ≥ 0 (log 0 = −∞).
 inline double log(double x) {
+  ATTN_NO_FMA
   if (x == 0) return -std::numeric_limits<double>::infinity();
   if (!(x < std::numeric_limits<double>::infinity())) return x;  // +∞, NaN
   const Sum l = log_sum(x);
@@ -50,6 +65,7 @@ inline double log(double x) {
 // e^(x + tail), |tail| far below an ulp of x (0 below the smallest subnormal's log, +∞ above the
 // largest double's).
 inline double exp(double x, double tail = 0) {
+  ATTN_NO_FMA
   constexpr double over = 7.09782712893383973096e+02, under = -7.45133219101941108420e+02;
   constexpr double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10,
                    inv_ln2 = 1.44269504088896338700e+00;
@@ -73,7 +89,9 @@ inline double exp(double x, double tail = 0) {
 
 // a·b = hi + lo exactly (Dekker), for |a·b| far from overflow.
 inline Sum product(double a, double b) {
+  ATTN_NO_FMA
   auto split = [](double v) {
+    ATTN_NO_FMA
     const double c = 134217729.0 * v, hi = c - (c - v);  // 2^27 + 1: v's top 26 bits, and the rest
     return Sum{hi, v - hi};
   };
@@ -84,14 +102,21 @@ inline Sum product(double a, double b) {
 
 // e^(exponent·ln_base), for ln_base = log_sum(base): base^exponent.
 inline double power_of(const Sum& ln_base, double exponent) {
+  ATTN_NO_FMA
   const Sum t = product(exponent, ln_base.hi);
   return exp(t.hi, t.lo + exponent * ln_base.lo);
 }
 
-// base^exponent for base ≥ 0 finite and a finite exponent (0^y = 0 for y > 0).
+// base^exponent for base ≥ 0 finite and a finite exponent (0^y = 0 for y > 0, 0^0 = 1, as pow).
 inline double power(double base, double exponent) {
-  if (base == 0) return exponent > 0 ? 0 : std::numeric_limits<double>::infinity();
+  ATTN_NO_FMA
+  if (base == 0) return exponent > 0 ? 0 : exponent == 0 ? 1 : std::numeric_limits<double>::infinity();
   return power_of(log_sum(base), exponent);
 }
+
+#if !defined(__clang__) && defined(__GNUC__)
+#pragma GCC pop_options
+#endif
+#undef ATTN_NO_FMA
 
 }  // namespace attn::math

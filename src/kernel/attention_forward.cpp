@@ -581,6 +581,33 @@ inline std::size_t size_product(std::size_t a, std::size_t b) {
   return __builtin_mul_overflow(a, b, &n) ? std::numeric_limits<std::size_t>::max() : n;
 }
 
+// A split's partial results, flash-decoding style: per unit (a chunk of keys for some rows), up to
+// `rows` rows' max, sum and unnormalised accumulator, kept while the units run, then merged in
+// chunk order. Both splits (run_few_rows, run_blocked_split) keep them so; floats() is what
+// attention_workspace_bytes counts.
+struct SplitPartials {
+  int rows = 0, acc_ld = 0;
+  FloatBuffer data;
+
+  SplitPartials(const AttentionParams& p, int rows_cap)
+      : rows(rows_cap), acc_ld(p.value ? round_up(p.value_dim, kTileCols) : 0) {}
+  static double floats(double units, int unit_rows, int ld) { return units * unit_rows * (2.0 + ld); }
+  std::size_t unit_floats() const { return static_cast<std::size_t>(rows) * (2 + acc_ld); }
+  bool allocate(std::size_t units) { return data.allocate(size_product(units, unit_floats())); }
+  // Unit u's statistics: the workspace's first n rows.
+  void save(std::size_t u, int n, const Workspace& ws) {
+    float* out = data.get() + u * unit_floats();
+    std::copy(ws.row_max, ws.row_max + n, out);
+    std::copy(ws.row_sum, ws.row_sum + n, out + rows);
+    if (acc_ld) simd::copy(ws.acc, n * acc_ld, out + 2 * rows);
+  }
+  // Merges unit u's first n rows into the workspace's (after start_rows), the next chunk in order.
+  void merge(const AttentionParams& p, std::size_t u, int n, Workspace& ws) const {
+    const float* in = data.get() + u * unit_floats();
+    for (int i = 0; i < n; ++i) merge_stats(p, i, in[i], in[rows + i], in + 2 * rows + i * acc_ld, ws);
+  }
+};
+
 // The few-rows path for every (batch, kv head). Decode has few kv heads (MQA, or batch 1 with
 // GQA), so the keys are also split, flash-decoding style, into chunks of kSplitKeys from the
 // rows' first visible key — a split fixed by the shape alone, never by the thread count, so a
@@ -604,32 +631,24 @@ const char* run_few_rows(const AttentionParams& p) {
       finish_rows(p, rb, begin, end, ws);
     });
   }
-  // Per (kv head, chunk): the rows' max and sum, then their unnormalised accumulators.
-  const int rows = split.rows, acc_ld = p.value ? round_up(p.value_dim, kTileCols) : 0;
-  const std::size_t unit_floats = static_cast<std::size_t>(rows) * (2 + acc_ld);
-  FloatBuffer partial;
-  if (!partial.allocate(size_product(size_product(heads, chunks), unit_floats)))
-    return "attention: out of memory for the workspace";
+  // Per (kv head, chunk), head-major.
+  const int rows = split.rows;
+  SplitPartials partial(p, rows);
+  if (!partial.allocate(size_product(heads, chunks))) return "attention: out of memory for the workspace";
   const char* err = for_each_unit(p, heads * chunks, work, Room::all, [&](int u, Workspace& ws) {
     const int head = u / chunks, c = u % chunks;
     const int kb = begin + c * kSplitKeys, ke = std::min(end, kb + kSplitKeys);
     RowBlock rb;
     attend(head / p.kv_heads, head % p.kv_heads, rb, kb, ke, ws);
-    float* out = partial.get() + u * unit_floats;
-    std::copy(ws.row_max, ws.row_max + rows, out);
-    std::copy(ws.row_sum, ws.row_sum + rows, out + rows);
-    if (p.value) simd::copy(ws.acc, rows * acc_ld, out + 2 * rows);
+    partial.save(u, rows, ws);
   });
   if (err) return err;
-  const double merged = double(heads) * chunks * double(unit_floats);  // each chunk's statistics, read and merged
+  const double merged = double(heads) * chunks * double(partial.unit_floats());  // each chunk's, read and merged
   return for_each_unit(p, heads, Work{8 * merged, 4 * merged}, Room::stats, [&](int head, Workspace& ws) {
     RowBlock rb;
     fill_row_block(p, head / p.kv_heads, head % p.kv_heads, 0, rb, kFewRows);
     start_rows(p, rb, ws);
-    for (int c = 0; c < chunks; ++c) {
-      const float* in = partial.get() + (static_cast<std::size_t>(head) * chunks + c) * unit_floats;
-      for (int i = 0; i < rows; ++i) merge_stats(p, i, in[i], in[rows + i], in + 2 * rows + i * acc_ld, ws);
-    }
+    for (int c = 0; c < chunks; ++c) partial.merge(p, static_cast<std::size_t>(head) * chunks + c, rows, ws);
     fold_sinks(p, rb, ws);
     finish_rows(p, rb, begin, end, ws);
   });
@@ -643,10 +662,8 @@ const char* run_few_rows(const AttentionParams& p) {
 const char* run_blocked_split(const AttentionParams& p, const BlockedKeySplit& split) {
   const int blocks = split.blocks, chunks = split.chunks, units = blocks * chunks;
   const kv::Head h = kv::head(p, 0, 0);
-  const int acc_ld = p.value ? round_up(p.value_dim, kTileCols) : 0;
-  const std::size_t unit_floats = static_cast<std::size_t>(kRowsPerBlock) * (2 + acc_ld);
-  FloatBuffer partial;
-  if (!partial.allocate(size_product(units, unit_floats))) return "attention: out of memory for the workspace";
+  SplitPartials partial(p, kRowsPerBlock);
+  if (!partial.allocate(units)) return "attention: out of memory for the workspace";
   const char* err = for_each_unit(p, units, forward_work(p), Room::key_chunk, [&](int u, Workspace& ws) {
     const int c = u / blocks, blk = u % blocks;
     const int kb = split.begin + c * kBlockedSplitKeys, ke = std::min(split.end, kb + kBlockedSplitKeys);
@@ -663,22 +680,15 @@ const char* run_blocked_split(const AttentionParams& p, const BlockedKeySplit& s
     } else {
       start_rows(p, rb, ws);
     }
-    float* out = partial.get() + u * unit_floats;
-    std::copy(ws.row_max, ws.row_max + rb.rows, out);
-    std::copy(ws.row_sum, ws.row_sum + rb.rows, out + kRowsPerBlock);
-    if (p.value) simd::copy(ws.acc, rb.rows * acc_ld, out + 2 * kRowsPerBlock);
+    partial.save(u, rb.rows, ws);
   });
   if (err) return err;
-  const double merged = double(units) * double(unit_floats);  // each unit's statistics, read and merged
+  const double merged = double(units) * double(partial.unit_floats());  // each unit's statistics, read and merged
   return for_each_unit(p, blocks, Work{8 * merged, 4 * merged}, Room::stats, [&](int blk, Workspace& ws) {
     RowBlock rb;
     fill_row_block(p, 0, 0, blk * kRowsPerBlock, rb);
     start_rows(p, rb, ws);
-    for (int c = 0; c < chunks; ++c) {
-      const float* in = partial.get() + (static_cast<std::size_t>(c) * blocks + blk) * unit_floats;
-      for (int i = 0; i < rb.rows; ++i)
-        merge_stats(p, i, in[i], in[kRowsPerBlock + i], in + 2 * kRowsPerBlock + i * acc_ld, ws);
-    }
+    for (int c = 0; c < chunks; ++c) partial.merge(p, static_cast<std::size_t>(c) * blocks + blk, rb.rows, ws);
     fold_sinks(p, rb, ws);
     finish_rows(p, rb, rb.keys.begin / kTileCols * kTileCols, rb.keys.end, ws);
   });
@@ -738,19 +748,19 @@ double attention_workspace_bytes(const AttentionParams& p, bool backward) {
   const std::int64_t heads = std::int64_t(p.batch) * p.kv_heads;
   if (!takes_few_rows(p)) {
     const BlockedKeySplit key_split = blocked_key_split(p);
-    const double ws = double(workspace_layout(p, false, key_split.chunks > 1).floats());
+    const WorkspaceLayout layout = workspace_layout(p, false, key_split.chunks > 1);
+    const double ws = double(layout.floats());
     if (key_split.chunks == 1) return 4.0 * at_once(heads * blocked_split(p, threads).chunks) * ws;
     // Every unit's statistics, held while the units run, then while the row blocks merge them.
     const std::int64_t units = std::int64_t(key_split.blocks) * key_split.chunks;
-    const double acc_ld = p.value ? round_up(p.value_dim, kTileCols) : 0;
-    const double partial = double(units) * kRowsPerBlock * (2.0 + acc_ld);
+    const double partial = SplitPartials::floats(double(units), kRowsPerBlock, layout.acc_ld);
     return 4.0 * (partial + std::max(at_once(units) * ws, at_once(key_split.blocks) * double(stats_floats(p))));
   }
   const WorkspaceLayout ws = workspace_layout(p, true);
   const FewRowsSplit split = few_rows_split(p);
   if (split.chunks == 1) return 4.0 * at_once(heads) * double(ws.floats());
   // Split over keys: every chunk's statistics, held while the chunks run, then while they merge.
-  const double partial = double(heads) * split.chunks * split.rows * (2.0 + ws.acc_ld);
+  const double partial = SplitPartials::floats(double(heads) * split.chunks, split.rows, ws.acc_ld);
   return 4.0 * (partial + std::max(at_once(heads * split.chunks) * double(ws.floats()),
                                    at_once(heads) * double(stats_floats(p))));
 }

@@ -70,27 +70,31 @@ function ownFile({ glueUrl }) {
 // `script`, a URL when known), and the Content-Security-Policy reports of this page or worker. A
 // worker that cannot start gets an error event without a message, which the glue would rethrow
 // (an uncaught "[object Event]" that ends a calling worker's script, while the load waits for the
-// worker in vain); here the event stops, and failed(why) says why at once: from the policy's own
-// report of which directive refused which URL, which may come just after the error (hence the
-// short wait) or not at all (Firefox reports none to a worker), or from the worker's own report
-// of a glue it could not import or run (scripts/worker-import.mjs).
+// worker in vain); here every worker's error event stops (when one cannot start, they all fail
+// alike), and failed(why) says why at once, for the first: from the policy's own report of which
+// directive refused which URL, which may come just after the error (hence the short wait) or not
+// at all (Firefox reports none to a worker), or from the worker's own report of a glue it could
+// not import or run (scripts/worker-import.mjs).
 function watchWorkers(workers, script, failed) {
   let violation = null;
+  let told = false;
   const onViolation = (event) => { violation ??= event; };
   const onError = (event) => {
     event.stopImmediatePropagation();
     event.preventDefault();
-    stop();
+    if (told) return;
+    told = true;
     const own = OWN_REPORT.exec(event.message ?? '');
     setTimeout(() => failed(violation ? refused(violation) : own ? glueFailed(own[1], own[2]) : unexplained(script, event.message)), 50);
   };
-  const stop = () => {
-    globalThis.removeEventListener?.('securitypolicyviolation', onViolation);
-    for (const worker of workers) worker.removeEventListener('error', onError);
-  };
+  // The pool's list, as it is now: the glue empties it as it hands the workers out.
+  const watched = [...workers];
   globalThis.addEventListener?.('securitypolicyviolation', onViolation);
-  for (const worker of workers) worker.addEventListener('error', onError);
-  return stop;
+  for (const worker of watched) worker.addEventListener('error', onError);
+  return () => {
+    globalThis.removeEventListener?.('securitypolicyviolation', onViolation);
+    for (const worker of watched) worker.removeEventListener('error', onError);
+  };
 }
 
 const BLOB_WHY = ' (the package comes from another origin, so its workers start from a blob: URL that imports their script)';

@@ -1,5 +1,5 @@
 // Loads the package from `base` and runs one call; in a module worker (see csp.mjs), on a message
-// with the options, posting the result back.
+// with the options, posting the result back, and { problem } for each uncaught error there.
 export async function attend(base, options) {
   const start = performance.now();
   try {
@@ -16,5 +16,12 @@ export async function attend(base, options) {
 
 if (typeof WorkerGlobalScope === 'function' && self instanceof WorkerGlobalScope) {
   const base = new URL(import.meta.url).searchParams.get('base');
+  // This worker's uncaught errors go to the page, whose problems the harness sees in every engine.
+  const forward = (event, what) => {
+    event.preventDefault();
+    postMessage({ problem: `${what} in the module worker: ${what === 'error' ? event.message : event.reason}` });
+  };
+  self.addEventListener('error', (event) => forward(event, 'error'));
+  self.addEventListener('unhandledrejection', (event) => forward(event, 'unhandled rejection'));
   self.onmessage = async ({ data: options }) => postMessage(await attend(base, options));
 }

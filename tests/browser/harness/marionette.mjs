@@ -32,7 +32,7 @@ export async function marionette(port) {
   let nextId = 0;
   let buffer = Buffer.alloc(0);
   let closed = null;
-  const hello = new Promise((resolve) => pending.set('hello', { resolve }));
+  const hello = new Promise((resolve, reject) => pending.set('hello', { resolve, reject }));
   socket.on('data', (chunk) => {
     buffer = Buffer.concat([buffer, chunk]);
     for (;;) {

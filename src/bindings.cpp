@@ -485,7 +485,7 @@ struct JsRotaryCall {
   std::int32_t bshd, interleaved;
   std::int32_t padding;  // to the doubles' alignment, named so that a field added after interleaved changes the size
 };
-// src/js/rotary.mjs: the two doubles, then ROTARY_FIELDS at byte 16 + 4 × their index, then the padding.
+// src/js/call-block.mjs: the two doubles, then ROTARY_FIELDS at byte 16 + 4 × their index, then the padding.
 ATTN_JS_FIELD_AT(JsRotaryCall, positionOffset, 0);
 ATTN_JS_FIELD_AT(JsRotaryCall, base, 8);
 ATTN_JS_FIELD_AT(JsRotaryCall, x, 16);
@@ -502,7 +502,7 @@ ATTN_JS_FIELD_AT(JsRotaryCall, positionsBatchStride, 56);
 ATTN_JS_FIELD_AT(JsRotaryCall, bshd, 60);
 ATTN_JS_FIELD_AT(JsRotaryCall, interleaved, 64);
 ATTN_JS_FIELD_AT(JsRotaryCall, padding, 68);  // ROTARY_BYTES: the JS writes none past it
-static_assert(sizeof(JsRotaryCall) == 2 * 8 + 13 * 4 + 4, "src/js/rotary.mjs: ROTARY_FIELDS and the padding");
+static_assert(sizeof(JsRotaryCall) == 2 * 8 + 13 * 4 + 4, "src/js/call-block.mjs: ROTARY_FIELDS and the padding");
 JsRotaryCall g_rotary_call;
 
 double rotary_block() { return static_cast<double>(reinterpret_cast<std::uintptr_t>(&g_rotary_call)); }

@@ -252,7 +252,7 @@ export function createLibrary(module, { threads = module.numThreads(), threadsRe
   }
   const { KVCache, createKVCache, newCache } = makeKVCacheClass(M, arena, registry);
   const { MultiHeadAttention } = makeMultiHeadAttention(M, arena, { registry, KVCache, newCache });
-  const rotary = makeRotary(M, arena);
+  const rotary = makeRotary(M, arena, block);
 
   // Ends the worker threads (so nothing keeps a Node process alive) and retires this instance.
   // Layers and caches already made keep working, single-threaded, until disposed.

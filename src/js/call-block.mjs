@@ -1,8 +1,8 @@
-// The call block: where an attention call is written for the module (JsCallBlock in
-// src/bindings.cpp), one 32-bit field after another, in the order of the C++ structs. An Embind
+// The call blocks: where an attention or rotary call is written for the module (JsCallBlock and
+// JsRotaryCall in src/bindings.cpp), one field after another, in the order of the C++ structs. An Embind
 // value object crosses field by field, and in a threaded build every field's read of the heap
 // reads shared memory's buffer again: microseconds a call, more than a small call's kernel. One
-// block per module, its address asked once; calls are synchronous, and the entries copy what they
+// block of each per module, its address asked once; calls are synchronous, and the entries copy what they
 // read before anything else can run.
 import { heap } from './heap.mjs';
 
@@ -19,10 +19,16 @@ export const FIELD = Object.freeze(Object.fromEntries(CALL_FIELDS.map((name, i) 
 // align, windowLeft, windowRight.
 const CACHE_CALL_OFFSET = 144;
 const CACHE_CALL_BYTES = 2 * 8 + 11 * 4;
+// JsRotaryCall, in the module's rotary block: two doubles (positionOffset, base), then these 32-bit
+// fields.
+const ROTARY_FIELDS = ['x', 'positions', 'cos', 'sin', 'batch', 'heads', 'seq', 'headDim', 'rotaryDim', 'tablePositions',
+  'positionsBatchStride', 'bshd', 'interleaved'];
+const ROTARY_BYTES = 16 + 4 * ROTARY_FIELDS.length;
 
 export function makeCallBlock(M) {
   let address = 0;  // asked on first use: a module that never attends never asks
   const at = () => address || (address = M.callBlock() >>> 0);
+  let rotaryAddress = 0;  // the same, for rotary
   return {
     // Clears the attention call with `views` (heap(M)'s, reaching the block) and returns the index of its
     // first word, for views.HEAP32[i + FIELD.x] = … (views.HEAPF32 for scale and softcap). The
@@ -55,6 +61,15 @@ export function makeCallBlock(M) {
       if (conflict === M.CacheConflict.none.value) return { conflict };
       const { HEAPF64 } = heap(M, base + CACHE_CALL_BYTES);
       return { conflict, call: HEAPF64[base >>> 3], cache: HEAPF64[(base >>> 3) + 1] };
+    },
+    // Writes a rotary call (name → number: JsRotaryCall's fields) and returns its address.
+    writeRotary(call) {
+      const base = rotaryAddress || (rotaryAddress = M.rotaryBlock() >>> 0);
+      const { HEAP32, HEAPF64 } = heap(M, base + ROTARY_BYTES);
+      HEAPF64[base >>> 3] = call.positionOffset;
+      HEAPF64[(base >>> 3) + 1] = call.base;
+      for (let i = 0; i < ROTARY_FIELDS.length; i++) HEAP32[(base >>> 2) + 4 + i] = call[ROTARY_FIELDS[i]];
+      return base;
     },
   };
 }

@@ -131,24 +131,8 @@ function overlapsPartially(x, out) {
   return x.byteOffset < out.byteOffset + out.byteLength && out.byteOffset < x.byteOffset + x.byteLength;
 }
 
-// JsRotaryCall (src/bindings.cpp), written into the module's rotary block for each chunk: two
-// doubles (positionOffset, base), then these 32-bit fields (why a block: src/js/call-block.mjs).
-const ROTARY_FIELDS = ['x', 'positions', 'cos', 'sin', 'batch', 'heads', 'seq', 'headDim', 'rotaryDim', 'tablePositions',
-  'positionsBatchStride', 'bshd', 'interleaved'];
-const ROTARY_BYTES = 16 + 4 * ROTARY_FIELDS.length;
-
-export function makeRotary(M, arena) {
-  let block = 0;  // its address, asked once
-  // Writes the chunk's call (name → number) and returns its address.
-  function writeCall(fields) {
-    if (!block) block = M.rotaryBlock() >>> 0;
-    const { HEAP32, HEAPF64 } = heap(M, block + ROTARY_BYTES);
-    HEAPF64[block >>> 3] = fields.positionOffset;
-    HEAPF64[(block >>> 3) + 1] = fields.base;
-    for (let i = 0; i < ROTARY_FIELDS.length; i++) HEAP32[(block >>> 2) + 4 + i] = fields[ROTARY_FIELDS[i]];
-    return block;
-  }
-
+// `block`: the module's call blocks (call-block.mjs), where each chunk's call is written.
+export function makeRotary(M, arena, block) {
   return function rotary(x, options) {
     const r = resolveRotary(x, options);
     const { rows, rowFloats, pieces, pieceRow } = chunking(r, kindOf(M.HEAPF32.buffer) === 'SharedArrayBuffer');
@@ -158,12 +142,13 @@ export function makeRotary(M, arena) {
     const chunk = call.address('chunk');
     for (let t0 = 0; t0 < r.seq; t0 += rows) {
       const n = Math.min(rows, r.seq - t0), piece = n * pieceRow;
-      let heapF32 = heap(M).HEAPF32;
+      const end = chunk + 4 * pieces * piece;  // what the chunk's copies touch
+      let heapF32 = heap(M, end).HEAPF32;
       for (let i = 0; i < pieces; i++) {
         const from = (i * r.seq + t0) * pieceRow;
         heapF32.set(src.subarray(from, from + piece), (chunk >>> 2) + i * piece);
       }
-      const error = M.rotary(writeCall({
+      const error = M.rotary(block.writeRotary({
         x: chunk, positions: r.positions ? call.address('positions') + 4 * t0 : 0,
         positionsBatchStride: r.perBatch ? r.seq : 0, positionOffset: r.offset + t0,
         cos: call.address('cos'), sin: call.address('sin'), tablePositions: r.tables ? r.tables.maxPosition : 0,
@@ -171,7 +156,7 @@ export function makeRotary(M, arena) {
         interleaved: r.interleaved, base: r.base,
       }), call.budget);
       if (error) throw call.error(error);
-      heapF32 = heap(M).HEAPF32;  // fresh: the kernel's allocations may have grown memory
+      heapF32 = heap(M, end).HEAPF32;  // fresh: the kernel's allocations may have grown memory
       for (let i = 0; i < pieces; i++) {
         const from = (i * r.seq + t0) * pieceRow;
         out.set(heapF32.subarray((chunk >>> 2) + i * piece, (chunk >>> 2) + (i + 1) * piece), from);

@@ -1,11 +1,11 @@
 // Emscripten 3.1.6's browser worker (NAME.worker.js) imports the glue from the URL the main
 // thread posts, or else from "./NAME.mjs". The package always posts the URL (src/js/browser.mjs),
 // so this drops the fallback: bundlers then neither warn about import() of an expression nor see
-// a worker ↔ glue chunk cycle (webpack 5 warned about both). And a glue that fails to import or
-// start (a 404, a policy that refuses it) only rejected a promise inside the worker, which its
-// owner never hears of: the load then waited 30 s for the worker and could not say why. The
-// failure is thrown from a task instead, which the Worker object gets as an error event with the
-// message (src/js/browser.mjs: watchWorkers). Run by scripts/build.sh.
+// a worker ↔ glue chunk cycle (webpack 5 warns about both). And a glue that fails to import or
+// start (a 404, a policy that refuses it) would only reject a promise inside the worker, which its
+// owner never hears of, so the load could only time out without saying why: the failure is
+// thrown from a task instead, which the Worker object gets as an error event with the message
+// (src/js/browser.mjs: watchWorkers). Run by scripts/build.sh.
 //   node scripts/worker-import.mjs build/wasm/attn-mt.worker.js dist/attn-mt.worker.js
 import { readFileSync, writeFileSync } from 'node:fs';
 import { basename } from 'node:path';

@@ -475,8 +475,9 @@ EMSCRIPTEN_BINDINGS(linear) { emscripten::function("linear", &run_linear); }
 
 // ---- rotary: lib.rotary (src/js/rotary.mjs) ----
 
-// One chunk of rows, rotated in place, as rotary() in src/js/rotary.mjs writes it into the module's
-// rotary block (the fields in this order; why a block, not a value object: JsAttentionCall).
+// One chunk of rows of rotary() in src/js/rotary.mjs, rotated in place, as src/js/call-block.mjs
+// writes it into the module's rotary block (the fields in this order; why a block, not a value
+// object: JsAttentionCall).
 struct JsRotaryCall {
   double positionOffset, base;
   std::uint32_t x, positions, cos, sin;

@@ -138,7 +138,8 @@ function defaultedSizeHint(s, length, dim) {
 }
 
 // The shape of each tensor as [name, size] pairs, in memory order for the layout. The last
-// shape's are kept (never changed: read only), since a decode loop asks for the same every step.
+// shape's are kept, since a decode loop asks for the same every step: frozen, as every call that
+// shape shares them.
 const PART_SIZES = ['batch', 'heads', 'kvHeads', 'seqQ', 'seqK', 'headDim', 'valueDim', 'layout'];
 let lastParts = { shape: {}, parts: null };
 export function tensorParts(s) {
@@ -150,16 +151,17 @@ export function tensorParts(s) {
 
 function partsOf(s) {
   const bshd = s.layout === 'bshd';
-  const t = (h, hn, seq, seqn, d, dn) =>
-    bshd ? [['batch', s.batch], [seqn, seq], [hn, h], [dn, d]] : [['batch', s.batch], [hn, h], [seqn, seq], [dn, d]];
-  return {
+  const frozen = (pairs) => Object.freeze(pairs.map(Object.freeze));
+  const t = (h, hn, seq, seqn, d, dn) => frozen(bshd ? [['batch', s.batch], [seqn, seq], [hn, h], [dn, d]]
+    : [['batch', s.batch], [hn, h], [seqn, seq], [dn, d]]);
+  return Object.freeze({
     query: t(s.heads, 'heads', s.seqQ, 'seqQ', s.headDim, 'headDim'),
     key: t(s.kvHeads, 'kvHeads', s.seqK, 'seqK', s.headDim, 'headDim'),
     value: t(s.kvHeads, 'kvHeads', s.seqK, 'seqK', s.valueDim, 'valueDim'),
     out: t(s.heads, 'heads', s.seqQ, 'seqQ', s.valueDim, 'valueDim'),
-    weights: [['batch', s.batch], ['heads', s.heads], ['seqQ', s.seqQ], ['seqK', s.seqK]],
-    lse: [['batch', s.batch], ['heads', s.heads], ['seqQ', s.seqQ]],
-  };
+    weights: frozen([['batch', s.batch], ['heads', s.heads], ['seqQ', s.seqQ], ['seqK', s.seqK]]),
+    lse: frozen([['batch', s.batch], ['heads', s.heads], ['seqQ', s.seqQ]]),
+  });
 }
 
 // Checks a tensor of a call whose shape `s` came from resolveShape (which names the function).

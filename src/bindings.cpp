@@ -191,7 +191,7 @@ struct JsCacheCall {
   std::int32_t batch, heads, kvHeads, headDim, valueDim, seqK, seqQ, causal, align, windowLeft, windowRight;
   std::int32_t padding;  // to the doubles' alignment, named so that a field added after windowRight changes the size
 };
-// src/js/call-block.mjs checkCache: the two doubles, then these at word 4 + their index.
+// src/js/call-block.mjs: the two doubles, then CACHE_FIELDS at byte 16 + 4 × their index.
 ATTN_JS_FIELD_AT(JsCacheCall, call, 0);
 ATTN_JS_FIELD_AT(JsCacheCall, cache, 8);
 ATTN_JS_FIELD_AT(JsCacheCall, batch, 16);

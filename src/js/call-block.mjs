@@ -15,10 +15,11 @@ const CALL_FIELDS = ['query', 'key', 'value', 'out', 'weights', 'mask', 'lse', '
 // rest int32 (addresses too: from 2 GiB up an int32 store wraps, and C++ reads it unsigned).
 export const FIELD = Object.freeze(Object.fromEntries(CALL_FIELDS.map((name, i) => [name, i])));
 // JsCacheCall, at byte 144 of the block: two doubles the check writes back (the call's value and
-// the cache's in a conflict), then batch, heads, kvHeads, headDim, valueDim, seqK, seqQ, causal,
-// align, windowLeft, windowRight.
+// the cache's in a conflict), then these 32-bit fields.
 const CACHE_CALL_OFFSET = 144;
-const CACHE_CALL_BYTES = 2 * 8 + 11 * 4;
+const CACHE_FIELDS = ['batch', 'heads', 'kvHeads', 'headDim', 'valueDim', 'seqK', 'seqQ', 'causal', 'align',
+  'windowLeft', 'windowRight'];
+const CACHE_CALL_BYTES = 16 + 4 * CACHE_FIELDS.length;
 // JsRotaryCall, in the module's rotary block: two doubles (positionOffset, base), then these 32-bit
 // fields.
 const ROTARY_FIELDS = ['x', 'positions', 'cos', 'sin', 'batch', 'heads', 'seq', 'headDim', 'rotaryDim', 'tablePositions',
@@ -45,18 +46,7 @@ export function makeCallBlock(M) {
     checkCache(core, call) {
       const base = at() + CACHE_CALL_OFFSET;
       const { HEAP32 } = heap(M, base + CACHE_CALL_BYTES);
-      const i = (base >>> 2) + 4;
-      HEAP32[i] = call.batch;
-      HEAP32[i + 1] = call.heads;
-      HEAP32[i + 2] = call.kvHeads;
-      HEAP32[i + 3] = call.headDim;
-      HEAP32[i + 4] = call.valueDim;
-      HEAP32[i + 5] = call.seqK;
-      HEAP32[i + 6] = call.seqQ;
-      HEAP32[i + 7] = call.causal;
-      HEAP32[i + 8] = call.align;
-      HEAP32[i + 9] = call.windowLeft;
-      HEAP32[i + 10] = call.windowRight;
+      for (let i = 0; i < CACHE_FIELDS.length; i++) HEAP32[(base >>> 2) + 4 + i] = call[CACHE_FIELDS[i]];
       const conflict = core.check(base);
       if (conflict === M.CacheConflict.none.value) return { conflict };
       const { HEAPF64 } = heap(M, base + CACHE_CALL_BYTES);

@@ -34,7 +34,7 @@ function randomWeights({ embedDim: e, numHeads, numKvHeads = numHeads }) {
 // One thread count, in this process: { threads, decode: { dtype: { ms, rounds } }, vsF32, prefill }.
 async function measure(threads) {
   const { createAttention } = await import('../dist/node.mjs');
-  const lib = await createAttention({ threads, strict: true });
+  const lib = await createAttention({ threads, strict: true, layers: true });
   const mha = new lib.MultiHeadAttention(LLAMA);
   const weights = randomWeights(LLAMA);
   mha.setWeights(weights);

@@ -18,9 +18,9 @@ const zeros = new Float32Array(CONFIG.embedDim * CONFIG.embedDim);
 
 async function load(module) {
   if (module) {
-    try { return await loadAttention({ wasmBinary: module }); } catch { /* load one of our own */ }
+    try { return await loadAttention({ wasmBinary: module, layers: true }); } catch { /* load one of our own */ }
   }
-  return loadAttention();
+  return loadAttention({ layers: true });
 }
 
 function reset() {

@@ -76,7 +76,7 @@ for (const b of document.querySelectorAll('.lang button')) {
   });
 }
 try {
-  [lib] = await Promise.all([loadAttention({ threads: 1 }), applyLanguage(openingLanguage())]);
+  [lib] = await Promise.all([loadAttention({ threads: 1, layers: true }), applyLanguage(openingLanguage())]);
   window.attentionDemo = { info: { ...lib.info } };
   sections = [
     startSearch(lib, strings),

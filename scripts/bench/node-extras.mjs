@@ -82,7 +82,7 @@ const TASKS = {
   // The backward pass against the forward on (1,12,512,512,64), single thread.
   async backward(mode) {
     const { createAttention } = await import('../../dist/node.mjs');
-    const lib = await createAttention({ threads: 1 });
+    const lib = await createAttention({ threads: 1, layers: true });
     const shape = { batch: 1, heads: 12, seqQ: 512, seqK: 512, headDim: 64 };
     const n = 12 * 512 * 64;
     const [q, k, v, g] = [1, 2, 3, 4].map((seed) => randomArray(n, seed));

@@ -46,7 +46,10 @@ export function createLibrary(module, { threads = module.numThreads(), threadsRe
   const { view: M, release } = releasable(module);
   const arena = new HeapArena(M);
   const block = makeCallBlock(M);
-  const info = Object.freeze({ version: M.version(), simd: M.simdName(), simdReason, threads, threadsReason });
+  // The layers builds register the multi-head layer (and the attention backward); the inference
+  // builds, which loadAttention() loads by default, do not (src/bindings_layers.cpp).
+  const layers = typeof module.MultiHeadAttentionCore === 'function';
+  const info = Object.freeze({ version: M.version(), simd: M.simdName(), simdReason, threads, threadsReason, layers });
   let disposed = false;
 
   // Stages the tensors of a call resolved by resolveCall and runs the forward kernel (with
@@ -251,7 +254,8 @@ export function createLibrary(module, { threads = module.numThreads(), threadsRe
     release();
   }
   const { KVCache, createKVCache, newCache } = makeKVCacheClass(M, arena, registry);
-  const { MultiHeadAttention } = makeMultiHeadAttention(M, arena, { registry, KVCache, newCache });
+  const { MultiHeadAttention } = layers ? makeMultiHeadAttention(M, arena, { registry, KVCache, newCache })
+    : { MultiHeadAttention: needsLayers('MultiHeadAttention') };
   const rotary = makeRotary(M, arena, block);
 
   // Ends the worker threads (so nothing keeps a Node process alive) and retires this instance.
@@ -277,10 +281,22 @@ export function createLibrary(module, { threads = module.numThreads(), threadsRe
   };
   return Object.freeze({
     info, attention: live('attention', attention), attentionWeights: live('attentionWeights', attentionWeights),
-    attentionBackward: live('attentionBackward', attentionBackward),
+    attentionBackward: layers ? live('attentionBackward', attentionBackward) : needsLayers('attentionBackward'),
     linear: live('linear', linear), rotary: live('rotary', rotary), createKVCache: live('createKVCache', createKVCache),
     memoryUsage, trim, MultiHeadAttention, dispose,
   });
+}
+
+// What an inference instance has in place of `name`, which only the layers builds have: a function
+// (a constructor too) that throws at once, saying how to load them.
+function needsLayers(name) {
+  return {
+    [name]: function () {
+      throw new TypeError(`${name}: this instance was loaded without the layer and training API (MultiHeadAttention, ` +
+        'attentionBackward), which loadAttention() leaves out of its download; load with loadAttention({ layers: true }) ' +
+        '(or createAttention({ layers: true })) to use it');
+    },
+  }[name];
 }
 
 // The module's members, read through getters from a variable that release() empties. (Not a

@@ -45,7 +45,7 @@ function threadFiles(build, baseUrl, workerGlue, imported) {
   if (baseUrl !== undefined) folder = folderUrl(baseUrl);
   else if (here() && !sameOrigin(glue)) folder = new URL('./', glue);
   else return { options: { mainScriptUrlOrBlob: ownFile(imported) ?? glue.href } };
-  const name = build.wasm.replace(/\.wasm$/, '');
+  const name = build.glue;
   return {
     options: {
       mainScriptUrlOrBlob: new URL(`${name}.mjs`, folder).href,

@@ -1,19 +1,26 @@
-// The package's four builds (SIMD128 or relaxed SIMD, single-threaded or threaded), which one
-// to load, and which one a given module is. Relaxed SIMD (f32x4.relaxed_madd, fused multiply-add
-// on most CPUs) runs without flags in Chrome/Edge 114+ and Firefox 146+, not in Safari (WebKit)
-// as of this writing; Node 20 needs --experimental-wasm-relaxed-simd, which only the application
-// can set.
+// The package's eight builds: SIMD128 or relaxed SIMD, single-threaded or threaded, and either
+// what inference needs (attention, caches, linear, rotary: the default) or that and the layer
+// and training API (MultiHeadAttention, attentionBackward: loadAttention({ layers: true })).
+// Relaxed SIMD (f32x4.relaxed_madd, fused multiply-add on most CPUs) runs without flags in
+// Chrome/Edge 114+ and Firefox 146+, not in Safari (WebKit) as of this writing; Node 20 needs
+// --experimental-wasm-relaxed-simd, which only the application can set. The two builds of one
+// SIMD level and threading share one JS glue (`glue`, its base name): scripts/build.sh checks that
+// their glues differ only in the name of the .wasm, which the loader compiles itself.
 import BUILT from './fingerprints.mjs';
 import { fingerprint } from './fingerprint.mjs';
 
 export const BUILDS = [
-  { wasm: 'attn.wasm', simd: 'simd128', threaded: false },
-  { wasm: 'attn-mt.wasm', simd: 'simd128', threaded: true },
-  { wasm: 'attn-relaxed.wasm', simd: 'relaxed-simd', threaded: false },
-  { wasm: 'attn-relaxed-mt.wasm', simd: 'relaxed-simd', threaded: true },
-].map((b) => Object.freeze({ ...b, what: `${b.threaded ? 'threaded' : 'single-threaded'} ${b.simd} build` }));
+  { glue: 'attn', simd: 'simd128', threaded: false },
+  { glue: 'attn-mt', simd: 'simd128', threaded: true },
+  { glue: 'attn-relaxed', simd: 'relaxed-simd', threaded: false },
+  { glue: 'attn-relaxed-mt', simd: 'relaxed-simd', threaded: true },
+].flatMap((b) => [false, true].map((layers) => Object.freeze({
+  ...b, layers, wasm: `${layers ? b.glue.replace(/^attn/, 'attn-layers') : b.glue}.wasm`,
+  what: `${b.threaded ? 'threaded' : 'single-threaded'} ${b.simd} build${layers ? ' with the layer and training API' : ''}`,
+})));
 
-export const buildFor = (simd, threaded) => BUILDS.find((b) => b.simd === simd && b.threaded === threaded);
+export const buildFor = (simd, threaded, layers = false) =>
+  BUILDS.find((b) => b.simd === simd && b.threaded === threaded && b.layers === layers);
 
 // The smallest modules that use a SIMD128 instruction (v128.const + i8x16.splat) and the final
 // relaxed_madd opcode (fd 85 02); engines without the feature reject them.

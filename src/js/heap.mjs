@@ -142,7 +142,7 @@ export class HeapArena {
   // count) in the arena, after checking that they fit in wasm memory; copies the inputs in.
   // Returns address(name) (0 when absent), copyOut(name, target), `budget` (the bytes left for
   // what the C++ side allocates; the call passes it, and the C++ entry checks its workspace
-  // against it before allocating: within_budget in src/bindings.cpp) and error(failure): the Error
+  // against it before allocating: within_budget in src/bindings.h) and error(failure): the Error
   // for the call's CallError — over budget, the RangeError of this memory check for the staged
   // and the needed bytes; anything else, coreError's.
   stage(fn, inputs, outputs = {}) {

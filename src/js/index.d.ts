@@ -10,9 +10,10 @@ declare global {
 }
 
 /**
- * Options of {@link loadAttention}. The package has four builds — SIMD128 or relaxed SIMD
- * (fused multiply-add), single-threaded or threaded: `attn.wasm`, `attn-relaxed.wasm`,
- * `attn-mt.wasm`, `attn-relaxed-mt.wasm` — and picks one from `simd` and `threads`.
+ * Options of {@link loadAttention}. The package has eight builds — SIMD128 or relaxed SIMD
+ * (fused multiply-add), single-threaded or threaded, for inference or with the layers:
+ * `attn.wasm`, `attn-relaxed.wasm`, `attn-mt.wasm`, `attn-relaxed-mt.wasm`, and the same with
+ * `attn-layers` in place of `attn` — and picks one from `simd`, `threads` and `layers`.
  */
 export interface LoadOptions {
   /**
@@ -51,6 +52,15 @@ export interface LoadOptions {
   threads?: 'auto' | number | null;
   /** Cap for `threads: 'auto'`. Default 8. */
   maxThreads?: number | null;
+  /**
+   * `true` loads a layers build: the inference build's API and the layer and training API
+   * ({@link AttentionLayersLibrary.MultiHeadAttention}, {@link AttentionLayersLibrary.attentionBackward}),
+   * about 20 KB more to download (gzipped). Default `false`: the inference build — attention,
+   * attention weights, KV caches, `linear` and `rotary` — whose `MultiHeadAttention` and
+   * `attentionBackward` throw a TypeError that says to load with `layers: true`.
+   * {@link loadAttention} shares one instance per feature set.
+   */
+  layers?: boolean | null;
   /** Reject instead of warning when the requested threads or relaxed SIMD cannot run. Default false. */
   strict?: boolean | null;
   /**
@@ -76,6 +86,8 @@ export interface LibraryInfo {
    * `'cross-origin isolated, but this browser gives pages no SharedArrayBuffer'`.
    */
   readonly threadsReason: string;
+  /** Whether this is a layers build (`layers: true`): it has `MultiHeadAttention` and `attentionBackward`. */
+  readonly layers: boolean;
 }
 
 /**
@@ -195,7 +207,7 @@ export interface AttentionOptions extends AttentionShapeOptions {
   /**
    * Caller-owned array `[batch, heads, seqQ]` that receives each row's log-sum-exp of its scaled,
    * masked scores (natural log; `-Infinity` for a row with no visible key). Pass it, with the
-   * output, to {@link AttentionLibrary.attentionBackward} to skip recomputing them.
+   * output, to {@link AttentionLayersLibrary.attentionBackward} to skip recomputing them.
    */
   lseOut?: Float32Array | null;
 }
@@ -213,7 +225,7 @@ export interface CachedAttentionOptions extends Omit<AttentionOptions, 'causal' 
   headDim?: number | null;
 }
 
-/** Options of {@link AttentionLibrary.attentionBackward}. */
+/** Options of {@link AttentionLayersLibrary.attentionBackward}. */
 export interface AttentionBackwardOptions extends AttentionShapeOptions {
   /** Size of each value vector (and output vector). Default `headDim`. */
   valueDim?: number | null;
@@ -223,7 +235,7 @@ export interface AttentionBackwardOptions extends AttentionShapeOptions {
   out?: Float32Array | null;
 }
 
-/** What {@link AttentionLibrary.attentionBackward} returns: gradients in the layouts of their tensors. */
+/** What {@link AttentionLayersLibrary.attentionBackward} returns: gradients in the layouts of their tensors. */
 export interface AttentionGradients {
   dQuery: Float32Array;
   /** Summed over the query heads that share each kv head. */
@@ -310,17 +322,6 @@ export interface AttentionLibrary {
   trim(): number;
 
   /**
-   * Gradients of a loss through {@link AttentionLibrary.attention}: given `dOut` = dL/d(out)
-   * (shaped like the output), returns dL/d(query), dL/d(key) and dL/d(value), shaped like their
-   * tensors; with grouped K/V heads the key and value gradients sum over the query heads that
-   * share them. Same shape options as `attention`; `lse` and `out` from the forward call (its
-   * `lseOut` and its output) let it skip a forward pass. The probabilities are recomputed block by
-   * block (extra memory O(seqK · headDim)); masked keys and fully masked rows get zero gradient.
-   */
-  attentionBackward(query: Float32Array, key: Float32Array, value: Float32Array, dOut: Float32Array,
-    options: AttentionBackwardOptions): AttentionGradients;
-
-  /**
    * A linear layer, `out = input·Wᵀ + bias` with `weight` `[outFeatures, inFeatures]` row-major
    * (`nn.Linear` layout), on `input` `[rows, inFeatures]` (rows inferred from the length unless
    * given). The same packed SIMD GEMM as the layer's projections; it packs the weight per call,
@@ -341,9 +342,6 @@ export interface AttentionLibrary {
    */
   rotary(x: Float32Array, options: RotaryOptions): Float32Array;
 
-  /** A multi-head attention layer with learned projections (see {@link MultiHeadAttention}). */
-  readonly MultiHeadAttention: MultiHeadAttentionConstructor;
-
   /**
    * Ends the worker threads and retires this instance: later calls throw, and the next
    * {@link loadAttention} loads afresh. Layers and caches already made keep working, single-
@@ -352,6 +350,28 @@ export interface AttentionLibrary {
    * disposed layers and caches. Not needed for a Node process to exit. Harmless to call twice.
    */
   dispose(): void;
+}
+
+/**
+ * What `loadAttention({ layers: true })` resolves to: everything {@link AttentionLibrary} has,
+ * and the layer and training API.
+ */
+export interface AttentionLayersLibrary extends AttentionLibrary {
+  readonly info: LibraryInfo & { readonly layers: true };
+
+  /**
+   * Gradients of a loss through {@link AttentionLibrary.attention}: given `dOut` = dL/d(out)
+   * (shaped like the output), returns dL/d(query), dL/d(key) and dL/d(value), shaped like their
+   * tensors; with grouped K/V heads the key and value gradients sum over the query heads that
+   * share them. Same shape options as `attention`; `lse` and `out` from the forward call (its
+   * `lseOut` and its output) let it skip a forward pass. The probabilities are recomputed block by
+   * block (extra memory O(seqK · headDim)); masked keys and fully masked rows get zero gradient.
+   */
+  attentionBackward(query: Float32Array, key: Float32Array, value: Float32Array, dOut: Float32Array,
+    options: AttentionBackwardOptions): AttentionGradients;
+
+  /** A multi-head attention layer with learned projections (see {@link MultiHeadAttention}). */
+  readonly MultiHeadAttention: MultiHeadAttentionConstructor;
 }
 
 /**
@@ -798,14 +818,21 @@ export interface MultiHeadAttentionConstructor {
 /**
  * Loads the WebAssembly module once. Idempotent: every call returns the same promise and
  * instance (a later call with other options gets it too, with one console warning that points to
- * {@link createAttention}); after a failed load the next call tries again. Rejects with an Error
- * where WebAssembly SIMD is missing or the `.wasm` cannot be loaded (the message names the file
- * expected and what was found instead); bad or contradicting options are a TypeError/RangeError.
+ * {@link createAttention}); after a failed load the next call tries again. One instance per
+ * feature set: `loadAttention()` shares the inference build's ({@link AttentionLibrary}), and
+ * `loadAttention({ layers: true })` the layers build's ({@link AttentionLayersLibrary}). Rejects
+ * with an Error where WebAssembly SIMD is missing or the `.wasm` cannot be loaded (the message
+ * names the file expected and what was found instead); bad or contradicting options are a
+ * TypeError/RangeError.
  */
-export function loadAttention(options?: LoadOptions): Promise<AttentionLibrary>;
+export function loadAttention(options: LoadOptions & { layers: true }): Promise<AttentionLayersLibrary>;
+export function loadAttention(options?: LoadOptions & { layers?: false | null }): Promise<AttentionLibrary>;
+export function loadAttention(options?: LoadOptions): Promise<AttentionLibrary | AttentionLayersLibrary>;
 
 /**
  * Creates a new, independent instance (its own WebAssembly memory) on every call, for apps that
  * want isolation between users of the library. Most apps want {@link loadAttention}.
  */
-export function createAttention(options?: LoadOptions): Promise<AttentionLibrary>;
+export function createAttention(options: LoadOptions & { layers: true }): Promise<AttentionLayersLibrary>;
+export function createAttention(options?: LoadOptions & { layers?: false | null }): Promise<AttentionLibrary>;
+export function createAttention(options?: LoadOptions): Promise<AttentionLibrary | AttentionLayersLibrary>;

@@ -12,7 +12,7 @@ import { describe } from './shapes.mjs';
 import { chooseThreads, noThreads } from './threads.mjs';
 import { warmUp } from './warmup.mjs';
 
-const OPTIONS = ['wasmUrl', 'wasmBinary', 'baseUrl', 'simd', 'threads', 'maxThreads', 'strict', 'warmUp'];
+const OPTIONS = ['wasmUrl', 'wasmBinary', 'baseUrl', 'simd', 'threads', 'maxThreads', 'layers', 'strict', 'warmUp'];
 const isUrl = (v) => typeof v === 'string' || v instanceof URL;
 
 // fn: the function the options were given to ('loadAttention' or 'createAttention'), which the
@@ -38,7 +38,7 @@ function checkLoadOptions(options, fn) {
     throw new TypeError(`${fn}: options.${given[0]} and options.${given[1]} cannot be combined ` +
       '(wasmUrl and wasmBinary name one build\'s .wasm; baseUrl a folder with all of them)');
   }
-  const { simd = 'auto', threads = 'auto', maxThreads = 8, strict = false, warmUp = true } = o;
+  const { simd = 'auto', threads = 'auto', maxThreads = 8, layers = false, strict = false, warmUp = true } = o;
   if (!['auto', 'relaxed', 'simd128'].includes(simd)) {
     throw new RangeError(`${fn}: options.simd must be 'auto', 'relaxed' or 'simd128', got ${describe(simd)}`);
   }
@@ -48,10 +48,10 @@ function checkLoadOptions(options, fn) {
   if (!(Number.isInteger(maxThreads) && maxThreads >= 1 && maxThreads <= 64)) {
     throw new RangeError(`${fn}: options.maxThreads must be an integer from 1 to 64, got ${describe(maxThreads)}`);
   }
-  for (const [name, value] of [['strict', strict], ['warmUp', warmUp]]) {
+  for (const [name, value] of [['layers', layers], ['strict', strict], ['warmUp', warmUp]]) {
     if (typeof value !== 'boolean') throw new TypeError(`${fn}: options.${name} must be a boolean, got ${describe(value)}`);
   }
-  return { ...o, simd, threads, maxThreads, strict, warmUp, fn };
+  return { ...o, simd, threads, maxThreads, layers, layersGiven: o.layers !== undefined, strict, warmUp, fn };
 }
 
 const loadError = (message, cause) => new Error(`attention-wasm: ${message}`, cause === undefined ? undefined : { cause });
@@ -84,8 +84,12 @@ async function planPinned(opts, env, platform) {
   if (opts.simd !== 'auto' && (opts.simd === 'relaxed') !== (build.simd === 'relaxed-simd')) {
     throw new TypeError(`${opts.fn}: ${is}, but options.simd is '${opts.simd}'`);
   }
+  if (opts.layersGiven && opts.layers !== build.layers) {
+    const other = buildFor(build.simd, build.threaded, opts.layers).wasm;
+    throw new TypeError(`${opts.fn}: ${is}, but options.layers is ${opts.layers} (that needs ${other})`);
+  }
   if (opts.threads !== 'auto' && (opts.threads > 1) !== build.threaded) {
-    const other = buildFor(build.simd, !build.threaded).wasm;
+    const other = buildFor(build.simd, !build.threaded, build.layers).wasm;
     throw new TypeError(`${opts.fn}: ${is}, but options.threads is ${opts.threads} (that needs ${other})`);
   }
   const blocked = build.threaded && noThreads(env);
@@ -100,7 +104,7 @@ const offered = (platform) => platform.builds ?? BUILDS.map((b) => b.wasm);
 // No file given: choose the build, and compile it from the package (or baseUrl). An entry point
 // with fewer builds (attention-wasm/simd128) narrows the choice.
 function planChoice(opts, env, platform) {
-  const has = (simd, threaded) => offered(platform).includes(buildFor(simd, threaded).wasm);
+  const has = (simd, threaded) => offered(platform).includes(buildFor(simd, threaded, opts.layers).wasm);
   const only = `${platform.entry} has only ${offered(platform).join(', ')}`;
   if (opts.simd === 'relaxed' && !has('relaxed-simd', false)) {
     throw new TypeError(`${opts.fn}: options.simd is 'relaxed', but ${only}; import 'attention-wasm' for relaxed SIMD`);
@@ -113,7 +117,7 @@ function planChoice(opts, env, platform) {
     : { simd: 'simd128', reason: `${platform.entry} has only simd128` };
   const { threads, reason: threadsReason } = single ? { threads: 1, reason: `${platform.entry} is single-threaded` }
     : chooseThreads(opts, env);
-  const build = buildFor(simd, threads > 1);
+  const build = buildFor(simd, threads > 1, opts.layers);
   const where = platform.locate(build.wasm, opts.baseUrl);
   const module = (async () => {
     let compiled;
@@ -221,47 +225,53 @@ export function makeLoaders(platform) {
     return lib;
   }
 
-  let loading = null;
-  let loaded = null;
-  let firstOptions;
-  let warnedOptions = false;
+  // One shared instance per feature set: loadAttention() shares the inference build's, and
+  // loadAttention({ layers: true }) the layers build's, each loaded by the first call that asks for
+  // it (a page that asks for both holds both). Within a feature set, the first call's options hold.
+  const shared = new Map();  // layers → { loading, loaded, firstOptions, warned }
   function forget(lib) {  // after dispose(), loadAttention() starts afresh
-    if (lib === loaded) loading = loaded = null;
+    for (const [layers, slot] of shared) if (slot.loaded === lib) shared.delete(layers);
   }
   function loadAttention(options) {
-    if (loading) {
+    const layers = options?.layers === true;  // any other value than true, false or none is refused below
+    const slot = shared.get(layers);
+    if (slot) {
       // Options a first call would refuse are refused here too, the same way (a rejection).
       try {
         checkLoadOptions(options, 'loadAttention');
       } catch (error) {
         return Promise.reject(error);
       }
-      const changed = differences(firstOptions, options);
-      if (changed && !warnedOptions) {
-        warnedOptions = true;
+      const changed = differences(slot.firstOptions, options);
+      if (changed && !slot.warned) {
+        slot.warned = true;
         console.warn(`attention-wasm: loadAttention() was called again with other options than the first call (${changed}); ` +
-          'it returns the instance the first call loaded. createAttention(options) makes a new instance with these options.');
+          `it returns the instance the first call loaded${layers ? ' (with layers: true)' : ''}. createAttention(options) makes a new ` +
+          'instance with these options.');
       }
-      return loading;
+      return slot.loading;
     }
-    firstOptions = options;
-    loading = create(options, 'loadAttention');
-    loading.then((lib) => { loaded = lib; }, () => { loading = null; });  // a failed load may be retried
-    return loading;
+    const fresh = { loading: create(options, 'loadAttention'), loaded: null, firstOptions: options, warned: false };
+    shared.set(layers, fresh);
+    fresh.loading.then((lib) => { fresh.loaded = lib; }, () => {  // a failed load may be retried
+      if (shared.get(layers) === fresh) shared.delete(layers);
+    });
+    return fresh.loading;
   }
 
   const createAttention = (options) => create(options, 'createAttention');
   return { loadAttention, createAttention };
 }
 
-// 'threads: 1 (first call: not given)' for the options that differ, or '' when none do.
+// 'threads: 1 (first call: not given)' for the options that differ, or '' when none do (layers
+// is the same in both: it chose the shared instance).
 function differences(first, later) {
   const a = first ?? {};
   const b = later ?? {};
   const same = (x, y) => Object.is(x, y) || (isUrl(x) && isUrl(y) && String(x) === String(y)) || (x == null && y == null);
   const show = (v) => (v == null ? 'not given' : isUrl(v) ? String(v) : typeof v === 'object' ? describe(v) : JSON.stringify(v));
   return [...new Set([...Object.keys(a), ...Object.keys(b)])]
-    .filter((k) => !same(a[k], b[k]))
+    .filter((k) => k !== 'layers' && !same(a[k], b[k]))
     .map((k) => `${k}: ${show(b[k])} (first call: ${show(a[k])})`)
     .join(', ');
 }

@@ -165,7 +165,7 @@ export function planForward(config, cacheOf, query, key, value, options) {
   };
 }
 
-// The MhaCall (src/bindings.cpp) of module M for a plan staged as `call`. Its budget is what
+// The MhaCall (src/bindings_layers.cpp) of module M for a plan staged as `call`. Its budget is what
 // wasm32 has left after the staging: the C++ entry checks what the forward will allocate for
 // itself (MultiHeadAttention::forward_workspace_bytes; a training forward's tape too) against it.
 export function forwardArgs(M, call, { mask, batch, seqQ, seqTotal, causal, align, positions, average }) {

@@ -30,7 +30,7 @@ export function weightSizes(config) {
   return sizes;
 }
 
-// The ProjectionArrays (src/bindings.cpp) of four staged projections' arrays and the sinks, named
+// The ProjectionArrays (src/bindings_layers.cpp) of four staged projections' arrays and the sinks, named
 // `${prefix}wq` … `${prefix}bo`, `${prefix}sinks`: weights, Adam moments or the weights' gradients.
 export const projectionAddresses = (call, prefix) =>
   Object.fromEntries([...PROJECTIONS.flat(), 'sinks'].map((name) => [name, call.address(prefix + name)]));

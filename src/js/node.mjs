@@ -9,11 +9,12 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { makeLoaders } from './loader.mjs';
 
 const require = createRequire(import.meta.url);
+// By the glue's base name (builds.mjs: a build and its layers twin share one).
 const GLUE = {
-  'attn.wasm': async () => (await import('./attn.mjs')).default,
-  'attn-relaxed.wasm': async () => (await import('./attn-relaxed.mjs')).default,
-  'attn-mt.wasm': async () => require('./node-mt/attn-mt-node.cjs'),
-  'attn-relaxed-mt.wasm': async () => require('./node-mt/attn-relaxed-mt-node.cjs'),
+  attn: async () => (await import('./attn.mjs')).default,
+  'attn-relaxed': async () => (await import('./attn-relaxed.mjs')).default,
+  'attn-mt': async () => require('./node-mt/attn-mt-node.cjs'),
+  'attn-relaxed-mt': async () => require('./node-mt/attn-relaxed-mt-node.cjs'),
 };
 
 // A URL, a file: URL or a path (string or URL object) → bytes.
@@ -42,7 +43,7 @@ export const nodePlatform = {
   locate,
   read,
   compile: async (where) => WebAssembly.compile(await read(where)),
-  start: async (build, moduleOptions) => (await GLUE[build.wasm]())(moduleOptions),
+  start: async (build, moduleOptions) => (await GLUE[build.glue]())(moduleOptions),
   afterThreadsStarted(module) {
     for (const worker of [...module.PThread.runningWorkers, ...module.PThread.unusedWorkers]) worker.unref();
   },

@@ -103,9 +103,9 @@ function catch2Count(level) {
   return count;
 }
 
-test('Vite emits all four builds of the packed package', () => {
+test('Vite emits all eight builds of the packed package', () => {
   const wasm = readdirSync(join(app.dir, 'site'), { recursive: true }).filter((f) => f.endsWith('.wasm'));
-  for (const build of ['attn', 'attn-mt', 'attn-relaxed', 'attn-relaxed-mt']) {
+  for (const build of ['attn', 'attn-mt', 'attn-relaxed', 'attn-relaxed-mt'].flatMap((b) => [b, b.replace(/^attn/, 'attn-layers')])) {
     assert.ok(wasm.some((f) => new RegExp(`(^|/)${build}-[^/]*\\.wasm$`).test(f)), `vite emitted ${build}.wasm: ${wasm}`);
   }
 });
@@ -126,6 +126,8 @@ for (const engine of testedEngines()) {
       assert.deepEqual(inIsolated.problems, []);
       const { info } = inIsolated.runs[0];
       checkDefaultBuild(engine, info, { isolated: true, cores: inIsolated.cores });
+      assert.equal(info.layers, false, 'the default build is the inference build');
+      for (const [fn, ratio] of Object.entries(inIsolated.runs[0].errors)) assert.ok(ratio <= 1, `${fn}: ${ratio.toFixed(2)}× the tolerance`);
       Object.assign(measured[engine], { build: info.simd, threads: `${info.threads} (${info.threadsReason})` });
       // Not isolated: one thread, and a request for two is told to add the headers.
       const inPlain = await result(browser, plain, apiPage([{}, { threads: 2 }]));
@@ -150,7 +152,7 @@ for (const engine of testedEngines()) {
 
     test(`the JS API on every build it runs (${levelsIn(engine).join(', ')}${want.threads ? ', 1 and 2 threads' : ''}) against the reference`, async () => {
       const threadCounts = want.threads ? [1, 2] : [1];
-      const runs = levelsIn(engine).flatMap((level) => threadCounts.map((threads) => ({ simd: simdOption(level), threads })));
+      const runs = levelsIn(engine).flatMap((level) => threadCounts.map((threads) => ({ simd: simdOption(level), threads, layers: true })));
       const r = await result(browser, isolated, apiPage(runs));
       assert.equal(r.error, undefined, r.error);
       assert.deepEqual(r.problems, []);
@@ -359,7 +361,7 @@ for (const engine of testedEngines()) {
 
     for (const threads of want.threads ? [1, 2] : [1]) {
       test(`a disposed instance lets go of its memory (${threads} thread${threads > 1 ? 's' : ''}), though the page holds its objects; its workers end`, async () => {
-        const r = await result(browser, isolated, `tests/browser/engine-pages/release.html?options=${encodeURIComponent(JSON.stringify({ threads }))}`, 90000);
+        const r = await result(browser, isolated, `tests/browser/engine-pages/release.html?options=${encodeURIComponent(JSON.stringify({ threads, layers: true }))}`, 90000);
         assert.equal(r.error, undefined, r.error);
         assert.deepEqual(r.problems, []);
         assert.equal(r.info.threads, threads, r.info.threadsReason);

@@ -36,11 +36,11 @@ function countVisible(seqQ, seqK) {
 test('a run in a Web Worker: the library against plain JavaScript, and the heatmap of the position pattern', async () => {
   const wasm = [];
   const { page, problems } = await openDemo(demo.browser, demo.server.url, { onResponse: (r) => { if (r.url().endsWith('.wasm')) wasm.push(r.url().split('/').pop()); } });
-  assert.deepEqual(wasm, ['attn-relaxed.wasm'], 'the page loads the single-threaded build');
+  assert.deepEqual(wasm, ['attn-layers-relaxed.wasm'], 'the page loads the single-threaded layers build');
   // Near the playground its worker loads the build for an isolated page, threaded, before any Run.
   await page.locator('#playground').scrollIntoViewIfNeeded();
   for (const t0 = Date.now(); wasm.length < 2 && Date.now() - t0 < 20000;) await page.waitForTimeout(50);
-  assert.deepEqual(wasm, ['attn-relaxed.wasm', 'attn-relaxed-mt.wasm']);
+  assert.deepEqual(wasm, ['attn-layers-relaxed.wasm', 'attn-relaxed-mt.wasm'], 'the playground needs no layer: the inference build');
   const r = await run(page, { heads: 2, kvHeads: 1, seqQ: 64, seqK: 96, headDim: 16, causal: false });
   assert.ok(r.library.threads > 1, `the playground's worker has threads: ${r.library.threadsReason}`);
   assert.match(await page.textContent('#play-status'), new RegExp(`^attention-wasm [\\d.]+ ms \\(${r.library.threads} threads; median of [1-5]; [\\d.]+ GFLOP/s over 12,288 visible query–key pairs\\) · plain JavaScript [\\d.]+ ms · speed-up [\\d.]+× · largest difference`));

@@ -235,8 +235,8 @@ test('the first load transfers at most 250 KB with gzip alone, in English and in
     t.diagnostic(`${lang}: ${total} bytes in ${responses.length} responses: ${JSON.stringify(kinds)}`);
     assert.ok(total <= 250_000, `${lang}, first load: ${total} bytes (${JSON.stringify(kinds)})`);
     assert.deepEqual(paths.filter((p) => /i18n-\w+\.mjs$/.test(p)), [`/web/i18n-${lang}.mjs`], 'only the language shown');
-    assert.deepEqual(paths.filter((p) => /\.wasm$|attn[\w-]*\.(mjs|js)$/.test(p)).sort(), ['/dist/attn-relaxed.mjs', '/dist/attn-relaxed.wasm'],
-      'only the single-threaded build');
+    assert.deepEqual(paths.filter((p) => /\.wasm$|attn[\w-]*\.(mjs|js)$/.test(p)).sort(), ['/dist/attn-layers-relaxed.wasm', '/dist/attn-relaxed.mjs'],
+      'only the single-threaded layers build (the page shows the layer)');
     assert.ok(!paths.some((p) => p.includes('/bench/') || p.includes('playground')), 'no benchmark panel or playground yet');
     await page.locator('#bench-panel').scrollIntoViewIfNeeded();
     await page.waitForFunction(() => window.attentionDemo.benchPanel);

@@ -92,7 +92,7 @@ test('watch it learn: in a worker, W_q and W_k learn the words\' weights; pause,
   const state = () => page.evaluate(() => window.attentionDemo.learn);
   assert.equal(await page.getAttribute('#learn-status', 'data-state'), 'idle');
   // The untrained layer: the weights of the page's sentence, W_q and W_k from the seeded start.
-  const lib = await loadAttention({ threads: 1 });
+  const lib = await loadAttention({ threads: 1, layers: true });
   const task = makeTask(lib);
   const en = task.sentences.find((x) => x.lang === 'en');
   const untrained = await state();

@@ -141,11 +141,11 @@ test('heap(M, end): the glue\'s views while they reach end, else views of the me
   assert.equal(heap(single), single);
 });
 
-test('the call block\'s fields: JS writes each where C++ reads it (src/bindings.cpp asserts each offset)', () => {
+test('the call block\'s fields: JS writes each where C++ reads it (src/bindings.h asserts each offset)', () => {
   // The C++ side fails to compile unless every JsAttentionCall field sits at the byte listed in
-  // src/bindings.cpp; here that list must be CALL_FIELDS, in order (a swap of two int32 fields on
+  // src/bindings.h; here that list must be CALL_FIELDS, in order (a swap of two int32 fields on
   // either side would otherwise pass every size check).
-  const source = readFileSync(new URL('../../src/bindings.cpp', import.meta.url), 'utf8');
+  const source = readFileSync(new URL('../../src/bindings.h', import.meta.url), 'utf8');
   const listed = [...source.matchAll(/^ATTN_JS_FIELD_AT\(JsAttentionCall, (\w+), (\d+)\);$/gm)].map(([, name, byte]) => [name, Number(byte)]);
   assert.deepEqual(listed, Object.keys(FIELD).map((name) => [name, 4 * FIELD[name]]));
 });

@@ -22,6 +22,8 @@ let dir;
 before(async () => { dir = await mkdtemp(join(tmpdir(), 'attention-wasm-')); });
 after(() => rm(dir, { recursive: true, force: true }));
 
+const pick = (info) => [info.simd, info.threads, info.layers];
+
 // Runs a small call and disposes; returns the info.
 async function works(lib) {
   try {
@@ -41,7 +43,7 @@ test('a failed load rejects with an Error that names the file, and a later call 
   });
   await assert.rejects(loadAttention({ wasmBinary: new Uint8Array([0, 97, 115, 109, 9, 9]) }),
     /^Error: attention-wasm: could not load options\.wasmBinary: CompileError: /);
-  await assert.rejects(loadAttention({ baseUrl: join(dir, 'missing'), threads: 1 }),
+  await assert.rejects(loadAttention({ baseUrl: join(dir, 'missing'), threads: 1, layers: false }),
     new RegExp(`^Error: attention-wasm: could not load ${single.replace('.', '\\.')} \\(the single-threaded .* build\\) from file://.*/missing/${single.replace('.', '\\.')}: .*ENOENT`));
   const lib = await loadAttention({ threads: 1 });
   assert.equal(lib.info.threads, 1);
@@ -52,7 +54,7 @@ test('bad options are a TypeError or RangeError before anything loads', async ()
   await assert.rejects(loadAttention({ wasmUrl: 42 }), /^TypeError: loadAttention: options\.wasmUrl must be a string or a URL, got number 42$/);
   await assert.rejects(loadAttention({ baseUrl: {} }), /^TypeError: loadAttention: options\.baseUrl must be a string or a URL, got Object$/);
   await assert.rejects(loadAttention({ wasmBinary: 'attn.wasm' }), /^TypeError: loadAttention: options\.wasmBinary must be an ArrayBuffer, a typed array or a WebAssembly\.Module/);
-  await assert.rejects(loadAttention({ wasmPath: 'x' }), /^TypeError: loadAttention: unknown option 'wasmPath' \(known options: wasmUrl, wasmBinary, baseUrl, simd, threads, maxThreads, strict, warmUp\)$/);
+  await assert.rejects(loadAttention({ wasmPath: 'x' }), /^TypeError: loadAttention: unknown option 'wasmPath' \(known options: wasmUrl, wasmBinary, baseUrl, simd, threads, maxThreads, layers, strict, warmUp\)$/);
   await assert.rejects(loadAttention({ warmUp: 'no' }), /^TypeError: loadAttention: options\.warmUp must be a boolean, got string "no"$/);
   await assert.rejects(loadAttention({ simd: 'fma' }), /^RangeError: loadAttention: options\.simd must be 'auto', 'relaxed' or 'simd128', got string "fma"$/);
   await assert.rejects(raw.loadAttention(7), /^TypeError: loadAttention: options must be an object, got number 7$/);
@@ -96,7 +98,7 @@ test('a file that contradicts the options, or is no build of this version, is na
   // A valid module that is not one of ours (the smallest SIMD module), e.g. from another version.
   const foreign = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10, 10, 1, 8, 0, 65, 0, 253, 15, 253, 98, 11]);
   await assert.rejects(createAttention({ wasmBinary: foreign }),
-    /^Error: attention-wasm: options\.wasmBinary is not one of the builds of attention-wasm \d+\.\d+\.\d+ \(attn\.wasm, attn-mt\.wasm, attn-relaxed\.wasm, attn-relaxed-mt\.wasm\); is it from another version of the package\?$/);
+    /^Error: attention-wasm: options\.wasmBinary is not one of the builds of attention-wasm \d+\.\d+\.\d+ \(attn\.wasm, attn-layers\.wasm, attn-mt\.wasm, attn-layers-mt\.wasm, attn-relaxed\.wasm, attn-layers-relaxed\.wasm, attn-relaxed-mt\.wasm, attn-layers-relaxed-mt\.wasm\); is it from another version of the package\?$/);
   // Never Emscripten's internals (Aborted(LinkError ...), "Build with -s ASSERTIONS=1").
   for (const options of [{ wasmBinary: threadedBytes, threads: 1 }, { wasmBinary: foreign }]) {
     await assert.rejects(createAttention(options), (e) => !/Aborted|ASSERTIONS|LinkError/.test(e.message));
@@ -106,13 +108,17 @@ test('a file that contradicts the options, or is no build of this version, is na
 test('baseUrl: every build is taken from that folder, and a wrong file there is named', async () => {
   const folder = join(dir, 'cdn');
   await mkdir(folder, { recursive: true });
-  for (const file of ['attn.wasm', 'attn-mt.wasm', 'attn-relaxed.wasm', 'attn-relaxed-mt.wasm']) await copyFile(dist(file), join(folder, file));
+  for (const base of ['attn', 'attn-mt', 'attn-relaxed', 'attn-relaxed-mt']) {
+    for (const file of [`${base}.wasm`, `${base.replace(/^attn/, 'attn-layers')}.wasm`]) await copyFile(dist(file), join(folder, file));
+  }
   for (const options of [{ baseUrl: folder }, { baseUrl: pathToFileURL(folder) }, { baseUrl: `${pathToFileURL(folder)}/` }]) {
-    assert.equal((await works(await createAttention({ ...options, threads: 1 }))).simd, EXPECTED_SIMD);
-    assert.equal((await works(await createAttention({ ...options, threads: 2 }))).threads, 2);
+    for (const layers of [false, true]) {
+      assert.deepEqual(pick(await works(await createAttention({ ...options, threads: 1, layers }))), [EXPECTED_SIMD, 1, layers]);
+      assert.deepEqual(pick(await works(await createAttention({ ...options, threads: 2, layers }))), [EXPECTED_SIMD, 2, layers]);
+    }
   }
   await copyFile(dist(threaded), join(folder, single));  // a stale or misnamed file
-  await assert.rejects(createAttention({ baseUrl: folder, threads: 1 }), (e) => {
+  await assert.rejects(createAttention({ baseUrl: folder, threads: 1, layers: false }), (e) => {
     assert.equal(e.message, `attention-wasm: ${pathToFileURL(join(folder, single))} should be ${single} (the single-threaded ` +
       `${EXPECTED_SIMD} build) of attention-wasm ${e.message.match(/attention-wasm (\d+\.\d+\.\d+)/)[1]}, but it is ${threaded}, ` +
       `the threaded ${EXPECTED_SIMD} build`);
@@ -135,14 +141,14 @@ test('idempotent: later calls return the same instance, and differing options wa
     console.warn = warn;
   }
   assert.equal(warnings.length, 1, 'warns once');
-  assert.match(warnings[0], /^attention-wasm: loadAttention\(\) was called again with other options than the first call \(threads: 1 \(first call: not given\)\); it returns the instance the first call loaded\. createAttention\(options\) makes a new instance with these options\.$/);
+  assert.match(warnings[0], /^attention-wasm: loadAttention\(\) was called again with other options than the first call \(threads: 1 \(first call: not given\)\); it returns the instance the first call loaded \(with layers: true\)\. createAttention\(options\) makes a new instance with these options\.$/);
 });
 
 test('a later loadAttention() checks its options as the first does; createAttention() names itself', async () => {
   const lib = await loadAttention();
   try {
     for (const [options, error] of [
-      [{ thread: 2 }, /^TypeError: loadAttention: unknown option 'thread' \(known options: wasmUrl, wasmBinary, baseUrl, simd, threads, maxThreads, strict, warmUp\)$/],
+      [{ thread: 2 }, /^TypeError: loadAttention: unknown option 'thread' \(known options: wasmUrl, wasmBinary, baseUrl, simd, threads, maxThreads, layers, strict, warmUp\)$/],
       [{ threads: 'max' }, /^RangeError: loadAttention: options\.threads must be 'auto' or an integer from 1 to 64, got string "max"$/],
       [7, /^TypeError: loadAttention: options must be an object, got number 7$/],
     ]) {
@@ -166,7 +172,7 @@ test('info tells the version, the SIMD level and the threads chosen, and why', a
   assert.deepEqual({ ...lib.info }, {
     version: pkg.version, simd: EXPECTED_SIMD,
     simdReason: relaxed ? 'requested relaxed' : 'auto: Node.js runs relaxed SIMD only under node --experimental-wasm-relaxed-simd',
-    threads, threadsReason: threads === 1 ? 'one core' : `auto: ${threads} of ${cores} cores`,
+    threads, threadsReason: threads === 1 ? 'one core' : `auto: ${threads} of ${cores} cores`, layers: true,
   });
   assert.ok(Object.isFrozen(lib.info) && Object.isFrozen(lib));
   lib.dispose();
@@ -189,8 +195,8 @@ test("'attention-wasm/simd128' has one build: single-threaded SIMD128", async ()
   assert.deepEqual([lib.info.simd, lib.info.threads, lib.info.threadsReason], ['simd128', 1, 'attention-wasm/simd128 is single-threaded']);
   lib.dispose();
   await assert.rejects(simd128Entry.createAttention({ threads: 2 }),
-    /^TypeError: createAttention: options\.threads is 2, but attention-wasm\/simd128 has only attn\.wasm; import 'attention-wasm' for threads$/);
-  await assert.rejects(simd128Entry.createAttention({ simd: 'relaxed' }), /^TypeError: createAttention: options\.simd is 'relaxed', but attention-wasm\/simd128 has only attn\.wasm/);
+    /^TypeError: createAttention: options\.threads is 2, but attention-wasm\/simd128 has only attn\.wasm, attn-layers\.wasm; import 'attention-wasm' for threads$/);
+  await assert.rejects(simd128Entry.createAttention({ simd: 'relaxed' }), /^TypeError: createAttention: options\.simd is 'relaxed', but attention-wasm\/simd128 has only attn\.wasm, attn-layers\.wasm/);
   await assert.rejects(simd128Entry.createAttention({ wasmBinary: await readFile(dist('attn-mt.wasm')) }),
-    /^TypeError: createAttention: options\.wasmBinary is attn-mt\.wasm, the threaded simd128 build, which attention-wasm\/simd128 does not include \(it has attn\.wasm\)$/);
+    /^TypeError: createAttention: options\.wasmBinary is attn-mt\.wasm, the threaded simd128 build, which attention-wasm\/simd128 does not include \(it has attn\.wasm, attn-layers\.wasm\)$/);
 });

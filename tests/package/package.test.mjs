@@ -22,7 +22,9 @@ test('the tarball holds the built files, the license, the documentation and the 
   const files = app.tarball.files.map((f) => f.path).sort();
   const jsSources = readdirSync(join(REPO, 'src', 'js')).filter((f) => /\.(mjs|cjs)$/.test(f)).map((f) => `dist/${f}`);
   const builds = ['attn', 'attn-relaxed', 'attn-mt', 'attn-relaxed-mt'];
-  const built = [...builds.flatMap((b) => [`${b}.mjs`, `${b}.wasm`]), 'attn-mt.worker.js', 'attn-relaxed-mt.worker.js',
+  // Each build's glue also starts its layers twin, which ships only its .wasm.
+  const built = [...builds.flatMap((b) => [`${b}.mjs`, `${b}.wasm`, `${b.replace(/^attn/, 'attn-layers')}.wasm`]),
+    'attn-mt.worker.js', 'attn-relaxed-mt.worker.js',
     'fingerprints.mjs', 'index.d.ts', 'index.d.cts', 'node-mt/package.json',
     ...['attn-mt', 'attn-relaxed-mt'].flatMap((b) => [`node-mt/${b}-node.cjs`, `node-mt/${b}-node.worker.js`])];
   // The README links into docs/ and the changelog: they ship with it, so the links work in the package.

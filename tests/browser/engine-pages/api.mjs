@@ -1,5 +1,6 @@
 // The JS API on the builds an engine loads: one library per entry of ?runs= (a JSON list of
-// createAttention options), each checked against the double-precision JS reference, and a digest
+// createAttention options), each checked against the double-precision JS reference (the layer
+// and the backward on the layers builds), and a digest
 // of all its outputs' bits, so that tests/browser/engines.test.mjs can tell which runs (and which
 // engines) computed bit-identical results. Leaves { runs: [{ options, info, errors, digest }] }
 // or { error } in window.__result.
@@ -48,16 +49,20 @@ function run(lib) {
     const want = referenceAttention(query, key, value, shape);
     note('attention', worst(out, want.out, 2e-5, 1e-4));
     note('weights', worst(weightsOut, want.weights, 2e-5, 1e-4));
+    outputs.push(out, weightsOut);
+    if (!lib.info.layers) continue;
     const dOut = tensor(out.length, r);
     const grads = lib.attentionBackward(query, key, value, dOut, shape);
     const wantGrads = referenceAttentionBackward(query, key, value, dOut, shape);
     for (const g of ['dQuery', 'dKey', 'dValue']) note('attentionBackward', worst(grads[g], wantGrads[g], 1e-5, 1e-4));
-    outputs.push(out, weightsOut, grads.dQuery, grads.dKey, grads.dValue);
+    outputs.push(grads.dQuery, grads.dKey, grads.dValue);
   }
   const r = random(7);
   const x = tensor(20 * 48, r), w = tensor(24 * 48, r), bias = tensor(24, r);
   const y = lib.linear(x, w, { inFeatures: 48, outFeatures: 24, bias });
   note('linear', worst(y, referenceLinear(x, 20, 48, w, bias, 24), 1e-5, 1e-4));
+  outputs.push(y);
+  if (!lib.info.layers) return { outputs, errors };  // an inference build: the layer needs loadAttention({ layers: true })
   const config = { embedDim: 32, numHeads: 4, numKvHeads: 2 };
   const weights = { wq: tensor(32 * 32, r, 0.2), wk: tensor(16 * 32, r, 0.2), wv: tensor(16 * 32, r, 0.2), wo: tensor(32 * 32, r, 0.2),
     bq: tensor(32, r), bk: tensor(16, r), bv: tensor(16, r), bo: tensor(32, r) };
@@ -67,7 +72,7 @@ function run(lib) {
   const layer = mha.forward(input, null, null, { batch: 2, causal: true });
   mha.dispose();
   note('MultiHeadAttention', worst(layer, referenceMha(config, weights, input, input, input, { batch: 2, causal: true }).out, 1e-5, 1e-4));
-  outputs.push(y, layer);
+  outputs.push(layer);
   return { outputs, errors };
 }
 

@@ -3,7 +3,7 @@
 // must name the mistake. Not part of the consumers that must compile (typed.mts).
 import { loadAttention } from 'attention-wasm';
 
-const lib = await loadAttention();
+const lib = await loadAttention({ layers: true });
 const q = new Float32Array(8);
 const cache = lib.createKVCache({ kvHeads: 2, headDim: 4, maxSeq: 8 });
 const layer = new lib.MultiHeadAttention({ embedDim: 8, numHeads: 2 });

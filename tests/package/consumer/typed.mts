@@ -1,9 +1,9 @@
 // Type-checked with tsc --strict: correct calls compile, wrong ones must not (@ts-expect-error
 // fails the check if the types ever stop catching them).
-import { createAttention, loadAttention, type AttentionLibrary, type AttentionOptions, type KVCacheDtype, type RotaryOptions } from 'attention-wasm';
+import { createAttention, loadAttention, type AttentionLayersLibrary, type AttentionLibrary, type AttentionOptions, type KVCacheDtype, type RotaryOptions } from 'attention-wasm';
 import { loadAttention as loadBaseline } from 'attention-wasm/simd128';
 
-const lib: AttentionLibrary = await loadAttention({ wasmUrl: new URL('https://cdn.example/attn.wasm') });
+const lib: AttentionLayersLibrary = await loadAttention({ wasmUrl: new URL('https://cdn.example/attn-layers.wasm'), layers: true });
 const q = new Float32Array(8);
 const options: AttentionOptions = { heads: 2, seqQ: 1, headDim: 4, causal: true, attendMask: new Uint8Array(1), layout: 'bshd' };
 const out: Float32Array = lib.attention(q, q, q, options);
@@ -89,6 +89,21 @@ console.log(level, why, baseline.info.threads);
 await loadAttention({ simd: 'avx' });
 // @ts-expect-error baseUrl is a string or URL
 await loadAttention({ baseUrl: 1 });
+// The feature sets: an inference instance (the default) has no layer API in its type.
+const inference: AttentionLibrary = await loadAttention();
+const isLayers: boolean = inference.info.layers;
+const layersInfo: true = lib.info.layers;
+console.log(isLayers, layersInfo, inference.linear(q, q, { inFeatures: 4, outFeatures: 2 }));
+// @ts-expect-error MultiHeadAttention needs loadAttention({ layers: true })
+new inference.MultiHeadAttention({ embedDim: 8, numHeads: 2 });
+// @ts-expect-error attentionBackward needs loadAttention({ layers: true })
+inference.attentionBackward(q, q, q, q, { heads: 2, seqQ: 1, headDim: 4 });
+// @ts-expect-error the inference type is not the layers type
+const notLayers: AttentionLayersLibrary = await createAttention({ layers: false });
+const maybe = await loadAttention({ layers: Math.random() > 0.5 });  // either, as a union
+console.log(notLayers, 'MultiHeadAttention' in maybe ? maybe.info.layers : maybe.info.simd);
+// @ts-expect-error layers is a boolean
+await loadAttention({ layers: 'yes' });
 // The score variants, the standalone KV cache and the layer's variants.
 const local = lib.attention(q, q, q, { heads: 2, seqQ: 1, headDim: 4, causal: 'upper-left', window: [3, 0], softcap: 30,
   alibiSlopes: new Float32Array(2), sinks: new Float32Array(2) });

@@ -253,7 +253,9 @@ export interface AttentionWeightsOptions extends AttentionShapeOptions {
 
 /**
  * The loaded library. Every function is synchronous, copies its inputs (which it never modifies)
- * and returns arrays owned by the caller: a later call never overwrites them.
+ * and returns arrays owned by the caller: a later call never overwrites them. This is the
+ * inference build's (`loadAttention()`); {@link AttentionLayersLibrary} (`loadAttention({ layers:
+ * true })`) adds the layer and training API.
  *
  * Bad arguments throw before any work: `TypeError` for a wrong type or a missing required
  * option, `RangeError` for a wrong value or length; the message names the argument and gives

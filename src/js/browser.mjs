@@ -13,7 +13,9 @@ function folderUrl(folder) {
 }
 
 async function compile(where) {
-  const response = await fetch(where);
+  const response = await fetch(where).catch((error) => {
+    throw sameOrigin(new URL(where, here())) ? error : new TypeError(`${error.message} ${FROM_ELSEWHERE}`, { cause: error });
+  });
   if (!response.ok) throw new Error(`HTTP ${response.status} ${response.statusText}`.trim());
   // Streaming compilation needs the application/wasm type; other servers still get a load.
   if (typeof WebAssembly.compileStreaming === 'function' && response.headers.get('Content-Type')?.startsWith('application/wasm')) {
@@ -22,12 +24,21 @@ async function compile(where) {
   return WebAssembly.compile(await response.arrayBuffer());
 }
 
+// A fetch from another origin that fails says only "Failed to fetch" (Chromium) or "NetworkError
+// when attempting to fetch resource." (Firefox), whatever the cause.
+const FROM_ELSEWHERE = '(a file from another origin: a network error, a server that sends no Access-Control-Allow-Origin ' +
+  'header (CORS), or a Content-Security-Policy whose connect-src does not allow it)';
+
 // A worker script must be same-origin: one from elsewhere (a CDN) is started through a small
-// blob: script that imports it (the page's CSP then needs worker-src blob:).
+// blob: script that imports it (the page's CSP then needs worker-src blob:). A script that did not
+// import is reported as the worker's own script reports a glue that did not (worker-import.mjs): so
+// a blob: the policy allowed is never blamed for it.
 const sameOrigin = (url) => url.origin === new URL(here()).origin;
 function workerScript(url) {
   if (sameOrigin(url)) return url.href;
-  return URL.createObjectURL(new Blob([`importScripts(${JSON.stringify(url.href)});`], { type: 'text/javascript' }));
+  const href = JSON.stringify(url.href);
+  return URL.createObjectURL(new Blob([`try { importScripts(${href}); } catch (error) { ` +
+    `throw new Error('attention-wasm worker: could not import or run ' + ${href} + ': ' + error); }`], { type: 'text/javascript' }));
 }
 
 // Emscripten's threaded glue starts its workers from new URL('attn-mt.worker.js',
@@ -74,26 +85,36 @@ function ownFile({ glueUrl }) {
 // alike), and failed(why) says why at once, for the first: from the policy's own report of which
 // directive refused which URL, which may come just after the error (hence the short wait) or not
 // at all (Firefox reports none to a worker), or from the worker's own report of a glue it could
-// not import or run (scripts/worker-import.mjs).
+// not import or run (scripts/worker-import.mjs: an error event, and a message that no browser mutes).
 function watchWorkers(workers, script, failed) {
   let violation = null;
   let told = false;
   const onViolation = (event) => { violation ??= event; };
+  const tell = (message) => {
+    if (told) return;
+    told = true;
+    const own = OWN_REPORT.exec(message ?? '');
+    setTimeout(async () => failed(violation ? refused(violation) : own ? await notImported(own[1], own[2]) : unexplained(script, message)), 50);
+  };
   const onError = (event) => {
     event.stopImmediatePropagation();
     event.preventDefault();
-    if (told) return;
-    told = true;
-    const own = OWN_REPORT.exec(event.message ?? '');
-    setTimeout(() => failed(violation ? refused(violation) : own ? glueFailed(own[1], own[2]) : unexplained(script, event.message)), 50);
+    tell(event.message);
   };
+  const onMessage = ({ data }) => { if (typeof data?.attnWorkerFailed === 'string') tell(data.attnWorkerFailed); };
   // The pool's list, as it is now: the glue empties it as it hands the workers out.
   const watched = [...workers];
   globalThis.addEventListener?.('securitypolicyviolation', onViolation);
-  for (const worker of watched) worker.addEventListener('error', onError);
+  for (const worker of watched) {
+    worker.addEventListener('error', onError);
+    worker.addEventListener('message', onMessage);
+  }
   return () => {
     globalThis.removeEventListener?.('securitypolicyviolation', onViolation);
-    for (const worker of watched) worker.removeEventListener('error', onError);
+    for (const worker of watched) {
+      worker.removeEventListener('error', onError);
+      worker.removeEventListener('message', onMessage);
+    }
   };
 }
 
@@ -106,17 +127,40 @@ function refused({ effectiveDirective, blockedURI }) {
     `${blob ? BLOB_WHY : ''}; add ${blob ? 'blob:' : new URL(blockedURI).origin} to worker-src, or load with threads: 1`;
 }
 
-// The worker script's report: 'attention-wasm worker: could not import or run URL: why'.
+// A worker's report of a script (its own, or the glue) it could not import or run:
+// 'attention-wasm worker: could not import or run URL: why'.
 const OWN_REPORT = /attention-wasm worker: could not import or run (\S+): (.*)$/s;
-const glueFailed = (url, why) => `a worker could not import or run the glue ${url} (${why}); is it there, and does the ` +
-  'Content-Security-Policy, if any, allow it (in a worker, Firefox checks it against worker-src)?';
+// The browsers' reasons say only that the import failed (Chromium "Failed to fetch dynamically
+// imported module", Firefox "error loading dynamically imported module", "NetworkError: A network
+// error occurred.") whether the file is missing, refused by a policy or blocked for its headers:
+// fetching it from here tells the first (and the third's CORS part) from the second.
+async function notImported(url, why) {
+  const said = `a worker could not import or run ${url} (${why}); `;
+  let response;
+  try {
+    response = await fetch(url, { cache: 'no-store' });
+    response.body?.cancel().catch(() => {});
+  } catch (error) {
+    return `${said}fetching it from here fails too (${error.name}: ${error.message})` +
+      `${sameOrigin(new URL(url)) ? '' : `: ${FROM_ELSEWHERE.slice(1, -1)}`}`;
+  }
+  if (!response.ok) return `${said}the server answers HTTP ${response.status}${response.statusText ? ` ${response.statusText}` : ''}: is the file there?`;
+  return `${said}the server sends it (HTTP ${response.status}), so the browser refused it or it failed to run: a ` +
+    'Content-Security-Policy whose script-src does not allow it (in a worker, Firefox checks worker-src)' +
+    `${sameOrigin(new URL(url)) ? '' : ', or, in a cross-origin-isolated page, a script from another origin sent without ' +
+      'Cross-Origin-Resource-Policy: cross-origin'}`;
+}
 
-// A worker's error without a report: its script failed to load or run.
+// A worker's error without a report: its script failed to load or run. A blob: script the policy
+// refuses never runs (an error without a message); one that runs and fails has a message, which a
+// browser may mute to "Script error." for a script from another origin, hiding the cause.
 function unexplained(script, message) {
   const what = message ? `an error (${message})` : 'an error without a message';
   if (script && !sameOrigin(script)) {
-    return `a worker reported ${what} loading its blob: script, which imports ${script.href}${BLOB_WHY}; a ` +
-      'Content-Security-Policy whose worker-src does not allow blob: gives this: add blob: to worker-src, or load with threads: 1';
+    const start = `a worker reported ${what} loading its blob: script, which imports ${script.href}${BLOB_WHY}; `;
+    if (!message) return `${start}a Content-Security-Policy whose worker-src does not allow blob: gives this: add blob: to worker-src, or load with threads: 1`;
+    return `${start}the browser does not say why; a missing file, a Content-Security-Policy (script-src, worker-src) or ` +
+      'missing CORS or Cross-Origin-Resource-Policy headers on that origin give this (or load with threads: 1)';
   }
   return `a worker reported ${what} loading its script${script ? ` ${script.href}` : ''} (a Content-Security-Policy whose ` +
     'worker-src does not allow it gives this, as does a script the server does not send)';

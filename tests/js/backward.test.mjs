@@ -6,7 +6,7 @@ import { referenceAttention, referenceAttentionBackward } from './reference.mjs'
 import { assertClose, loadAttention, makeInputs, randomTensor, rng } from './helpers.mjs';
 
 let lib;
-before(async () => { lib = await loadAttention(); });
+before(async () => { lib = await loadAttention({ layers: true }); });
 
 const SHAPES = [
   { heads: 2, seqQ: 5, seqK: 7, headDim: 4 },

@@ -9,8 +9,8 @@ import { before, test } from 'node:test';
 import { DTYPES } from '../../dist/kvcache.mjs';
 import { loadAttention, randomTensor, rng } from './helpers.mjs';
 
-let lib;
-before(async () => { lib = await loadAttention(); });
+let lib, layered;  // the default build; the layers build for the layer's tests
+before(async () => { [lib, layered] = await Promise.all([loadAttention(), loadAttention({ layers: true })]); });
 
 // Index patterns an in-place copy in order would get wrong (a row read after it was overwritten),
 // cycles, and rows that several beams continue.
@@ -63,7 +63,7 @@ test('a standalone cache: every dtype, linear and a ring, each index pattern', (
 test("a layer's cache: beams decoding with a MultiHeadAttention layer, as Hugging Face's generate() does", () => {
   const [batch, e, steps] = [3, 16, 4];
   const random = rng(62);
-  const mha = new lib.MultiHeadAttention({ embedDim: e, numHeads: 4, numKvHeads: 2, rotary: {} });
+  const mha = new layered.MultiHeadAttention({ embedDim: e, numHeads: 4, numKvHeads: 2, rotary: {} });
   const w = (n) => randomTensor(n, random, 0.3);
   mha.setWeights({ wq: w(e * e), wk: w(8 * e), wv: w(8 * e), wo: w(e * e), bq: w(e), bk: w(8), bv: w(8), bo: w(e) });
   for (const dtype of DTYPES) {

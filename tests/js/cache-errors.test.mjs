@@ -8,8 +8,8 @@ import { createAttention, loadAttention, randomTensor, rng } from './helpers.mjs
 
 let lib, other;
 before(async () => {
-  lib = await loadAttention();
-  other = await createAttention({ threads: 1 });
+  lib = await loadAttention({ layers: true });
+  other = await createAttention({ threads: 1, layers: true });
 });
 after(() => other.dispose());
 

@@ -10,8 +10,8 @@ import { before, test } from 'node:test';
 import { referenceAttention, referenceMha } from './reference.mjs';
 import { assertClose, loadAttention, randomTensor, rng } from './helpers.mjs';
 
-let lib;
-before(async () => { lib = await loadAttention(); });
+let lib, layered;  // the default build; the layers build for the layer's tests
+before(async () => { [lib, layered] = await Promise.all([loadAttention(), loadAttention({ layers: true })]); });
 
 const heads = 2, kvHeads = 1, headDim = 8, total = 10;
 const random = rng(5);
@@ -138,7 +138,7 @@ test("a layer's window against its cache: refused at createCache, or decoding eq
   let decoded = 0;
   for (const window of windows) {
     const config = { embedDim: e, numHeads: 2, numKvHeads: 1, rotary: {}, window };
-    const mha = new lib.MultiHeadAttention(config);
+    const mha = new layered.MultiHeadAttention(config);
     const weights = { wq: randomTensor(e * e, rng(1), 0.3), wk: randomTensor(8 * e, rng(2), 0.3), wv: randomTensor(8 * e, rng(3), 0.3),
       wo: randomTensor(e * e, rng(4), 0.3), bq: randomTensor(e, rng(5), 0.1), bk: randomTensor(8, rng(6), 0.1), bv: randomTensor(8, rng(7), 0.1),
       bo: randomTensor(e, rng(8), 0.1) };
@@ -173,7 +173,7 @@ test("a layer's window against its cache: refused at createCache, or decoding eq
 });
 
 test("a layer's forward with its cache: options that contradict decoding are refused, the cache unchanged", () => {
-  const mha = new lib.MultiHeadAttention({ embedDim: 8, numHeads: 2, window: [3, 0] });
+  const mha = new layered.MultiHeadAttention({ embedDim: 8, numHeads: 2, window: [3, 0] });
   mha.setWeights({ wq: randomTensor(64, rng(1)), wk: randomTensor(64, rng(2)), wv: randomTensor(64, rng(3)), wo: randomTensor(64, rng(4)),
     bq: new Float32Array(8), bk: new Float32Array(8), bv: new Float32Array(8), bo: new Float32Array(8) });
   const cache = mha.createCache({ window: 4, maxSeq: 6 });

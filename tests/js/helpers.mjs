@@ -10,13 +10,10 @@ import { createAttention as create, loadAttention as load } from '../../dist/nod
 // missing flag fail the run instead of falling back to SIMD128. Unset: the default choice.
 export const pinned = process.env.ATTN_TEST_SIMD ? { simd: process.env.ATTN_TEST_SIMD, strict: true } : {};
 export const EXPECTED_SIMD = process.env.ATTN_TEST_SIMD === 'relaxed' ? 'relaxed-simd' : 'simd128';
-// The suites test the layers builds (loadAttention({ layers: true }): everything the inference
-// builds have, and the layer), unless a call names its .wasm (wasmUrl, wasmBinary) or its layers;
-// tests/js/inference.test.mjs tests the inference builds against them.
-const withLayers = (options) => (options?.wasmUrl || options?.wasmBinary || options?.layers !== undefined ? options
-  : { layers: true, ...options });
-export const loadAttention = (options) => load({ ...pinned, ...withLayers(options) });
-export const createAttention = (options) => create({ ...pinned, ...withLayers(options) });
+// The suites load what users load by default (the inference builds); those that need the layer or
+// the backward pass ask for it (layers: true); tests/js/inference.test.mjs compares the two.
+export const loadAttention = (options) => load({ ...pinned, ...options });
+export const createAttention = (options) => create({ ...pinned, ...options });
 
 // The single-threaded SIMD128 layers module itself (started by its glue, attn.mjs, which it shares
 // with the inference build), for the suites that call its entries directly, and a library over

@@ -13,8 +13,8 @@ import { assertClose, loadAttention, randomTensor, rng } from './helpers.mjs';
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc');
 
-let lib;
-before(async () => { lib = await loadAttention(); });
+let lib, layered;  // the default build; the layers build for the layer's tests
+before(async () => { [lib, layered] = await Promise.all([loadAttention(), loadAttention({ layers: true })]); });
 
 // Normal data (Box–Muller), as a real model's projections look.
 function normalTensor(n, random) {
@@ -201,7 +201,7 @@ test('int4 refuses ±Infinity and NaN with a RangeError naming the position, and
     cache.dispose();
   }
   // The layer's forward into its int4 cache: the projected value that is not finite.
-  const e = 16, mha = new lib.MultiHeadAttention({ embedDim: e, numHeads: 2, bias: false });
+  const e = 16, mha = new layered.MultiHeadAttention({ embedDim: e, numHeads: 2, bias: false });
   const random = rng(13);
   mha.setWeights({ wq: randomTensor(e * e, random), wk: randomTensor(e * e, random), wv: randomTensor(e * e, random), wo: randomTensor(e * e, random) });
   const cache = mha.createCache({ maxSeq: 4, dtype: 'int4' });
@@ -358,7 +358,7 @@ test('heapInUse returns to its level after dispose, and a dropped cache is freed
 test("a layer's createCache makes the same kind of KVCache, in every dtype and as a ring", () => {
   const e = 32, numHeads = 4, numKvHeads = 2;
   const random = rng(20);
-  const mha = new lib.MultiHeadAttention({ embedDim: e, numHeads, numKvHeads });
+  const mha = new layered.MultiHeadAttention({ embedDim: e, numHeads, numKvHeads });
   const w = (n) => randomTensor(n, random, 0.3);
   const kv = numKvHeads * (e / numHeads);
   mha.setWeights({ wq: w(e * e), wk: w(kv * e), wv: w(kv * e), wo: w(e * e), bq: w(e), bk: w(kv), bv: w(kv), bo: w(e) });
@@ -369,7 +369,7 @@ test("a layer's createCache makes the same kind of KVCache, in every dtype and a
     return Float32Array.from(outs.flatMap((o) => [...o]));
   };
   const exact = mha.forward(x, null, null, { causal: true });
-  const standalone = lib.createKVCache({ kvHeads: numKvHeads, headDim: e / numHeads, maxSeq: 4 });
+  const standalone = layered.createKVCache({ kvHeads: numKvHeads, headDim: e / numHeads, maxSeq: 4 });
   for (const dtype of DTYPES) {
     const cache = mha.createCache({ maxSeq: 10, dtype });
     assert.equal(cache.constructor, standalone.constructor);
@@ -385,7 +385,7 @@ test("a layer's createCache makes the same kind of KVCache, in every dtype and a
   // This layer has no window, so a ring (which keeps only its window) cannot serve it, even
   // while the sequence is shorter than the window.
   assert.throws(() => mha.createCache({ window: 20, maxSeq: 26, dtype: 'float16' }), /^RangeError: MultiHeadAttention\.createCache: this layer attends to every earlier position/);
-  const windowed = new lib.MultiHeadAttention({ embedDim: e, numHeads, numKvHeads, window: [19, 0] });
+  const windowed = new layered.MultiHeadAttention({ embedDim: e, numHeads, numKvHeads, window: [19, 0] });
   windowed.setWeights(mha.getWeights());
   const ring = windowed.createCache({ window: 20, maxSeq: 26, dtype: 'float16' });
   assert.equal(ring.window, 20);

@@ -137,11 +137,16 @@ test('idempotent: later calls return the same instance, and differing options wa
     const d = await loadAttention({ threads: 1, maxThreads: 2 });
     assert.ok(a === b && b === c && c === d);
     assert.equal(loadAttention(), loadAttention());
+    // The layers build's instance is another, with its own first options and its own warning.
+    const e = await loadAttention({ layers: true });
+    assert.ok(e !== a && e.info.layers && !a.info.layers);
+    assert.equal(await loadAttention({ layers: true, threads: 1 }), e);
   } finally {
     console.warn = warn;
   }
-  assert.equal(warnings.length, 1, 'warns once');
-  assert.match(warnings[0], /^attention-wasm: loadAttention\(\) was called again with other options than the first call \(threads: 1 \(first call: not given\)\); it returns the instance the first call loaded \(with layers: true\)\. createAttention\(options\) makes a new instance with these options\.$/);
+  assert.equal(warnings.length, 2, 'warns once for each instance');
+  assert.match(warnings[1], /\(threads: 1 \(first call: not given\)\); it returns the instance the first call loaded \(with layers: true\)\. /);
+  assert.match(warnings[0], /^attention-wasm: loadAttention\(\) was called again with other options than the first call \(threads: 1 \(first call: not given\)\); it returns the instance the first call loaded\. createAttention\(options\) makes a new instance with these options\.$/);
 });
 
 test('a later loadAttention() checks its options as the first does; createAttention() names itself', async () => {
@@ -172,7 +177,7 @@ test('info tells the version, the SIMD level and the threads chosen, and why', a
   assert.deepEqual({ ...lib.info }, {
     version: pkg.version, simd: EXPECTED_SIMD,
     simdReason: relaxed ? 'requested relaxed' : 'auto: Node.js runs relaxed SIMD only under node --experimental-wasm-relaxed-simd',
-    threads, threadsReason: threads === 1 ? 'one core' : `auto: ${threads} of ${cores} cores`, layers: true,
+    threads, threadsReason: threads === 1 ? 'one core' : `auto: ${threads} of ${cores} cores`, layers: false,
   });
   assert.ok(Object.isFrozen(lib.info) && Object.isFrozen(lib));
   lib.dispose();

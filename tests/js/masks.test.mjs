@@ -16,7 +16,7 @@ import { referenceAttention, referenceAttentionBackward, referenceMha } from './
 import { assertClose, loadAttention, randomTensor, rng } from './helpers.mjs';
 
 let lib;
-before(async () => { lib = await loadAttention(); });
+before(async () => { lib = await loadAttention({ layers: true }); });
 
 // Two sizes, each with a collision of lengths: batch == heads ([batch, 1, seqQ, seqK] vs
 // [heads, seqQ, seqK], T5's position bias), and batch == seqQ ([batch, 1, 1, seqK] vs [seqQ, seqK]).

@@ -12,7 +12,7 @@ import { createAttention, loadAttention, makeInputs, randomTensor, rng } from '.
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc');
 let lib;
-before(async () => { lib = await loadAttention(); });
+before(async () => { lib = await loadAttention({ layers: true }); });  // the tests below mix in the layer
 
 const SHAPES = [
   { heads: 2, seqQ: 5, seqK: 9, headDim: 8 },
@@ -102,46 +102,47 @@ test('a failed allocation inside wasm is a clear Error; the library stays usable
 
 // The process's resident memory (a child's, with gc exposed) before an instance, with 512 MiB of
 // cache written, and after lib.dispose() while the app still holds the disposed lib, cache and
-// layer and a method of the instance (as a page's or a module's top-level constants do).
-// Resident, not wasm memory: only the engine's collection returns it.
-function residentAfterDispose(threads) {
+// layer (the layers build's) and a method of the instance (as a page's or a module's top-level
+// constants do). Resident, not wasm memory: only the engine's collection returns it.
+function residentAfterDispose(threads, layers) {
   const script = `
     const { createAttention } = await import(${JSON.stringify(new URL('./helpers.mjs', import.meta.url).href)});
     const rss = () => process.memoryUsage().rss;
     const settle = async (done) => {
       for (let tries = 0; tries < 100 && !done(); tries++) { gc(); await new Promise((resolve) => setTimeout(resolve, 20)); }
     };
-    (await createAttention({ threads: ${threads} })).dispose();  // the code is loaded and compiled once
+    (await createAttention({ threads: ${threads}, layers: ${layers} })).dispose();  // the code is loaded and compiled once
     await settle(() => false);
     const baseline = rss();
-    const lib = await createAttention({ threads: ${threads} });
+    const lib = await createAttention({ threads: ${threads}, layers: ${layers} });
     const cache = lib.createKVCache({ kvHeads: 8, headDim: 128, maxSeq: 65536 });
     ((block) => { while (cache.length < cache.maxSeq) cache.append(block, block); })(new Float32Array(8192 * 8 * 128).fill(0.5));
-    const layer = new lib.MultiHeadAttention({ embedDim: 64, numHeads: 4 });
+    const layer = ${layers} ? new lib.MultiHeadAttention({ embedDim: 64, numHeads: 4 }) : null;
     const attend = lib.attention;
     const filled = rss();
     cache.dispose();
-    layer.dispose();
+    layer?.dispose();
     lib.dispose();
     await settle(() => rss() < baseline + 2 ** 25);
-    console.log(JSON.stringify({ baseline, filled, after: rss(), held: [cache.disposed, layer.disposed, typeof attend, lib.trim()] }));`;
+    console.log(JSON.stringify({ baseline, filled, after: rss(), held: [cache.disposed, layer?.disposed ?? 'no layer', typeof attend, lib.trim()] }));`;
   const out = execFileSync(process.execPath, [...process.execArgv, '--expose-gc', '--input-type=module', '-e', script],
     { encoding: 'utf8', timeout: 60000 });
   return JSON.parse(out);
 }
 
-for (const threads of [1, 2]) {
-  test(`a disposed instance gives its memory back (${threads} thread${threads > 1 ? 's' : ''}), though the app holds its disposed objects`, () => {
-    const { baseline, filled, after, held } = residentAfterDispose(threads);
+// The default builds, and the threaded layers build (which starts with the default's glue).
+for (const [threads, layers] of [[1, false], [2, false], [2, true]]) {
+  test(`a disposed instance gives its memory back (${threads} thread${threads > 1 ? 's' : ''}${layers ? ', layers' : ''}), though the app holds its disposed objects`, () => {
+    const { baseline, filled, after, held } = residentAfterDispose(threads, layers);
     const mib = (n) => `${(n / 2 ** 20).toFixed(0)} MiB`;
-    assert.deepEqual(held, [true, true, 'function', 0]);
+    assert.deepEqual(held, [true, layers || 'no layer', 'function', 0]);
     assert.ok(filled > baseline + 2 ** 29 - 2 ** 25, `the cache was resident: ${mib(baseline)} → ${mib(filled)}`);
     assert.ok(after < baseline + 2 ** 25, `resident memory back near ${mib(baseline)} (within 32 MiB), got ${mib(after)}`);
   });
 }
 
 test('after lib.dispose() its caches and layers work until disposed; then the instance holds no memory', async () => {
-  const mine = await createAttention({ threads: 1 });
+  const mine = await createAttention({ threads: 1, layers: true });
   const cache = mine.createKVCache({ kvHeads: 1, headDim: 8, maxSeq: 4 });
   const layer = new mine.MultiHeadAttention({ embedDim: 8, numHeads: 2 });
   mine.dispose();

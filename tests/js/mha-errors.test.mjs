@@ -7,7 +7,7 @@ import { before, test } from 'node:test';
 import { loadAttention, randomTensor, rng } from './helpers.mjs';
 
 let lib;
-before(async () => { lib = await loadAttention(); });
+before(async () => { lib = await loadAttention({ layers: true }); });
 
 const e = 8;
 const random = rng(14);

@@ -9,7 +9,7 @@ import { referenceMha } from './reference.mjs';
 import { assertClose, loadAttention, randomTensor, rng } from './helpers.mjs';
 
 let lib;
-before(async () => { lib = await loadAttention(); });
+before(async () => { lib = await loadAttention({ layers: true }); });
 
 function makeWeights(config, seed) {
   const random = rng(seed);

@@ -10,7 +10,7 @@ import { referenceMha } from './reference.mjs';
 import { assertClose, loadAttention, randomTensor, rng } from './helpers.mjs';
 
 let lib;
-before(async () => { lib = await loadAttention(); });
+before(async () => { lib = await loadAttention({ layers: true }); });
 
 // The parameters of a config, in setWeights layout, from the definitions: wq [numHeads·headDim,
 // embedDim], wk [kv, kdim], wv [kv, vdim], wo [embedDim, numHeads·headDim]; a bias where

@@ -6,7 +6,7 @@ import { referenceMha } from './reference.mjs';
 import { assertClose, loadAttention, randomTensor, rng } from './helpers.mjs';
 
 let lib;
-before(async () => { lib = await loadAttention(); });
+before(async () => { lib = await loadAttention({ layers: true }); });
 
 // Random weights for a config, scaled by 1/√in so activations stay near [-1, 1].
 function randomWeights(config, seed = 1) {

@@ -10,7 +10,7 @@ import { before, test } from 'node:test';
 import { loadAttention, randomTensor, rng } from './helpers.mjs';
 
 let lib;
-before(async () => { lib = await loadAttention({ threads: 1 }); });
+before(async () => { lib = await loadAttention({ threads: 1, layers: true }); });  // both tests fill memory through a layer
 
 const MiB = 2 ** 20;
 const KEEP = 16 * MiB;  // ARENA_KEEP_BYTES in src/js/heap.mjs

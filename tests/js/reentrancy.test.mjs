@@ -26,7 +26,7 @@ test('interleaved calls from many async tasks', async () => {
 
 test('several independent instances in one process', async () => {
   const shared = await loadAttention();
-  const [a, b] = await Promise.all([createAttention(), createAttention()]);
+  const [a, b] = await Promise.all([createAttention({ layers: true }), createAttention({ layers: true })]);
   assert.notEqual(a, b);
   assert.notEqual(a, shared);
   const c = SHAPES[2];

@@ -14,7 +14,7 @@ import { referenceAttention, referenceAttentionBackward, referenceMha } from './
 const SECONDS = Number(process.env.ATTN_SOAK_SECONDS ?? 30);
 const SEED = Number(process.env.ATTN_SOAK_SEED ?? 20261201);
 let lib;
-before(async () => { lib = await createAttention({ threads: 2 }); });
+before(async () => { lib = await createAttention({ threads: 2, layers: true }); });
 after(() => lib.dispose());
 
 const pick = (r, list) => list[Math.floor(r() * list.length)];

@@ -9,7 +9,7 @@ import { createAttention, EXPECTED_SIMD, makeInputs, randomTensor, rng } from '.
 
 let single, threaded;
 before(async () => {
-  [single, threaded] = await Promise.all([createAttention({ threads: 1 }), createAttention({ threads: 2 })]);
+  [single, threaded] = await Promise.all([createAttention({ threads: 1, layers: true }), createAttention({ threads: 2, layers: true })]);
 });
 after(() => {
   single.dispose();

@@ -7,7 +7,7 @@ import { before, test } from 'node:test';
 import { assertClose, loadAttention, randomTensor, rng } from './helpers.mjs';
 
 let lib;
-before(async () => { lib = await loadAttention(); });
+before(async () => { lib = await loadAttention({ layers: true }); });
 
 const CONFIG = { embedDim: 8, numHeads: 2, numKvHeads: 1 };
 

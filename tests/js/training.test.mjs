@@ -7,7 +7,7 @@ import { referenceMha } from './reference.mjs';
 import { loadAttention, randomTensor, rng } from './helpers.mjs';
 
 let lib;
-before(async () => { lib = await loadAttention(); });
+before(async () => { lib = await loadAttention({ layers: true }); });
 
 function randomLayer(config, seed) {
   const r = rng(seed);

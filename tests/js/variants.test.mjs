@@ -8,7 +8,7 @@ import { referenceAttention, referenceAttentionBackward } from './reference.mjs'
 import { assertClose, loadAttention, makeInputs, randomTensor, rng } from './helpers.mjs';
 
 let lib;
-before(async () => { lib = await loadAttention(); });
+before(async () => { lib = await loadAttention({ layers: true }); });
 
 const slopesFor = (n) => Float32Array.from({ length: n }, (_, h) => 2 ** (-8 * (h + 1) / n));
 

@@ -304,7 +304,7 @@ test('a call whose workspaces on every thread cannot fit gets a RangeError befor
 });
 
 test("a layer's forward whose kernel workspaces cannot fit gets a RangeError before they are allocated", async () => {
-  const threaded = await createAttention({ threads: 8 });
+  const threaded = await createAttention({ threads: 8, layers: true });
   const layer = new threaded.MultiHeadAttention({ embedDim: 1, numHeads: 1, bias: false });
   try {
     layer.setWeights({ wq: new Float32Array([1]), wk: new Float32Array([1]), wv: new Float32Array([1]), wo: new Float32Array([1]) });

@@ -1,7 +1,8 @@
 // What a page downloads of each build the package ships, from dist/: the .wasm, the Emscripten
 // glue (one for both feature sets of a SIMD level and threading) and a threaded build's worker
 // script, raw and gzipped (level 9), and the library's own
-// JavaScript (the modules index.mjs imports). The table of docs/api.md (between its
+// JavaScript (the modules index.mjs imports, and those the loader imports for a layers build:
+// mha.mjs and the modules only it imports). The table of docs/api.md (between its
 // <!-- sizes:builds --> markers) is written from it, and tests/package/sizes.test.mjs holds the
 // table to the build (within DOCS_TOLERANCE).
 //   node scripts/sizes.mjs           prints the table
@@ -50,8 +51,8 @@ function staticImports(dist, entry, seen = new Set()) {
   return seen;
 }
 
-// { builds: [{ name, what, files, wasm, glue, worker? }], library: { modules, bytes, gzip } }, in
-// bytes; `dist` ends with '/'.
+// { builds: [{ name, what, files, wasm, glue, worker? }], library: { modules, files, bytes, gzip },
+// layer: the same for the layer's modules }, in bytes; `dist` ends with '/'.
 export function buildSizes(dist = DIST) {
   if (!existsSync(`${dist}index.mjs`)) throw new Error(`${dist} has no index.mjs: build it first (bash scripts/build.sh --wasm-only)`);
   const builds = BUILD_ROWS.map(({ name, glue, what, worker, layers }) => ({
@@ -61,21 +62,23 @@ export function buildSizes(dist = DIST) {
     glue: measure(read(dist, `${glue}.mjs`)),
     ...(worker ? { worker: measure(read(dist, `${glue}.worker.js`)) } : {}),
   }));
-  const modules = [...staticImports(dist, 'index.mjs')];
-  const library = { modules: modules.length, ...measure(Buffer.concat(modules.map((m) => read(dist, m)))) };
-  return { builds, library };
+  const javascript = (files) => ({ modules: files.length, files, ...measure(Buffer.concat(files.map((m) => read(dist, m)))) });
+  const library = javascript([...staticImports(dist, 'index.mjs')]);
+  const layer = javascript([...staticImports(dist, 'mha.mjs')].filter((m) => !library.files.includes(m)));
+  return { builds, library, layer };
 }
 
 const kb = (bytes) => `${(bytes / 1000).toFixed(1)} KB`;
 const both = ({ bytes, gzip }) => `${kb(bytes)} (${kb(gzip)})`;
 
 // The table and the sentence after it, as docs/api.md has them.
-export function sizesBlock({ builds, library }) {
+export function sizesBlock({ builds, library, layer }) {
   const rows = builds.map((b) => `| ${b.what} | ${b.files.map((f) => `\`${f}\``).join(', ')} | ${both(b.wasm)} | ` +
     `${both(b.glue)}${b.worker ? ` + ${kb(b.worker.bytes)} worker` : ''} |`);
   return ['| build | files | `.wasm` (gzipped) | JS glue (gzipped) |', '|---|---|---|---|', ...rows, '',
     `Plus the library's own JavaScript (the ${library.modules} modules \`index.mjs\` imports, ${kb(library.bytes)}, ` +
-    `${kb(library.gzip)} gzipped together; bundlers minify all of it). KB = 1000 bytes, gzip level 9; \`node scripts/sizes.mjs\` ` +
+    `${kb(library.gzip)} gzipped together; with \`layers: true\` the loader imports the layer's ${layer.modules} more, ` +
+    `${kb(layer.bytes)}, ${kb(layer.gzip)} gzipped, which bundlers put in a chunk of their own; bundlers minify all of it). KB = 1000 bytes, gzip level 9; \`node scripts/sizes.mjs\` ` +
     'prints this table for the current build.', ''].join('\n');
 }
 

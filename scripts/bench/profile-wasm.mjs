@@ -13,6 +13,7 @@ import { Session } from 'node:inspector/promises';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { createLibrary } from '../../src/js/api.mjs';
+import { makeMultiHeadAttention } from '../../src/js/mha.mjs';
 import { randomArray } from '../../web/random-arrays.mjs';
 import { phaseOf } from './phases.mjs';
 import { parseShape } from './shapes.mjs';
@@ -30,7 +31,8 @@ const cacheDtype = option('--cache');
 // the .wasm against the shipped builds' fingerprints, which a profiling build does not match).
 const { default: createAttnModule } = await import(pathToFileURL(join(dir, `${build}.mjs`)).href);
 const wasmBinary = readFileSync(join(dir, `${build}.wasm`));
-const lib = createLibrary(await createAttnModule({ print: () => {}, printErr: () => {}, wasmBinary }));
+const M = await createAttnModule({ print: () => {}, printErr: () => {}, wasmBinary });
+const lib = createLibrary(M, { makeMultiHeadAttention: typeof M.MultiHeadAttentionCore === 'function' ? makeMultiHeadAttention : null });
 const { batch, heads, seqQ, seqK, headDim, causal } = shape;
 const kvHeads = Number(option('--kv-heads') ?? heads);
 const [q, k, v] = [1, 2, 3].map((seed, i) => randomArray(batch * (i ? kvHeads * seqK : heads * seqQ) * headDim, seed));

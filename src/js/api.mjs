@@ -5,7 +5,6 @@ import { cacheCallError, conflictName } from './cache-rule.mjs';
 import { HeapArena, heap, wasmMemoryLimit } from './heap.mjs';
 import { isAnyKVCache, makeKVCacheClass } from './kvcache.mjs';
 import { MASK_OPTIONS, NO_MASK_SHAPE, resolveMasks } from './masks.mjs';
-import { makeMultiHeadAttention } from './mha.mjs';
 import { makeRotary } from './rotary.mjs';
 import { VARIANT_OPTIONS, resolveVariants, resolveVisibility } from './variants.mjs';
 import {
@@ -36,9 +35,11 @@ function resolveCall(fn, options, known, tensors, { sizes, visibility } = {}) {
 
 // `threads` is the thread count the loader starts (default: the module's now); `threadsReason` /
 // `simdReason` say why this build and this many threads; `onDispose` runs once when dispose()
-// is called.
+// is called. A layers build needs `makeMultiHeadAttention` (mha.mjs's): the loader imports it only
+// for one, so that the layer's JavaScript is not part of the default download (bundlers make it a
+// chunk of its own).
 export function createLibrary(module, { threads = module.numThreads(), threadsReason = 'requested 1 thread', simdReason = '',
-  onDispose = () => {} } = {}) {
+  onDispose = () => {}, makeMultiHeadAttention = null } = {}) {
   // Everything here (and every cache and layer) reaches the module through M, which lets go of it
   // once dispose() was called and no cache or layer of this instance is left: a disposed lib,
   // cache or layer that the app still holds then holds nothing of the module, so its wasm memory
@@ -49,6 +50,10 @@ export function createLibrary(module, { threads = module.numThreads(), threadsRe
   // The layers builds register the multi-head layer (and the attention backward); the inference
   // builds, which loadAttention() loads by default, do not (src/bindings_layers.cpp).
   const layers = typeof module.MultiHeadAttentionCore === 'function';
+  if (layers !== (makeMultiHeadAttention !== null)) {
+    throw new Error(`attention-wasm: the module ${layers ? 'has' : 'lacks'} the layer, but the library was made ` +
+      `${layers ? 'without' : 'with'} its JavaScript (createLibrary's makeMultiHeadAttention)`);
+  }
   const info = Object.freeze({ version: M.version(), simd: M.simdName(), simdReason, threads, threadsReason, layers });
   let disposed = false;
 

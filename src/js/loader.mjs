@@ -171,6 +171,12 @@ export function makeLoaders(platform) {
     const env = platform.env();
     const plan = opts.wasmUrl || opts.wasmBinary ? await planPinned(opts, env, platform) : planChoice(opts, env, platform);
     const { build, threads } = plan;
+    // The layer's JavaScript (mha.mjs and its modules) is imported only for a layers build, while
+    // its .wasm compiles: a bundler splits it into a chunk of its own, out of the default download.
+    const layerCode = build.layers ? import('./mha.mjs').then((m) => m.makeMultiHeadAttention, (error) => {
+      throw loadError(`could not load the layer's JavaScript (mha.mjs, which loadAttention({ layers: true }) imports): ${reason(error)}`, error);
+    }) : Promise.resolve(null);
+    layerCode.catch(() => {});  // awaited below; this only keeps an early failure from being "unhandled"
 
     let fail;
     const failed = new Promise((_, reject) => { fail = reject; });
@@ -193,12 +199,13 @@ export function makeLoaders(platform) {
       workerProblem ??= loadError(`the ${build.what}'s worker threads cannot start: ${why}`);
       fail(workerProblem);
     };
-    let module;
+    let module, makeMultiHeadAttention;
     try {
       const started = Promise.resolve().then(() => platform.start(build, moduleOptions, opts, workerFailed)).catch((error) => {
         throw loadError(`could not start the ${build.what}: ${reason(error)}`, error);
       });
       module = await Promise.race([started, failed]);
+      makeMultiHeadAttention = await layerCode;
     } catch (error) {
       moduleOptions.attnUnwatch?.();
       moduleOptions.PThread?.terminateAllThreads();
@@ -207,7 +214,7 @@ export function makeLoaders(platform) {
     // The pool's workers boot while the kernel warms up (single-threaded); the threads start
     // once every worker has the module, so no call ever waits on a worker that is still booting.
     const lib = createLibrary(module, {
-      threads, threadsReason: plan.threadsReason, simdReason: plan.simdReason, onDispose: () => forget(lib),
+      threads, threadsReason: plan.threadsReason, simdReason: plan.simdReason, onDispose: () => forget(lib), makeMultiHeadAttention,
     });
     try {
       if (opts.warmUp) await warmUp(lib);

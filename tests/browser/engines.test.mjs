@@ -26,7 +26,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import { referenceAttention, referenceLinear } from '../js/reference.mjs';
-import { bin, EXPECTED as BUNDLE_OUT, makeApp, run } from '../package/app.mjs';
+import { bin, checkBundledLayers, EXPECTED as BUNDLE_OUT, makeApp, run } from '../package/app.mjs';
 import { ARTIFACTS, launch, serve, testedEngines } from './browsers.mjs';
 import { checkSums } from './demo.mjs';
 import { checkDefaultBuild, EXPECTED, levelsIn } from './expected.mjs';
@@ -269,15 +269,20 @@ for (const engine of testedEngines()) {
     // The Vite pages wait 60 s, as result() does: longer than the library's own 30 s for a threaded
     // build's workers (counted from when its module is ready), so that its error, which says what
     // hung, is what a failure reports.
-    test('the packed package bundled by Vite loads the expected build and computes', async () => {
+    test('the packed package bundled by Vite loads the expected build and computes, then the layers build (its JavaScript a chunk of its own)', async () => {
       const page = await browser.open(site.url);
       try {
         const text = await page.waitFor(() => document.getElementById('result').textContent !== 'loading' &&
           document.getElementById('result').textContent, undefined, { timeout: 60000 });
         assert.doesNotMatch(text, /^error/, `${text}; the page's problems: ${JSON.stringify(await page.problems())}`);
-        const { info, out } = JSON.parse(text);
-        out.forEach((x, i) => assert.ok(Math.abs(x - BUNDLE_OUT[i]) < 1e-5, `out[${i}] = ${x}`));
-        checkDefaultBuild(engine, info, { isolated: true, cores: await page.evaluate(() => navigator.hardwareConcurrency) });
+        const result = JSON.parse(text);
+        result.out.forEach((x, i) => assert.ok(Math.abs(x - BUNDLE_OUT[i]) < 1e-5, `out[${i}] = ${x}`));
+        const cores = await page.evaluate(() => navigator.hardwareConcurrency);
+        checkDefaultBuild(engine, result.info, { isolated: true, cores });
+        // Then the layers build (threaded, as the default one, where the engine can), its layer's
+        // JavaScript not among the scripts the default build fetched.
+        assert.deepEqual([result.layers.info.simd, result.layers.info.threads], [result.info.simd, result.info.threads]);
+        checkBundledLayers(result, join(app.dir, 'site'));
         assert.deepEqual(await page.problems(), []);
       } finally {
         await page.close();

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { createLibrary } from '../../dist/api.mjs';
 import createAttnModule from '../../dist/attn.mjs';
+import { makeMultiHeadAttention } from '../../dist/mha.mjs';
 import { createAttention as create, loadAttention as load } from '../../dist/node.mjs';
 
 // ATTN_TEST_SIMD=relaxed pins every suite to the relaxed-SIMD builds (scripts/test.sh runs
@@ -20,7 +21,7 @@ export const createAttention = (options) => create({ ...pinned, ...options });
 // it: { M, lib }.
 export async function moduleAndLibrary() {
   const M = await createAttnModule({ wasmBinary: await readFile(new URL('../../dist/attn-layers.wasm', import.meta.url)) });
-  return { M, lib: createLibrary(M) };
+  return { M, lib: createLibrary(M, { makeMultiHeadAttention }) };
 }
 
 // mulberry32: a small seeded PRNG so every run sees the same tensors.

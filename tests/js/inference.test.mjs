@@ -67,6 +67,22 @@ for (const threads of [1, 2]) {
   });
 }
 
+// info.layers is what the module registered, and the loader passes the layer's JavaScript exactly
+// when the build it chose has the layer (it imports mha.mjs only then): createLibrary refuses a pair
+// that disagrees rather than make a library whose info or layer API is wrong.
+test("createLibrary: the module's feature set and the layer's JavaScript agree, or it throws", async () => {
+  const [{ createLibrary }, { makeMultiHeadAttention }, { default: createAttnModule }] = await Promise.all([
+    import('../../dist/api.mjs'), import('../../dist/mha.mjs'), import('../../dist/attn.mjs')]);
+  for (const layers of [false, true]) {
+    const M = await createAttnModule({ wasmBinary: await readFile(dist(`${prefix(layers)}.wasm`)) });
+    assert.throws(() => createLibrary(M, { makeMultiHeadAttention: layers ? null : makeMultiHeadAttention }),
+      new RegExp(`^Error: attention-wasm: the module ${layers ? 'has' : 'lacks'} the layer, but the library was made ${layers ? 'without' : 'with'} its JavaScript`));
+    const lib = createLibrary(M, { makeMultiHeadAttention: layers ? makeMultiHeadAttention : null });
+    assert.equal(lib.info.layers, layers);
+    lib.dispose();
+  }
+});
+
 test('wasmBinary names the feature set too; a contradicting layers option is refused', async () => {
   for (const threaded of [false, true]) {
     const [inferenceBytes, layersBytes] = await Promise.all([readFile(dist(file(false, threaded))), readFile(dist(file(true, threaded)))]);

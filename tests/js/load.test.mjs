@@ -2,7 +2,7 @@
 // for every build), combinations that cannot work, and failed loads that say what was expected
 // and what came instead.
 import assert from 'node:assert/strict';
-import { copyFile, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { copyFile, cp, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -204,4 +204,17 @@ test("'attention-wasm/simd128' has one build: single-threaded SIMD128", async ()
   await assert.rejects(simd128Entry.createAttention({ simd: 'relaxed' }), /^TypeError: createAttention: options\.simd is 'relaxed', but attention-wasm\/simd128 has only attn\.wasm, attn-layers\.wasm/);
   await assert.rejects(simd128Entry.createAttention({ wasmBinary: await readFile(dist('attn-mt.wasm')) }),
     /^TypeError: createAttention: options\.wasmBinary is attn-mt\.wasm, the threaded simd128 build, which attention-wasm\/simd128 does not include \(it has attn\.wasm, attn-layers\.wasm\)$/);
+});
+
+// The loader imports the layer's JavaScript (mha.mjs) only for a layers build: a copy of the
+// package without it loads the default build, and a layers load names the missing file.
+test("the layer's JavaScript is imported only for a layers build, and a failed import says so", async () => {
+  const copy = join(dir, 'no-layer-js');
+  await cp(new URL('../../dist/', import.meta.url), copy, { recursive: true, filter: (from) => !from.endsWith('/mha.mjs') });
+  const entry = await import(pathToFileURL(join(copy, 'node.mjs')).href);
+  const lib = await entry.createAttention({ threads: 1, simd: 'simd128' });
+  assert.equal(lib.info.layers, false);
+  lib.dispose();
+  await assert.rejects(entry.createAttention({ threads: 1, simd: 'simd128', layers: true }),
+    /^Error: attention-wasm: could not load the layer's JavaScript \(mha\.mjs, which loadAttention\(\{ layers: true \}\) imports\): .*mha\.mjs/);
 });

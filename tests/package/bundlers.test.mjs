@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { startServer } from '../../scripts/serve.mjs';
 import { launchBrowser, openPage } from '../browser/chromium.mjs';
-import { bin, EXPECTED, makeApp, REPO, run } from './app.mjs';
+import { bin, checkBundledLayers, EXPECTED, makeApp, REPO, run } from './app.mjs';
 
 let app, browser;
 before(async () => {
@@ -36,10 +36,10 @@ async function resultOf(folder) {
     const text = await page.textContent('#result');
     assert.deepEqual(problems, []);
     assert.doesNotMatch(text, /^error/);
-    const { info, out } = JSON.parse(text);
-    out.forEach((x, i) => assert.ok(Math.abs(x - EXPECTED[i]) < 1e-5, `out[${i}] = ${x}`));
+    const result = JSON.parse(text);
+    result.out.forEach((x, i) => assert.ok(Math.abs(x - EXPECTED[i]) < 1e-5, `out[${i}] = ${x}`));
     await page.close();
-    return { info, downloads };
+    return { ...result, downloads };
   } finally {
     await server.close();
   }
@@ -94,6 +94,9 @@ test('webpack 5: builds with zero warnings, and the bundle runs the threaded rel
   assert.deepEqual(warnings.map((w) => w.message), [], 'no warnings');
   writeFileSync(join(out, 'index.html'), readFileSync(join(app.dir, 'index.html'), 'utf8')
     .replace('<script type="module" src="./web.mjs"></script>', '<script src="./main.js"></script>'));
-  const { info } = await resultOf(out);
-  assert.deepEqual([info.simd, info.threads > 1], ['relaxed-simd', true], info.threadsReason);
+  const result = await resultOf(out);
+  assert.deepEqual([result.info.simd, result.info.threads > 1, result.info.layers], ['relaxed-simd', true, false], result.info.threadsReason);
+  // The app's second load: the threaded layers build, with the layer's JavaScript a chunk of its own.
+  assert.deepEqual([result.layers.info.simd, result.layers.info.threads > 1], ['relaxed-simd', true], result.layers.info.threadsReason);
+  checkBundledLayers(result, out);
 });

@@ -20,14 +20,15 @@ function documented() {
     rows[what.trim()] = [wasm, wasmGzip, glue, glueGzip].map(kb);
   }
   const library = block.match(/the (\d+) modules `index\.mjs` imports, ([\d.]+) KB, ([\d.]+) KB gzipped together/);
-  return { rows, library: library && [Number(library[1]), kb(library[2]), kb(library[3])] };
+  const layer = block.match(/imports the layer's (\d+) more, ([\d.]+) KB, ([\d.]+) KB gzipped/);
+  return { rows, library: library && [Number(library[1]), kb(library[2]), kb(library[3])], layer: layer && [Number(layer[1]), kb(layer[2]), kb(layer[3])] };
 }
 
 const near = (doc, built) => Math.abs(doc - built) <= Math.max(DOCS_TOLERANCE.bytes, DOCS_TOLERANCE.share * built);
 const REWRITE = 'run `node scripts/sizes.mjs --docs` after building (bash scripts/build.sh --wasm-only)';
 
 test("docs/api.md's table of sizes is the build's (each figure within 2 KB or 5 %)", () => {
-  const { rows, library } = documented();
+  const { rows, library, layer } = documented();
   assert.deepEqual(Object.keys(rows), BUILD_ROWS.map((r) => r.what), 'a row for each build, in order');
   for (const b of sizes.builds) {
     const built = [b.wasm.bytes, b.wasm.gzip, b.glue.bytes, b.glue.gzip];
@@ -39,6 +40,14 @@ test("docs/api.md's table of sizes is the build's (each figure within 2 KB or 5 
   assert.ok(library, 'the sentence on the library\'s own JavaScript');
   assert.ok(near(library[1], sizes.library.bytes) && near(library[2], sizes.library.gzip),
     `the library's JavaScript: the docs say ${library[1]} (${library[2]}) bytes, the build has ${sizes.library.bytes} (${sizes.library.gzip}); ${REWRITE}`);
+  assert.ok(layer, 'the sentence on the layer\'s JavaScript');
+  assert.ok(near(layer[1], sizes.layer.bytes) && near(layer[2], sizes.layer.gzip),
+    `the layer's JavaScript: the docs say ${layer[1]} (${layer[2]}) bytes, the build has ${sizes.layer.bytes} (${sizes.layer.gzip}); ${REWRITE}`);
+});
+
+test("the layer's JavaScript is not part of the default download: no module index.mjs imports reaches mha.mjs", () => {
+  assert.ok(!sizes.library.files.some((m) => m.startsWith('mha')), `index.mjs imports ${sizes.library.files.join(', ')}`);
+  assert.ok(sizes.layer.files.includes('mha.mjs') && sizes.layer.modules >= 5, `the layer's modules: ${sizes.layer.files.join(', ')}`);
 });
 
 test('budget: each inference build\'s .wasm is at most 64 KB gzipped; no layers build\'s grows more than 2 KB past its size', () => {

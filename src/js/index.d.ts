@@ -255,14 +255,29 @@ export interface AttentionWeightsOptions extends AttentionShapeOptions {
  * The loaded library. Every function is synchronous, copies its inputs (which it never modifies)
  * and returns arrays owned by the caller: a later call never overwrites them. This is the
  * inference build's (`loadAttention()`); {@link AttentionLayersLibrary} (`loadAttention({ layers:
- * true })`) adds the layer and training API.
+ * true })`) adds the layer and training API. An inference instance has `MultiHeadAttention` and
+ * `attentionBackward` too, as functions that throw (so `'MultiHeadAttention' in lib` is true of
+ * either): tell them apart by `lib.info.layers`, e.g. with a guard
+ * `(lib): lib is AttentionLayersLibrary => lib.info.layers`.
  *
  * Bad arguments throw before any work: `TypeError` for a wrong type or a missing required
  * option, `RangeError` for a wrong value or length; the message names the argument and gives
  * the expected and the actual value. The library keeps working after an error.
  */
 export interface AttentionLibrary {
-  readonly info: LibraryInfo;
+  readonly info: LibraryInfo & { readonly layers: false };
+
+  /**
+   * Throws a `TypeError` on this inference instance, saying to load with `loadAttention({ layers:
+   * true })`, whose {@link AttentionLayersLibrary.MultiHeadAttention} is the layer.
+   */
+  readonly MultiHeadAttention: new (...args: never[]) => never;
+
+  /**
+   * Throws a `TypeError` on this inference instance, saying to load with `loadAttention({ layers:
+   * true })`, which has {@link AttentionLayersLibrary.attentionBackward}.
+   */
+  attentionBackward(...args: never[]): never;
 
   /**
    * `out = softmax(scale · Q·Kᵀ + mask) · V`, computed block by block with an online softmax
@@ -358,7 +373,7 @@ export interface AttentionLibrary {
  * What `loadAttention({ layers: true })` resolves to: everything {@link AttentionLibrary} has,
  * and the layer and training API.
  */
-export interface AttentionLayersLibrary extends AttentionLibrary {
+export interface AttentionLayersLibrary extends Omit<AttentionLibrary, 'info' | 'MultiHeadAttention' | 'attentionBackward'> {
   readonly info: LibraryInfo & { readonly layers: true };
 
   /**

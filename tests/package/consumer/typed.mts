@@ -96,12 +96,19 @@ const layersInfo: true = lib.info.layers;
 console.log(isLayers, layersInfo, inference.linear(q, q, { inFeatures: 4, outFeatures: 2 }));
 // @ts-expect-error MultiHeadAttention needs loadAttention({ layers: true })
 new inference.MultiHeadAttention({ embedDim: 8, numHeads: 2 });
+// (Inside a function: a call typed never would end the control flow after it.)
 // @ts-expect-error attentionBackward needs loadAttention({ layers: true })
-inference.attentionBackward(q, q, q, q, { heads: 2, seqQ: 1, headDim: 4 });
+const backwardOfInference = () => inference.attentionBackward(q, q, q, q, { heads: 2, seqQ: 1, headDim: 4 });
 // @ts-expect-error the inference type is not the layers type
 const notLayers: AttentionLayersLibrary = await createAttention({ layers: false });
 const maybe = await loadAttention({ layers: Math.random() > 0.5 });  // either, as a union
-console.log(notLayers, 'MultiHeadAttention' in maybe ? maybe.info.layers : maybe.info.simd);
+// An inference instance has the member too (a function that throws): `in` does not tell them apart.
+if ('MultiHeadAttention' in maybe) {
+  // @ts-expect-error either instance's type: the inference one's constructor takes nothing
+  new maybe.MultiHeadAttention({ embedDim: 8, numHeads: 2 });
+}
+const hasLayers = (l: AttentionLibrary | AttentionLayersLibrary): l is AttentionLayersLibrary => l.info.layers;
+console.log(notLayers, backwardOfInference, hasLayers(maybe) ? new maybe.MultiHeadAttention({ embedDim: 8, numHeads: 2 }).config.embedDim : maybe.info.simd);
 // @ts-expect-error layers is a boolean
 await loadAttention({ layers: 'yes' });
 // The score variants, the standalone KV cache and the layer's variants.

@@ -286,7 +286,7 @@ export function createLibrary(module, { threads = module.numThreads(), threadsRe
   };
   return Object.freeze({
     info, attention: live('attention', attention), attentionWeights: live('attentionWeights', attentionWeights),
-    attentionBackward: layers ? live('attentionBackward', attentionBackward) : needsLayers('attentionBackward'),
+    attentionBackward: live('attentionBackward', layers ? attentionBackward : needsLayers('attentionBackward')),
     linear: live('linear', linear), rotary: live('rotary', rotary), createKVCache: live('createKVCache', createKVCache),
     memoryUsage, trim, MultiHeadAttention, dispose,
   });

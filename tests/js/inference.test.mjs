@@ -60,6 +60,9 @@ for (const threads of [1, 2]) {
       assert.throws(() => inference.attentionBackward(query, key, value, query, { heads: 1, seqQ: 2, headDim: 4 }),
         (e) => e instanceof TypeError && e.message === `attentionBackward: ${remedy}`);
       assert.equal(inference.attention(query, key, value, { heads: 1, seqQ: 2, headDim: 4 }).length, 8, 'still works after');
+      inference.dispose();  // then it is the disposed instance's error, as every call's
+      assert.throws(() => inference.attentionBackward(query, key, value, query, { heads: 1, seqQ: 2, headDim: 4 }),
+        /^Error: attention-wasm: attentionBackward\(\) after lib\.dispose\(\); load the library again$/);
     } finally {
       inference.dispose();
       layers.dispose();

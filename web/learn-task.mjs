@@ -55,7 +55,7 @@ export function weightsJson(layer, losses) {
     `  "step": ${losses.length},`,
     `  "loss": ${losses.length ? number(losses.at(-1)) : 'null'},`,
     '  "layout": "nn.Linear: W is [out, in], row-major; y = x·Wᵀ + b",',
-    '  "load": "const layer = new lib.MultiHeadAttention(json.config); layer.setWeights(Object.fromEntries(Object.entries(json.weights).map(([k, v]) => [k, Float32Array.from(v)])))",',
+    '  "load": "/* lib = await loadAttention({ layers: true }) */ const layer = new lib.MultiHeadAttention(json.config); layer.setWeights(Object.fromEntries(Object.entries(json.weights).map(([k, v]) => [k, Float32Array.from(v)])))",',
     '  "weights": {',
     weights.join(',\n'),
     '  }',

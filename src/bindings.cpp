@@ -114,10 +114,6 @@ attn::KvCacheConfig to_cache_config(const JsKvCacheConfig& c) {
   return config;
 }
 
-JsCacheCheck to_js(const attn::CacheCheck& c) {
-  return {c.conflict, static_cast<double>(c.call), static_cast<double>(c.cache)};
-}
-
 }  // namespace attn_js
 
 namespace {
@@ -171,6 +167,17 @@ ATTN_JS_FIELD_AT(JsCacheCall, windowLeft, 52);
 ATTN_JS_FIELD_AT(JsCacheCall, windowRight, 56);
 ATTN_JS_FIELD_AT(JsCacheCall, padding, 60);  // CACHE_CALL_BYTES: the JS writes none past it
 static_assert(sizeof(JsCacheCall) == 64, "src/js/call-block.mjs: CACHE_CALL_BYTES and the padding");
+
+}  // namespace
+
+int attn_js::answer_check(const attn::CacheCheck& check, std::uintptr_t address) {
+  JsCacheCall& c = *ptr<JsCacheCall>(address);
+  c.call = static_cast<double>(check.call);
+  c.cache = static_cast<double>(check.cache);
+  return static_cast<int>(check.conflict);
+}
+
+namespace {
 
 // The block every attention call is written into: one per module (calls are synchronous, and the
 // entries copy what they read before anything can run), its address asked once (callBlock()).
@@ -261,10 +268,7 @@ int cache_check(const attn::KvCache& cache, std::uintptr_t address) {
   call.align = static_cast<attn::Align>(c.align);
   call.window_left = c.windowLeft;
   call.window_right = c.windowRight;
-  const attn::CacheCheck check = attn::check_call(call, cache);
-  c.call = static_cast<double>(check.call);
-  c.cache = static_cast<double>(check.cache);
-  return static_cast<int>(check.conflict);
+  return answer_check(attn::check_call(call, cache), address);
 }
 
 // attention() over a cache: the call's query, outputs, masks and variants; K, V from the cache,
@@ -312,10 +316,6 @@ EMSCRIPTEN_BINDINGS(kv_cache) {
   value_object<JsCacheBytes>("CacheBytes")
       .field("total", &JsCacheBytes::total)
       .field("largest", &JsCacheBytes::largest);
-  value_object<JsCacheCheck>("CacheCheck")
-      .field("conflict", &JsCacheCheck::conflict)
-      .field("call", &JsCacheCheck::call)
-      .field("cache", &JsCacheCheck::cache);
   function("cacheBytes", &cache_bytes_for);
   class_<attn::KvCache>("KvCacheCore")
       .constructor<>()

@@ -129,12 +129,9 @@ struct JsKvCacheConfig {
 
 attn::KvCacheConfig to_cache_config(const JsKvCacheConfig& c);
 
-// attn::CacheCheck for JS, which words the message: call and cache are the two values.
-struct JsCacheCheck {
-  attn::CacheConflict conflict = attn::CacheConflict::none;
-  double call = 0, cache = 0;
-};
-
-JsCacheCheck to_js(const attn::CacheCheck& c);
+// A cache check's answer, for JS to word the message (lib.attention over a cache,
+// MultiHeadAttention.createCache): the conflict (attn::CacheConflict), its two values (the call's
+// and the cache's) written into the call block's JsCacheCall at `address` (src/js/call-block.mjs).
+int answer_check(const attn::CacheCheck& check, std::uintptr_t address);
 
 }  // namespace attn_js

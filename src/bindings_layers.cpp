@@ -198,9 +198,10 @@ val mha_fill_cross_cache(const attn::MultiHeadAttention& m, attn::KvCache& cache
       [&] { return m.fill_cross_cache(cache, ptr<const float>(key), ptr<const float>(value), batch, seq_k); }, &cache);
 }
 
-// MultiHeadAttention.createCache checks the layer against the cache's config here.
-JsCacheCheck mha_check_cache(const attn::MultiHeadAttention& m, const JsKvCacheConfig& c) {
-  return to_js(m.check_cache(to_cache_config(c)));
+// MultiHeadAttention.createCache checks the layer against the cache's config here, answering as
+// lib.attention's check of a call does (answer_check: the values into the call block at `address`).
+int mha_check_cache(const attn::MultiHeadAttention& m, const JsKvCacheConfig& c, std::uintptr_t address) {
+  return answer_check(m.check_cache(to_cache_config(c)), address);
 }
 
 val mha_forward_train(const attn::MultiHeadAttention& m, const JsMhaCall& c, attn::MhaTape& tape) {

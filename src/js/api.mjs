@@ -259,7 +259,7 @@ export function createLibrary(module, { threads = module.numThreads(), threadsRe
     release();
   }
   const { KVCache, createKVCache, newCache } = makeKVCacheClass(M, arena, registry);
-  const { MultiHeadAttention } = layers ? makeMultiHeadAttention(M, arena, { registry, KVCache, newCache })
+  const { MultiHeadAttention } = layers ? makeMultiHeadAttention(M, arena, { block, registry, KVCache, newCache })
     : { MultiHeadAttention: needsLayers('MultiHeadAttention') };
   const rotary = makeRotary(M, arena, block);
 

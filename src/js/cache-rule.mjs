@@ -3,12 +3,9 @@
 // caller's own options), and of the positions a cache must keep (appending, truncating).
 import { describe, plural } from './shapes.mjs';
 
-// The name (as the module's CacheConflict names it) of a conflict a cache's check returned (the
-// enum's value, or its number).
-export const conflictName = (M, conflict) => {
-  const value = typeof conflict === 'number' ? conflict : conflict.value;
-  return Object.keys(M.CacheConflict).find((name) => M.CacheConflict[name].value === value);
-};
+// The name (as the module's CacheConflict names it) of the conflict a cache's check answered (its
+// number: call-block.mjs, checkCache and checkLayerCache).
+export const conflictName = (M, conflict) => Object.keys(M.CacheConflict).find((name) => M.CacheConflict[name].value === conflict);
 
 const shownWindow = (w) => (Array.isArray(w) ? `[${w.map(String).join(', ')}]` : 'none');
 

@@ -27,6 +27,12 @@ const ROTARY_FIELDS = ['x', 'positions', 'cos', 'sin', 'batch', 'heads', 'seq', 
 const ROTARY_BYTES = 16 + 4 * ROTARY_FIELDS.length;
 
 export function makeCallBlock(M) {
+  // A cache check's answer: the conflict, and its two values, which the entry wrote at `base`.
+  const checked = (conflict, base) => {
+    if (conflict === M.CacheConflict.none.value) return { conflict };
+    const { HEAPF64 } = heap(M, base + CACHE_CALL_BYTES);
+    return { conflict, call: HEAPF64[base >>> 3], cache: HEAPF64[(base >>> 3) + 1] };
+  };
   let address = 0;  // asked on first use: a module that never attends never asks
   const at = () => address || (address = M.callBlock() >>> 0);
   let rotaryAddress = 0;  // the same, for rotary
@@ -47,10 +53,13 @@ export function makeCallBlock(M) {
       const base = at() + CACHE_CALL_OFFSET;
       const { HEAP32 } = heap(M, base + CACHE_CALL_BYTES);
       for (let i = 0; i < CACHE_FIELDS.length; i++) HEAP32[(base >>> 2) + 4 + i] = call[CACHE_FIELDS[i]];
-      const conflict = core.check(base);
-      if (conflict === M.CacheConflict.none.value) return { conflict };
-      const { HEAPF64 } = heap(M, base + CACHE_CALL_BYTES);
-      return { conflict, call: HEAPF64[base >>> 3], cache: HEAPF64[(base >>> 3) + 1] };
+      return checked(core.check(base), base);
+    },
+    // Asks `core` (a layer's MhaCore) whether a cache of `config` (a KvCacheConfig) suits it; the
+    // same answer as checkCache's.
+    checkLayerCache(core, config) {
+      const base = at() + CACHE_CALL_OFFSET;
+      return checked(core.checkCache(config, base), base);
     },
     // Writes a rotary call (name → number: JsRotaryCall's fields) and returns its address.
     writeRotary(call) {

@@ -17,9 +17,10 @@ import { checkFloat32, checkKnownKeys, describe, dim, given, kindOf } from './sh
 const CACHE_OPTIONS = ['batch', 'maxSeq', 'dtype', 'window'];
 const CROSS_CACHE_OPTIONS = ['batch', 'seqK', 'dtype'];
 
+// `block`: the module's call blocks (call-block.mjs), through which the layer's cache check answers;
 // `registry` frees the wasm memory of layers dropped without dispose(); KVCache and newCache come
 // from makeKVCacheClass (kvcache.mjs), shared with lib.createKVCache().
-export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }) {
+export function makeMultiHeadAttention(M, arena, { block, registry, KVCache, newCache }) {
   class MultiHeadAttention {
     #core;
     #ready = false;      // setWeights() was called
@@ -144,7 +145,7 @@ export function makeMultiHeadAttention(M, arena, { registry, KVCache, newCache }
       const { dtype, window, maxSeq } = resolveStorage(fn, options, given(options.maxSeq) ? size('maxSeq') : undefined);
       const { numKvHeads: kvHeads, headDim } = this.config;
       const sizes = { batch, kvHeads, headDim, valueDim: headDim, maxSeq, dtype, window };
-      const check = core.checkCache(coreConfig(M, sizes));
+      const check = block.checkLayerCache(core, coreConfig(M, sizes));
       const conflict = conflictName(M, check.conflict);
       if (conflict !== 'none') throw layerCacheError(fn, conflict, check, this.config, window);
       return newCache(fn, sizes, this);

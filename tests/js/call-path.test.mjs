@@ -149,3 +149,11 @@ test('the call block\'s fields: JS writes each where C++ reads it (src/bindings.
   const listed = [...source.matchAll(/^ATTN_JS_FIELD_AT\(JsAttentionCall, (\w+), (\d+)\);$/gm)].map(([, name, byte]) => [name, Number(byte)]);
   assert.deepEqual(listed, Object.keys(FIELD).map((name) => [name, 4 * FIELD[name]]));
 });
+
+test('a cache check answers one way: lib.attention\'s over a cache and a layer\'s createCache both write their values into the call block (answer_check), none crosses as an Embind value object', () => {
+  const source = ['bindings.cpp', 'bindings_layers.cpp'].map((file) => readFileSync(new URL(`../../src/${file}`, import.meta.url), 'utf8')).join('\n');
+  assert.doesNotMatch(source, /value_object<\w*Check\w*>/, 'no value object carries a check');
+  const checks = source.match(/attn::check_call\(|\.check_cache\(/g) ?? [];
+  const answered = source.match(/return answer_check\((attn::check_call|m\.check_cache)\(/g) ?? [];
+  assert.deepEqual([answered.length, checks.length], [2, 2], 'both checks, each answered by answer_check');
+});

@@ -281,6 +281,9 @@ export const EN = {
   playKvHeads: 'The heads share the kv heads in equal groups, so the number of heads must be a multiple of the number of kv heads: {heads} heads cannot share {kvHeads} kv heads.',
   result: 'attention-wasm {ms} ms ({threads} thread{s}{why}; median of {runs}; {gflops} GFLOP/s over {pairs} visible query–key pairs) · plain JavaScript {plainMs} ms · speed-up {speedup}× · largest difference {diff}',
   resultNoPlain: 'attention-wasm {ms} ms ({threads} thread{s}{why}; median of {runs}; {gflops} GFLOP/s over {pairs} visible query–key pairs) · plain JavaScript skipped',
+  // Why a run had one thread, after "(1 thread" (the library's threadsReason, which is English).
+  whyNotIsolated: ': not cross-origin isolated (no SharedArrayBuffer)',
+  whyNoSharedMemory: ': cross-origin isolated, but this browser gives pages no SharedArrayBuffer',
   heatmap: 'Attention weights of batch 1, head 1: a row per query (top to bottom), a column per key (left to right), each row scaled to its largest weight; grey: hidden by the causal mask. {pattern}',
   heatmapPositions: 'Each query is made from the position code of its own position, each key from its position’s: every query looks at the keys near it, a bright diagonal band that ends in the bottom-right corner (where the causal mask is aligned when the lengths differ).',
   heatmapRandom: 'Random inputs have no pattern to find: the weights are noise.',

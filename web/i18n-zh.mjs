@@ -280,6 +280,8 @@ export const ZH = {
   playKvHeads: '各个头按相等的组共用 K/V 头，所以头数必须是 K/V 头数的倍数：{heads} 个头不能平分 {kvHeads} 个 K/V 头。',
   result: 'attention-wasm {ms} 毫秒（{threads} 个线程{why}；{runs} 次的中位数；{gflops} GFLOP/s，按 {pairs} 个可见的查询–键对计算）· 普通 JavaScript {plainMs} 毫秒 · 加速 {speedup} 倍 · 最大差异 {diff}',
   resultNoPlain: 'attention-wasm {ms} 毫秒（{threads} 个线程{why}；{runs} 次的中位数；{gflops} GFLOP/s，按 {pairs} 个可见的查询–键对计算）· 跳过了普通 JavaScript',
+  whyNotIsolated: '：页面未跨源隔离（没有 SharedArrayBuffer）',
+  whyNoSharedMemory: '：页面已跨源隔离，但此浏览器不向页面提供 SharedArrayBuffer',
   heatmap: '第 1 批、第 1 个头的注意力权重：每行一个查询（从上到下），每列一个键（从左到右），每行按它最大的权重缩放；灰色：被因果遮罩遮住。{pattern}',
   heatmapPositions: '每个查询由它自己位置的位置编码生成，每个键也一样：每个查询看它附近的键，形成一条亮的对角带，终点在右下角（长度不同时，因果遮罩也在那里对齐）。',
   heatmapRandom: '随机输入没有可找的规律：权重只是噪声。',

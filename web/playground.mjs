@@ -40,8 +40,9 @@ export function startPlayground(strings) {
     if (shown.kind === 'result') {
       const d = shown.data;
       const { threads, threadsReason } = d.library;
+      const why = WHY[threadsReason];
       const values = {
-        threads, s: threads === 1 ? '' : 's', why: threads === 1 && /isolated/.test(threadsReason) ? `: ${threadsReason}` : '',
+        threads, s: threads === 1 ? '' : 's', why: threads === 1 && why ? t[why] : '',
         ms: formatNumber(d.ms, 2), runs: d.runs, gflops: formatNumber(d.gflops, 1), pairs: grouped(d.pairs),
         plainMs: d.plainMs == null ? '' : formatNumber(d.plainMs, 1), speedup: d.plainMs && formatNumber(d.plainMs / d.ms, 1),
         diff: d.maxDiff == null ? '' : formatScientific(d.maxDiff, 1),
@@ -131,6 +132,12 @@ export function startPlayground(strings) {
 // 86400 → "86,400". Not toLocaleString: its first call loads the locale data, a 35–180 ms task
 // on the page's thread.
 const grouped = (n) => String(n).replace(/\B(?=(\d{3})+$)/g, ',');
+// The library's reasons for one thread that a reader can act on (src/js/threads.mjs), by the
+// key of their words in the page's language.
+const WHY = {
+  'not cross-origin isolated (no SharedArrayBuffer)': 'whyNotIsolated',
+  'cross-origin isolated, but this browser gives pages no SharedArrayBuffer': 'whyNoSharedMemory',
+};
 
 // The heatmap's pixels come from the worker (heatmapPixels): here they are only copied in. The
 // canvas has a pixel per weight; on the page it is scaled to 512 px along its longer side and

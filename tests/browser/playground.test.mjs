@@ -7,7 +7,7 @@
 // before that.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { openDemo, setLanguage, startDemo } from './demo.mjs';
+import { openDemo, sectionShot, setLanguage, startDemo } from './demo.mjs';
 
 let demo;
 before(async () => { demo = await startDemo(); });
@@ -55,6 +55,21 @@ test('a run in a Web Worker: the library against plain JavaScript, and the heatm
   await run(page, { seqQ: 40, seqK: 40 }, { pattern: 'random' });
   assert.equal(wasm.length, 2, 'the worker is reused');
   assert.match(await page.textContent('#heatmap-caption'), /Random inputs have no pattern/);
+  assert.deepEqual(problems, []);
+});
+
+test('one thread in a page that is not cross-origin isolated: the reason in the page\'s language', async () => {
+  const { page, problems } = await openDemo(demo.browser, demo.plainServer.url);
+  await setLanguage(page, 'zh');
+  await page.locator('#playground').scrollIntoViewIfNeeded();
+  const r = await run(page, { heads: 2, kvHeads: 1, seqQ: 16, seqK: 16, headDim: 8, causal: false }, { plain: false });
+  assert.deepEqual([r.library.threads, r.library.threadsReason], [1, 'not cross-origin isolated (no SharedArrayBuffer)']);
+  const zh = await page.textContent('#play-status');
+  assert.match(zh, /^attention-wasm [\d.]+ 毫秒（1 个线程：页面未跨源隔离（没有 SharedArrayBuffer）；/);
+  assert.doesNotMatch(zh, /isolated/);
+  await page.locator('#play-status').screenshot({ path: sectionShot('playground-zh-one-thread.png') });
+  await setLanguage(page, 'en');
+  assert.match(await page.textContent('#play-status'), /^attention-wasm [\d.]+ ms \(1 thread: not cross-origin isolated \(no SharedArrayBuffer\); median of/);
   assert.deepEqual(problems, []);
 });
 

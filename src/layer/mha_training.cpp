@@ -275,6 +275,9 @@ double MultiHeadAttention::set_adam_state_bytes(const ProjectionArrays& m) const
 
 const char* MultiHeadAttention::adam_step(const MhaGrads& g, float lr, double beta1, double beta2, float eps,
                                           int step) {
+#if defined(__clang__)
+#pragma clang fp contract(off)  // every operation on the moments rounded, as PyTorch's float tensors round it
+#endif
   if (!ready()) return "multi-head attention: weights are not set";
   if (config_.sinks && !g.d_sinks) return "multi-head attention: missing gradient buffers";
   // Parameter groups: the four projections (weights then bias), then the sinks (i = 4, empty
@@ -300,12 +303,16 @@ const char* MultiHeadAttention::adam_step(const MhaGrads& g, float lr, double be
   }
 
   // 1 − β and 1 − β^step in double from the caller's double β, as PyTorch's Adam computes them (in
-  // Python floats), then rounded to float; the moments decay by β rounded to float, as PyTorch's
-  // float tensors do. So a β within 2⁻²⁵ of 1 (float(β) = 1) still has 1 − β > 0 and no 0/0.
+  // Python floats), then rounded to float; the second moment decays by β2 rounded to float, as
+  // PyTorch's float tensors do. So a β within 2⁻²⁵ of 1 (float(β) = 1) still has 1 − β > 0 and no 0/0.
+  // The first moment is PyTorch's exp_avg.lerp_(grad, 1 − β1) (its Adam without fused=True):
+  // ATen's lerp, from the nearer end: m + w·(g − m) for |w| < 0.5, else g − (g − m)·(1 − w).
   const float c1 = static_cast<float>(1.0 - math::power(beta1, step));
   const float c2 = static_cast<float>(1.0 - math::power(beta2, step));
-  const float decay1 = static_cast<float>(beta1), decay2 = static_cast<float>(beta2);
-  const float keep1 = static_cast<float>(1.0 - beta1), keep2 = static_cast<float>(1.0 - beta2);
+  const float decay2 = static_cast<float>(beta2);
+  const float w1 = static_cast<float>(1.0 - beta1), keep2 = static_cast<float>(1.0 - beta2);
+  const bool from_m = std::fabs(w1) < 0.5f;
+  const float rest1 = 1.0f - w1;
   for (int i = 0; i < groups; ++i) {
     const std::size_t nb = i < 4 && config_.bias[i] ? proj_[i].out_features() : 0;
     const std::size_t nw = weight_floats(i) - nb;
@@ -315,7 +322,7 @@ const char* MultiHeadAttention::adam_step(const MhaGrads& g, float lr, double be
     float* u = update.get();
     for (std::size_t j = 0; j < nw + nb; ++j) {
       const float grad = j < nw ? gw[j] : g.d_b[i][j - nw];
-      m[j] = decay1 * m[j] + keep1 * grad;
+      m[j] = from_m ? m[j] + w1 * (grad - m[j]) : grad - (grad - m[j]) * rest1;
       v[j] = decay2 * v[j] + keep2 * grad * grad;
       u[j] = -lr * (m[j] / c1) / (std::sqrt(v[j] / c2) + eps);
     }

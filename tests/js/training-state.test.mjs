@@ -97,6 +97,39 @@ test('Adam with beta2 = 0.99999999 (1 in float32) steps as in double: finite wei
   mha.dispose();
 });
 
+// PyTorch's Adam (foreach or single-tensor) moves the first moment with exp_avg.lerp_(grad, 1 − β1):
+// ATen's lerp of float tensors, from the nearer end, w = float(1 − β1), every operation rounded to
+// float. β·m + (1 − β)·g is the same in exact arithmetic but not in float: from the second step
+// on, many moments differ in their last bits.
+test('Adam\'s first moment is PyTorch\'s exp_avg.lerp_(grad, 1 - beta1), bit for bit, on both of lerp\'s branches', () => {
+  const f = Math.fround;
+  for (const beta1 of [0.9, 0.3]) {  // w = 0.1 (from m) and 0.7 (from g)
+    const mha = layer();
+    const w = f(1 - beta1);
+    const names = Object.keys(mha.getWeights());
+    const m = Object.fromEntries(names.map((name) => [name, new Float32Array(mha.getWeights()[name].length)]));
+    const exact = Object.fromEntries(names.map((name) => [name, new Float64Array(m[name].length)]));
+    const random = rng(40);
+    for (let step = 1; step <= 4; step++) {
+      const grads = Object.fromEntries(names.map((name) => [name, randomTensor(m[name].length, random)]));
+      mha.adamStep(grads, { lr: 0.01, beta1 });
+      for (const name of names) {
+        m[name].forEach((mj, j) => {
+          const g = grads[name][j];
+          m[name][j] = Math.abs(w) < 0.5 ? f(mj + f(w * f(g - mj))) : f(g - f(f(g - mj) * f(1 - w)));
+          exact[name][j] = beta1 * exact[name][j] + (1 - beta1) * g;
+        });
+      }
+      const got = mha.getOptimizerState().m;
+      for (const name of names) {
+        assert.deepEqual(got[name], m[name], `beta1 ${beta1}, step ${step}: ${name} as PyTorch's lerp_ rounds it`);
+        assertClose(got[name], exact[name], `beta1 ${beta1}, step ${step}: ${name} against the double reference`, 1e-6);
+      }
+    }
+    mha.dispose();
+  }
+});
+
 test('gradients accumulate over several forward/backward pairs before one step', () => {
   // Three batches one at a time, gradients summed, equal the gradients of one forward over the
   // three as batch entries (the loss is a sum over batch entries).

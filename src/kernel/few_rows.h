@@ -220,43 +220,45 @@ inline void score_key_i8(const std::int16_t* qt, const std::int8_t* k, int n, fl
 
 #if !defined(ATTN_SCALAR)
 // [Σ q16·k_0, …, Σ q16·k_3] in int32 for four int8 keys (k_row apart) and row 0 of a packed
-// tile: score_key_i8's sums, four accumulators sharing the query's loads, gathered by a 4×4
-// transpose folded into the adds (integer adds are exact in any order).
+// tile: score_key_i8's sums, each key's row read whole before the next (reading the four rows
+// side by side, 16 bytes of each in turn, overlapped less of the reads from memory with the
+// arithmetic: docs/performance.md, Design notes), gathered by a 4×4 transpose folded into the
+// adds (integer adds are exact in any order).
 inline __m128i score_keys_i8(const std::int16_t* qt, const std::int8_t* k, std::ptrdiff_t k_row, int n) {
+  const int full = n / 16 * 16;
   __m128i acc[4];
-  ATTN_UNROLL for (int g = 0; g < 4; ++g) acc[g] = _mm_setzero_si128();
-  int d = 0;
-  for (; d + 16 <= n; d += 16, qt += kQueryTile * 16) {
-    const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qt));
-    const __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qt + 8));
-    ATTN_UNROLL for (int g = 0; g < 4; ++g) {
+  ATTN_UNROLL for (int g = 0; g < 4; ++g) {
+    const std::int8_t* kg = k + g * k_row;
+    const std::int16_t* q = qt;
+    __m128i a = _mm_setzero_si128(), b = _mm_setzero_si128();
+    for (int d = 0; d < full; d += 16, q += kQueryTile * 16) {
       __m128i lo, hi;
-      kv::widen_i8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(k + g * k_row + d)), lo, hi);
-      acc[g] = _mm_add_epi32(acc[g], _mm_add_epi32(_mm_madd_epi16(lo, q0), _mm_madd_epi16(hi, q1)));
+      kv::widen_i8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kg + d)), lo, hi);
+      a = _mm_add_epi32(a, _mm_madd_epi16(lo, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q))));
+      b = _mm_add_epi32(b, _mm_madd_epi16(hi, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 8))));
     }
+    acc[g] = _mm_add_epi32(a, b);
   }
   const __m128i ab = _mm_add_epi32(_mm_unpacklo_epi32(acc[0], acc[1]), _mm_unpackhi_epi32(acc[0], acc[1]));
   const __m128i cd = _mm_add_epi32(_mm_unpacklo_epi32(acc[2], acc[3]), _mm_unpackhi_epi32(acc[2], acc[3]));
   const __m128i sum = _mm_add_epi32(_mm_unpacklo_epi64(ab, cd), _mm_unpackhi_epi64(ab, cd));
-  if (d == n) return sum;
-  alignas(16) std::int32_t tail[4] = {0, 0, 0, 0};  // the last partial 16 (qt is at d's group)
+  if (full == n) return sum;
+  qt += full / 16 * kQueryTile * 16;  // the last partial 16: qt at its group
+  alignas(16) std::int32_t tail[4] = {0, 0, 0, 0};
   for (int g = 0; g < 4; ++g)
-    ATTN_SCALAR_TAIL for (int e = d; e < n; ++e) tail[g] += std::int32_t(qt[e - d]) * k[g * k_row + e];
+    ATTN_SCALAR_TAIL for (int e = full; e < n; ++e) tail[g] += std::int32_t(qt[e - full]) * k[g * k_row + e];
   return _mm_add_epi32(sum, _mm_load_si128(reinterpret_cast<const __m128i*>(tail)));
 }
 #endif
 
-// s[j] = Σ q16·k_j as floats for `keys` int8 keys (k_row apart) and one packed query row. Where
-// four rows lie within 512 bytes (a cache's keys of up to 128 dims), 4 keys at a time: memory
-// still streams in order, a few lines ahead, and one transpose (score_keys_i8) replaces four
-// per-key reductions (docs/performance.md, Design notes).
-// Otherwise, and for the last keys, one at a time. The sums are the same either way.
+// s[j] = Σ q16·k_j as floats for `keys` int8 keys (k_row apart) and one packed query row: 4 keys
+// at a time (score_keys_i8: one transpose replaces four per-key reductions, docs/performance.md,
+// Design notes), then the last keys one at a time. The sums are the same either way.
 template <int LDP>
 void score_row_i8(const std::int16_t* qt, const std::int8_t* k, std::ptrdiff_t k_row, int keys, int n, float* s) {
   int j = 0;
 #if !defined(ATTN_SCALAR)
-  if (k_row <= 128)
-    for (; j + 4 <= keys; j += 4) _mm_storeu_ps(s + j, _mm_cvtepi32_ps(score_keys_i8(qt, k + j * k_row, k_row, n)));
+  for (; j + 4 <= keys; j += 4) _mm_storeu_ps(s + j, _mm_cvtepi32_ps(score_keys_i8(qt, k + j * k_row, k_row, n)));
 #endif
   for (; j < keys; ++j) score_key_i8<1, LDP>(qt, k + j * k_row, n, s + j);
 }

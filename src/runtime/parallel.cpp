@@ -4,15 +4,13 @@
 // done, never for a worker: one the system has not scheduled yet, or that wakes after the items
 // ran out, finds the ticket moved on (another job's number, or no item left) and sleeps again
 // without touching the job. Waking a worker and hearing it finish costs tens of microseconds
-// (more in wasm, whose threads wake through the engine), more when other work holds the cores:
-// measured when the pool is sized and then in every job, it decides which calls are worth a job
-// (threads_for).
+// (more in wasm, whose threads wake through the engine): measured when the pool is sized, it
+// decides which calls are worth a job (threads_for).
 #include "runtime/parallel.h"
 
 #include <algorithm>
 
 #if ATTN_THREADS
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -35,18 +33,16 @@ namespace {
 constexpr double kFlopsPerNs = 64;
 constexpr double kBytesPerNs = 32;
 
-// A call goes to the pool when its estimated time is over kJobsWorth times the cost of a job (the
-// median of the last jobs', Pool::run). On two threads it then takes half its time plus a job's
-// cost, but a job of many items hides up to half a worker's wake-up behind the caller's items,
-// which a call of two items pays in full. Counted as twice the median, the pool pays from twice
-// that (t/2 + 2·job ≤ t for t ≥ 4·job), which the benchmark's threads section checks
-// (docs/performance.md).
+// A call goes to the pool when its estimated time is over kJobsWorth jobs' fixed cost. On two
+// threads it then takes a job's cost plus half its time, and a real job costs more than the
+// measured one: each worker also allocates its workspace and reads inputs that are in the calling
+// core's cache. Counted as twice the measured job, the pool pays from twice that (t/2 + 2·job ≤ t
+// for t ≥ 4·job), which the benchmark's threads section checks (docs/performance.md).
 constexpr double kJobsWorth = 4;
 
 thread_local bool t_in_job = false;  // this thread is running items of a job (a worker: always)
 
 std::atomic<void (*)()> g_worker_gate{nullptr};  // detail::set_worker_gate
-std::atomic<double> g_job_ns{0};                 // the pool's cost of a job (Pool::note_cost; 0: none)
 
 class Pool {
  public:
@@ -66,57 +62,38 @@ class Pool {
     for (int i = 0; i < workers; ++i) threads_.emplace_back([this] { loop(); });
   }
 
-  // Sizes the pool's cost of a job before any call ran on it: jobs of one item per thread, each
-  // item `busy` ns of busy work, whose cost is what they take beyond `busy` — a worker's wake-up
-  // and the caller hearing it finish when every worker took its item in time, `busy` when one did
-  // not (the caller ran that item after its own). Each job follows a pause (the workers asleep, as
-  // between calls); `busy` starts at kFirstBusy and doubles while the median cost is over half of
-  // it (the workers woke too late for most jobs), up to kLastBusy. That median is the least the
-  // cost will be (note_cost). First a job waits up to kStartWait for every worker to start (a
-  // browser starts a Worker's thread when it gets to it), so a worker that has not started is not
-  // timed as a late one. Not while a job runs (callers hold job_mutex_).
-  void measure_job_cost() {
+  // The fixed cost of a job, in ns: the median of jobs of one item per thread in which each item
+  // waits until every thread has taken one (or 1 ms has passed) — a worker's wake-up and the
+  // caller's — with a pause before each, so the workers are asleep, as between real calls. Only
+  // jobs that every worker joined count: a new worker may take milliseconds to start (a browser
+  // starts its thread when the Worker gets to it), and a job it missed, whose items the caller
+  // took alone after waiting, measures that wait. So the first job waits up to kStartWait for every
+  // worker, and a job a worker missed is measured again, up to kTries jobs; if none is complete,
+  // a job is taken to cost the wait. Not while a job runs (callers hold job_mutex_).
+  double measure_job_ns() {
     using clock = std::chrono::steady_clock;
-    constexpr std::chrono::microseconds kFirstBusy{25}, kLastBusy{800}, kPause{50};
-    meet(std::chrono::milliseconds(2000));  // kStartWait
-    for (clock::duration busy = kFirstBusy;; busy *= 2) {
-      std::array<double, kCosts> costs;
-      for (double& cost : costs) {
-        for (const auto until = clock::now() + kPause; clock::now() < until;) {
-        }
-        const auto start = clock::now();
-        run(
-            static_cast<int>(threads_.size()) + 1,
-            [](const void* b, int) {
-              for (const auto until = clock::now() + *static_cast<const clock::duration*>(b); clock::now() < until;) {
-              }
-            },
-            &busy);
-        cost = std::chrono::duration<double, std::nano>(clock::now() - start - busy).count();
+    constexpr int kKept = 8, kTries = 64;
+    constexpr std::chrono::milliseconds kStartWait{2000}, kWait{1};
+    double ns[kKept];
+    int kept = 0;
+    meet(kStartWait);
+    for (int j = 0; j < kTries && kept < kKept; ++j) {
+      for (const auto until = clock::now() + std::chrono::microseconds(50); clock::now() < until;) {
       }
-      std::nth_element(costs.begin(), costs.begin() + kCosts / 2, costs.end());
-      const double median = costs[kCosts / 2];
-      if (median <= 0.5 * std::chrono::duration<double, std::nano>(busy).count() || busy >= kLastBusy)
-        return set_cost(median);
+      const double t = meet(kWait);
+      if (t >= 0) ns[kept++] = t;
     }
+    if (kept == 0) return std::chrono::duration<double, std::nano>(kWait).count();
+    for (int i = 1; i < kept; ++i)  // (a few values: an insertion sort is the least code)
+      for (int k = i; k > 0 && ns[k] < ns[k - 1]; --k) std::swap(ns[k], ns[k - 1]);
+    return ns[kept / 2];
   }
 
   // Runs items [0, count) on the calling thread and on up to count - 1 workers; returns when every
-  // item is done, with the job's cost to the call in ns: its time beyond an even split of its
-  // items over the threads, an item taken to last what the caller's took on average. That is what
-  // the pool added: a worker's wake-up, the caller hearing it finish, a worker's slower items.
-  // When no worker came in time (the caller took every item), it is only a bound: the wake-up took
-  // longer than the job, whose cost was then half its time (on two threads). -1 when the caller
-  // took no item. Callers hold job_mutex_.
-  struct Cost {
-    double ns;
-    bool bound;
-  };
-  Cost run(int count, void (*call)(const void*, int), const void* fn) {
-    using clock = std::chrono::steady_clock;
+  // item is done (callers hold job_mutex_).
+  void run(int count, void (*call)(const void*, int), const void* fn) {
     const int helpers = std::min(static_cast<int>(threads_.size()), count - 1);
     Job job{call, fn, count, 0};
-    const auto start = clock::now();
     {
       std::lock_guard<std::mutex> lock(mutex_);
       job.id = ++last_id_;
@@ -126,41 +103,12 @@ class Pool {
       wanted_ = helpers;
     }
     for (int i = 0; i < helpers; ++i) wake_.notify_one();
-    const auto own_start = clock::now();
     t_in_job = true;
-    const int own = work(job, false);
+    work(job, false);
     t_in_job = false;
-    const auto own_end = clock::now();
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      wanted_ = 0;  // every item is taken: a worker that wakes from now on has nothing to do here
-      done_.wait(lock, [this] { return unfinished_.load(std::memory_order_acquire) == 0; });
-    }
-    if (own == 0) return {-1, false};
-    const auto ns = [](clock::duration d) { return std::chrono::duration<double, std::nano>(d).count(); };
-    return {ns(clock::now() - start) - ns(own_end - own_start) / own * count / (helpers + 1), own == count};
-  }
-
-  // The pool's cost of a job (threads_for): the median of the last kCosts jobs' costs (run), or
-  // the sizing's (measure_job_cost) if that is larger. So the cost follows what jobs cost calls
-  // now — a pool that calls of some size stopped gaining from (other work holding the cores, an
-  // engine's workers waking more slowly than in the sizing's jobs) soon stops taking them — but
-  // never falls below what the sizing measured: a job's own figure is rough (the caller's items,
-  // by which it is split, take longer when the system pauses the caller), and a cost too low
-  // sends calls to the pool that it makes slower. A bound counts as that cost if larger (a job too
-  // short for a worker to come says only that waking one takes longer). Callers hold job_mutex_.
-  void note_cost(Cost cost) {
-    if (cost.ns < 0) return;
-    costs_[next_cost_++ % kCosts] = cost.bound ? std::max(cost.ns, g_job_ns.load(std::memory_order_relaxed)) : cost.ns;
-    std::array<double, kCosts> sorted = costs_;
-    std::nth_element(sorted.begin(), sorted.begin() + kCosts / 2, sorted.end());
-    g_job_ns.store(std::max({sorted[kCosts / 2], least_cost_, 1.0}), std::memory_order_relaxed);
-  }
-  // As if the sizing had measured `ns` and every job since had cost as much (tests too).
-  void set_cost(double ns) {
-    least_cost_ = ns;
-    costs_.fill(ns);
-    note_cost({ns, false});
+    std::unique_lock<std::mutex> lock(mutex_);
+    wanted_ = 0;  // every item is taken: a worker that wakes from now on has nothing to do here
+    done_.wait(lock, [this] { return unfinished_.load(std::memory_order_acquire) == 0; });
   }
 
   std::mutex job_mutex_;  // one job (or resize) at a time, whoever the caller
@@ -173,41 +121,45 @@ class Pool {
     std::uint32_t id;
   };
 
-  // A job of one item per thread whose items wait for each other for up to `patience`: returns
-  // once every worker has taken one (so has started), or the caller waited that long.
-  void meet(std::chrono::steady_clock::duration patience) {
+  // A job of one item per thread whose items wait for each other for up to `patience`: its time in
+  // ns, or -1 if some worker took no item (the caller then ran it after waiting).
+  double meet(std::chrono::steady_clock::duration patience) {
+    using clock = std::chrono::steady_clock;
     struct Meeting {
       std::mutex mutex;
       std::condition_variable all_here;
-      int arrived = 0, threads = 0;
-      std::chrono::steady_clock::time_point until;
+      int arrived = 0, threads = 0, on_workers = 0;
+      std::thread::id caller;
+      clock::time_point until;
     };
     Meeting m;
     m.threads = static_cast<int>(threads_.size()) + 1;
-    m.until = std::chrono::steady_clock::now() + patience;
+    m.caller = std::this_thread::get_id();
+    const auto start = clock::now();
+    m.until = start + patience;
     run(
         m.threads,
         [](const void* f, int) {
           Meeting& meeting = *const_cast<Meeting*>(static_cast<const Meeting*>(f));
           std::unique_lock<std::mutex> lock(meeting.mutex);
+          if (std::this_thread::get_id() != meeting.caller) ++meeting.on_workers;
           if (++meeting.arrived == meeting.threads) return meeting.all_here.notify_all();
           meeting.all_here.wait_until(lock, meeting.until, [&] { return meeting.arrived == meeting.threads; });
         },
         &m);
+    const double ns = std::chrono::duration<double, std::nano>(clock::now() - start).count();
+    return m.on_workers == m.threads - 1 ? ns : -1;
   }
 
   // Takes items of `job` while it has some: a compare-exchange on the ticket, which fails once the
-  // ticket belongs to another job, so a late worker never takes an item it was not given. Returns
-  // how many it took.
-  int work(const Job& job, bool worker) {
-    int taken = 0;
+  // ticket belongs to another job, so a late worker never takes an item it was not given.
+  void work(const Job& job, bool worker) {
     std::uint64_t ticket = ticket_.load(std::memory_order_acquire);
     for (;;) {
       const int item = static_cast<int>(static_cast<std::uint32_t>(ticket));
-      if (static_cast<std::uint32_t>(ticket >> 32) != job.id || item >= job.count) return taken;
+      if (static_cast<std::uint32_t>(ticket >> 32) != job.id || item >= job.count) return;
       if (!ticket_.compare_exchange_weak(ticket, ticket + 1, std::memory_order_acquire)) continue;
       job.call(job.fn, item);
-      ++taken;
       // The last item done lets the caller return (release: what the item wrote is seen there).
       if (unfinished_.fetch_sub(1, std::memory_order_acq_rel) == 1 && worker) {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -232,11 +184,6 @@ class Pool {
     }
   }
 
-  static constexpr int kCosts = 9;
-  // The last jobs' costs, a ring, and the sizing's (note_cost; job_mutex_ guards them).
-  std::array<double, kCosts> costs_{};
-  unsigned next_cost_ = 0;
-  double least_cost_ = 0;
   std::vector<std::thread> threads_;
   std::mutex mutex_;  // guards job_, last_id_, wanted_, stopping_; the waits of wake_ and done_
   std::condition_variable wake_, done_;
@@ -254,7 +201,8 @@ Pool& pool() {
 }
 
 std::atomic<int> g_threads{1};
-std::atomic<unsigned> g_jobs{0};  // jobs run (detail::pool_jobs)
+std::atomic<double> g_job_ns{0};  // the pool's fixed cost of a job (Pool::measure_job_ns)
+std::atomic<unsigned> g_jobs{0};   // jobs run (detail::pool_jobs)
 std::atomic<bool> g_every_call{false};
 
 }  // namespace
@@ -266,11 +214,7 @@ void set_num_threads(int n) {
   if (threads == g_threads && (threads == 1 || g_job_ns > 0)) return;
   g_threads = threads;
   p.resize(threads - 1);
-  if (threads > 1) {
-    p.measure_job_cost();
-  } else {
-    g_job_ns = 0;
-  }
+  g_job_ns = threads > 1 ? p.measure_job_ns() : 0;
 }
 
 int num_threads() { return g_threads; }
@@ -295,17 +239,11 @@ void detail::parallel_for(int count, bool use_pool, void (*call)(const void*, in
     return;
   }
   ++g_jobs;
-  p.note_cost(p.run(count, call, fn));
+  p.run(count, call, fn);
 }
 
 unsigned detail::pool_jobs() { return g_jobs; }
 double detail::job_ns() { return g_job_ns; }
-void detail::set_job_ns(double ns) {
-  Pool& p = pool();
-  std::lock_guard<std::mutex> lock(p.job_mutex_);
-  if (g_threads > 1) p.set_cost(ns);
-}
-
 void detail::set_pool_for_every_call(bool on) { g_every_call = on; }
 void detail::set_worker_gate(void (*gate)()) { g_worker_gate = gate; }
 
@@ -319,7 +257,6 @@ void detail::parallel_for(int count, bool, void (*call)(const void*, int), const
 }
 unsigned detail::pool_jobs() { return 0; }
 double detail::job_ns() { return 0; }
-void detail::set_job_ns(double) {}
 void detail::set_pool_for_every_call(bool) {}
 void detail::set_worker_gate(void (*)()) {}
 

@@ -21,9 +21,8 @@ struct Work {
 };
 
 // The threads worth using for `work`: num_threads(), or 1 when at a core's peak it would take a
-// thread less time than four times the cost of one of the pool's jobs (what a job took beyond an
-// even split of its items: a worker's wake-up, hearing it finish; measured when the pool is sized
-// and then in every job, see parallel.cpp) — then the pool could not make it faster.
+// thread less time than four of the pool's jobs (waking a worker and hearing it finish; measured
+// when the pool is sized, see parallel.cpp) — then the pool could not make it faster.
 int threads_for(const Work& work);
 
 namespace detail {
@@ -34,8 +33,7 @@ void parallel_for(int count, bool pool, void (*call)(const void* fn, int i), con
 // and a switch that sends every call of two or more items to the pool, however small (so that
 // tests of thread-count independence reach the workers with small shapes).
 unsigned pool_jobs();
-double job_ns();  // the pool's cost of a job as measured (0: one thread)
-void set_job_ns(double ns);  // as if the last jobs had cost ns each (ignored on one thread)
+double job_ns();  // the pool's fixed cost of a job as measured (0: one thread)
 void set_pool_for_every_call(bool on);
 // For tests: a function every worker calls when it wakes for a job, before it takes an item (null:
 // none), to hold a worker back as if the system had not scheduled it.

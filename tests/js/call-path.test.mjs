@@ -7,8 +7,10 @@ import { readFileSync } from 'node:fs';
 import { after, before, test } from 'node:test';
 import { FIELD } from '../../dist/call-block.mjs';
 import { heap } from '../../dist/heap.mjs';
-import { assertClose, createAttention, makeInputs, randomTensor, rng } from './helpers.mjs';
-import { referenceAttention } from './reference.mjs';
+import { makeLoaders } from '../../dist/loader.mjs';
+import { nodePlatform } from '../../dist/node.mjs';
+import { assertClose, createAttention, makeInputs, pinned, randomTensor, rng } from './helpers.mjs';
+import { referenceAttention, referenceRotary } from './reference.mjs';
 
 let builds;
 before(async () => {
@@ -116,6 +118,62 @@ test('memory that grew between calls (and during one): the same answers, read fr
     big.dispose();
     cache.dispose();
     lib.trim();
+  }
+});
+
+// A pool worker that grows memory: each item of rotary()'s job (32 rows) allocates its table of
+// cos/sin (32 × headDim floats, here 4 MiB) on the thread that runs it. With room at the top of
+// the heap for the call's tensor (the threaded build rotates it in place in one block) and one
+// table and a half, the caller's item (the first: the workers are asleep) takes the table's room
+// and the first worker's item grows the memory, which the glue on the calling thread does not
+// see: its views keep their old length. The call's results must still be read right, and so must
+// the next call's, staged in a block that lies partly past the glue's views. (The call is large, a 32 MiB tensor, so that the pool takes
+// it even when a loaded machine makes its jobs dear.)
+test('memory a pool worker grew during a call: that call\'s results, then a call staged past the glue\'s views', async () => {
+  let M;
+  const { createAttention: withModule } = makeLoaders({ ...nodePlatform, start: async (...args) => (M = await nodePlatform.start(...args)) });
+  const lib = await withModule({ ...pinned, threads: 4 });
+  try {
+    const headDim = 32768, table = 32 * headDim * 4, MiB = 2 ** 20;
+    const x = randomTensor(384 * headDim, rng(21));
+    const first = { heads: 1, seq: 256, headDim };  // eight items
+    const want = lib.rotary(x.subarray(0, 256 * headDim), first);
+    const size = () => M.wasmMemory.buffer.byteLength;
+    // An allocation more than 1.2x the memory grows it by just what it asks (Emscripten adds 20 %
+    // only to smaller growths): freed, and taken again but for the room wanted, that room is left.
+    let filler = 0;
+    const leaveRoom = () => {
+      if (filler) M._free(filler);
+      const asked = 2 * size();
+      M._free(M._malloc(asked));
+      filler = M._malloc(asked - (32 * MiB + MiB + 1.5 * table));  // the tensor's block, the angles' step tables, 1.5 tables
+      assert.ok(filler, 'the filler was allocated');
+    };
+    leaveRoom();
+    let byWorker = false, calls = 0, setUps = 1;
+    while (!byWorker && calls++ < 30) {
+      await new Promise((resolve) => setTimeout(resolve, 300));  // the workers asleep: the caller starts first
+      const before = size();
+      assert.deepEqual(lib.rotary(x.subarray(0, 256 * headDim), first), want, `call ${calls}`);
+      if (size() === before) continue;  // the caller ran every item itself before a worker woke
+      byWorker = M.HEAPU8.length < size();
+      if (!byWorker && setUps++ < 3) leaveRoom();  // a worker took the room first, and the caller grew memory
+    }
+    assert.ok(byWorker, `a worker grew memory during a call, and the glue's views still end where they did (${calls} calls)`);
+    // A 48 MiB tensor: a new block, from the room the growth left, past the views' end.
+    const views = M.HEAPU8.length;
+    const second = { heads: 1, seq: 384, headDim };
+    const out = lib.rotary(x, second);
+    assert.equal(M.HEAPU8.length, views, 'the call ran without growing memory (the glue\'s views are as they were)');
+    assert.deepEqual(out.subarray(0, 256 * headDim), want, 'its first 256 rows as before');
+    const exact = referenceRotary(x.subarray(256 * headDim), { heads: 1, seq: 128, headDim, positionOffset: 256 });
+    const last = out.subarray(256 * headDim);
+    for (let i = 0; i < last.length; i++) {
+      if (!(Math.abs(last[i] - exact[i]) <= 2 ** -21 + 384 * 2 ** -49)) assert.fail(`rotary[${256 * headDim + i}] = ${last[i]}, want ${exact[i]}`);
+    }
+    M._free(filler);
+  } finally {
+    lib.dispose();
   }
 });
 

@@ -9,7 +9,7 @@ import { createAttention as create, loadAttention as load } from '../../dist/nod
 // ATTN_TEST_SIMD=relaxed pins every suite to the relaxed-SIMD builds (scripts/test.sh runs
 // tests/js a second time so, under node --experimental-wasm-relaxed-simd); `strict` makes a
 // missing flag fail the run instead of falling back to SIMD128. Unset: the default choice.
-const pinned = process.env.ATTN_TEST_SIMD ? { simd: process.env.ATTN_TEST_SIMD, strict: true } : {};
+export const pinned = process.env.ATTN_TEST_SIMD ? { simd: process.env.ATTN_TEST_SIMD, strict: true } : {};
 export const EXPECTED_SIMD = process.env.ATTN_TEST_SIMD === 'relaxed' ? 'relaxed-simd' : 'simd128';
 // The suites load what users load by default (the inference builds); those that need the layer or
 // the backward pass ask for it (layers: true); tests/js/inference.test.mjs compares the two.

@@ -15,6 +15,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { basename } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { leb } from './wasm-functions.mjs';
 
 export const FLAG = '_emscripten_allow_main_runtime_queued_calls';
 const DECLARATION = new RegExp(`var _${FLAG}\\s*=\\s*Module\\["_${FLAG}"\\]\\s*=\\s*(\\d+);`, 'g');
@@ -22,16 +23,6 @@ const USE = new RegExp(`\\b_${FLAG}(\\s*>>>?\\s*2)`, 'g');
 const READ = `Module["asm"]["${FLAG}"]`;
 
 const stem = (path) => basename(path).replace(/(-node)?\.(mjs|cjs|worker\.js)$/, '');
-
-function leb(bytes, at) {
-  let value = 0, shift = 0, byte;
-  do {
-    byte = bytes[at++];
-    value += (byte & 0x7f) * 2 ** shift;
-    shift += 7;
-  } while (byte & 0x80);
-  return [value, at];
-}
 
 // A module's exports as Map(name → kind: 'function' | 'table' | 'memory' | 'global' | …), read
 // from its export section (not compiled: a relaxed-SIMD module needs a flag to compile).

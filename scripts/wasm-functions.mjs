@@ -6,7 +6,8 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
-function leb(bytes, at) {
+// An unsigned LEB128 number at bytes[at]: [value, the index after it].
+export function leb(bytes, at) {
   let value = 0, shift = 0, byte;
   do {
     byte = bytes[at++];

@@ -1,6 +1,7 @@
 // Every allocation of the C++ core goes through allocate_bytes() (mostly as a HeapBuffer), so an
 // allocation failure is a null pointer to report, never an abort (the wasm build has no
-// exceptions), and test builds can make any one allocation fail (ATTN_FAULT_INJECTION).
+// exceptions), and test builds can make any one allocation fail (ATTN_FAULT_INJECTION). Blocks
+// start on a 64-byte cache line (kAlignment).
 #pragma once
 
 #include <atomic>
@@ -11,6 +12,12 @@
 #include <memory>
 
 namespace attn {
+
+// Where every block starts: a multiple of 64 bytes, a cache line. Emscripten's malloc gives 8, and
+// a 16-byte vector load or store across two lines costs two (the few-rows loops' query tiles,
+// accumulators and 512-byte cache rows all sat 8 bytes off a line: a decode step over a float32
+// cache took 1.08-1.27x the time, docs/performance.md, Design notes).
+inline constexpr std::size_t kAlignment = 64;
 
 // Allocations that failed so far, and the bytes of the last: a call whose count moved failed for
 // want of memory (the JS boundary says so by kind, src/bindings.cpp), and the bytes go in the message.
@@ -36,8 +43,8 @@ inline std::atomic<std::size_t> live_bytes{0};
 inline std::atomic<std::size_t> peak_bytes{0};
 inline std::atomic<std::size_t> budget_bytes{0};
 // Each block starts with its size, so release_bytes() knows what it gives back; the header is
-// as wide as malloc's alignment, so the caller's pointer stays as aligned as malloc's.
-constexpr std::size_t kHeader = alignof(std::max_align_t);
+// kAlignment wide, so the caller's pointer stays as aligned.
+constexpr std::size_t kHeader = kAlignment;
 
 // Counts `bytes` as held; false (nothing counted) if that would exceed the budget.
 inline bool hold(std::size_t bytes) {
@@ -59,8 +66,14 @@ inline bool hold(std::size_t bytes) {
 // memory may reach 4 GiB (dlmalloc never grows it by 2 GiB at once anyway).
 inline constexpr std::size_t kMaxBlockBytes = static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max());
 
-// malloc that never returns memory for 0 bytes as null; null means out of memory (or more than
-// kMaxBlockBytes).
+// malloc at kAlignment, or null.
+inline void* aligned_malloc(std::size_t bytes) {
+  void* p = nullptr;
+  return posix_memalign(&p, kAlignment, bytes) == 0 ? p : nullptr;
+}
+
+// malloc (at kAlignment) that never returns memory for 0 bytes as null; null means out of memory
+// (or more than kMaxBlockBytes).
 inline void* allocate_bytes(std::size_t bytes) {
   if (bytes > kMaxBlockBytes) {
     note_failed_allocation(bytes);
@@ -71,7 +84,7 @@ inline void* allocate_bytes(std::size_t bytes) {
     note_failed_allocation(bytes);
     return nullptr;
   }
-  auto* block = static_cast<unsigned char*>(std::malloc(fault::kHeader + bytes));
+  auto* block = static_cast<unsigned char*>(aligned_malloc(fault::kHeader + bytes));
   if (!block) {
     fault::live_bytes -= bytes;
     note_failed_allocation(bytes);
@@ -82,7 +95,7 @@ inline void* allocate_bytes(std::size_t bytes) {
   ++fault::made;
   return block + fault::kHeader;
 #else
-  void* p = std::malloc(bytes ? bytes : 1);
+  void* p = aligned_malloc(bytes ? bytes : 1);
   if (!p) {
     note_failed_allocation(bytes);
     return nullptr;

@@ -1,23 +1,27 @@
 // Every allocation of the C++ core goes through allocate_bytes() (mostly as a HeapBuffer), so an
 // allocation failure is a null pointer to report, never an abort (the wasm build has no
-// exceptions), and test builds can make any one allocation fail (ATTN_FAULT_INJECTION). Blocks
-// start on a 64-byte cache line (kAlignment).
+// exceptions), and test builds can make any one allocation fail (ATTN_FAULT_INJECTION). Large
+// blocks start on a 64-byte cache line (kAlignment).
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <memory>
 
 namespace attn {
 
-// Where every block starts: a multiple of 64 bytes, a cache line. Emscripten's malloc gives 8, and
-// a 16-byte vector load or store across two lines costs two (the few-rows loops' query tiles,
+// Where a block of kAlignedFrom bytes or more (the workspaces and caches that the kernel's loops
+// stream through) starts: a multiple of 64 bytes, a cache line. Emscripten's malloc gives 8, and a
+// 16-byte vector load or store across two lines costs two (the few-rows loops' query tiles,
 // accumulators and 512-byte cache rows all sat 8 bytes off a line: a decode step over a float32
-// cache took 1.08-1.27x the time, docs/performance.md, Design notes).
+// cache took 1.08-1.27x the time, docs/performance.md, Design notes). Smaller blocks, which would
+// pay the kAlignment bytes it takes more, are malloc's.
 inline constexpr std::size_t kAlignment = 64;
+inline constexpr std::size_t kAlignedFrom = 16384;
 
 // Allocations that failed so far, and the bytes of the last: a call whose count moved failed for
 // want of memory (the JS boundary says so by kind, src/bindings.cpp), and the bytes go in the message.
@@ -43,7 +47,7 @@ inline std::atomic<std::size_t> live_bytes{0};
 inline std::atomic<std::size_t> peak_bytes{0};
 inline std::atomic<std::size_t> budget_bytes{0};
 // Each block starts with its size, so release_bytes() knows what it gives back; the header is
-// kAlignment wide, so the caller's pointer stays as aligned.
+// kAlignment wide and every block aligned, so the caller's pointer stays as aligned.
 constexpr std::size_t kHeader = kAlignment;
 
 // Counts `bytes` as held; false (nothing counted) if that would exceed the budget.
@@ -66,14 +70,27 @@ inline bool hold(std::size_t bytes) {
 // memory may reach 4 GiB (dlmalloc never grows it by 2 GiB at once anyway).
 inline constexpr std::size_t kMaxBlockBytes = static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max());
 
-// malloc at kAlignment, or null.
+// malloc at kAlignment, or null: kAlignment bytes more, moved up to the next line, with malloc's
+// pointer kept just before it for aligned_free. (posix_memalign's blocks vary by a few bytes with
+// where the line falls, which the JS side's count of the heap in use would see: a block replaced
+// by one of the same size must leave it as it was.)
 inline void* aligned_malloc(std::size_t bytes) {
-  void* p = nullptr;
-  return posix_memalign(&p, kAlignment, bytes) == 0 ? p : nullptr;
+  void* raw = std::malloc(bytes + kAlignment);  // bytes ≤ kMaxBlockBytes: no wrap
+  if (!raw) return nullptr;
+  auto* p = reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(raw) + kAlignment) & ~(kAlignment - 1));
+  std::memcpy(p - sizeof raw, &raw, sizeof raw);  // malloc aligns to at least sizeof raw
+  return p;
 }
 
-// malloc (at kAlignment) that never returns memory for 0 bytes as null; null means out of memory
-// (or more than kMaxBlockBytes).
+inline void aligned_free(void* p) {
+  if (!p) return;
+  void* raw;
+  std::memcpy(&raw, static_cast<unsigned char*>(p) - sizeof raw, sizeof raw);
+  std::free(raw);
+}
+
+// malloc (at kAlignment from kAlignedFrom bytes) that never returns memory for 0 bytes as null;
+// null means out of memory (or more than kMaxBlockBytes).
 inline void* allocate_bytes(std::size_t bytes) {
   if (bytes > kMaxBlockBytes) {
     note_failed_allocation(bytes);
@@ -95,7 +112,7 @@ inline void* allocate_bytes(std::size_t bytes) {
   ++fault::made;
   return block + fault::kHeader;
 #else
-  void* p = aligned_malloc(bytes ? bytes : 1);
+  void* p = bytes >= kAlignedFrom ? aligned_malloc(bytes) : std::malloc(bytes ? bytes : 1);
   if (!p) {
     note_failed_allocation(bytes);
     return nullptr;
@@ -104,15 +121,20 @@ inline void* allocate_bytes(std::size_t bytes) {
 #endif
 }
 
-inline void release_bytes(void* p) {
+// Gives back a block of `bytes` from allocate_bytes.
+inline void release_bytes(void* p, [[maybe_unused]] std::size_t bytes) {
 #if ATTN_FAULT_INJECTION
   if (!p) return;
   auto* block = static_cast<unsigned char*>(p) - fault::kHeader;
   fault::live_bytes -= *reinterpret_cast<const std::size_t*>(block);
   --fault::live;
-  std::free(block);
+  aligned_free(block);
 #else
-  std::free(p);
+  if (bytes >= kAlignedFrom) {
+    aligned_free(p);
+  } else {
+    std::free(p);
+  }
 #endif
 }
 
@@ -120,10 +142,11 @@ inline void release_bytes(void* p) {
 // only once everything it needs has been allocated: all-or-nothing updates).
 template <class T>
 struct HeapBuffer {
-  struct Free {  // for any unique_ptr of allocate_bytes memory
+  struct Free {  // for a unique_ptr of allocate_bytes memory, of that many bytes
+    std::size_t bytes = 0;
     template <class U>
     void operator()(U* p) const {
-      release_bytes(p);
+      release_bytes(p, bytes);
     }
   };
   std::unique_ptr<T, Free> data;
@@ -139,7 +162,8 @@ struct HeapBuffer {
       note_failed_allocation(static_cast<std::size_t>(n > most / sizeof(T) ? most : n * sizeof(T)));
       return false;
     }
-    data.reset(static_cast<T*>(allocate_bytes(static_cast<std::size_t>(n) * sizeof(T))));
+    const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(T);
+    data = std::unique_ptr<T, Free>(static_cast<T*>(allocate_bytes(bytes)), Free{bytes});
     if (!data) return false;
     size = static_cast<std::size_t>(n);
     return true;

@@ -645,10 +645,13 @@ TEST_CASE("the exported workspace of a call the kernel refuses is 0", "[workspac
 
 // The few-rows loops read 16-byte vectors of their workspace and of the caches' rows (HeapBuffers
 // both): a block that starts off a cache line makes some of them straddle two (see kAlignment).
-TEST_CASE("every block of the core starts on a cache line", "[workspace]") {
+TEST_CASE("every large block of the core starts on a cache line", "[workspace]") {
   std::vector<attn::HeapBuffer<float>> blocks(64);
   for (std::size_t i = 0; i < blocks.size(); ++i) {
-    REQUIRE(blocks[i].allocate(i * 7 % 61));  // odd sizes, 0 included, all held at once
+    // Odd sizes from kAlignedFrom bytes on, all held at once, small blocks between them.
+    attn::HeapBuffer<float> small;
+    REQUIRE(small.allocate(i % 5 + 1));
+    REQUIRE(blocks[i].allocate(attn::kAlignedFrom / sizeof(float) + i * 7 % 61));
     CHECK(reinterpret_cast<std::uintptr_t>(blocks[i].get()) % attn::kAlignment == 0);
   }
 }

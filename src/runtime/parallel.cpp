@@ -5,7 +5,8 @@
 // ran out, finds the ticket moved on (another job's number, or no item left) and sleeps again
 // without touching the job. Waking a worker and hearing it finish costs tens of microseconds
 // (more in wasm, whose threads wake through the engine): measured when the pool is sized, it
-// decides which calls are worth a job (threads_for).
+// sets which calls may be worth a job, and calls of a size where that is unclear are timed
+// (PoolChoice, runtime/pool_choice.h).
 #include "runtime/parallel.h"
 
 #include <algorithm>
@@ -18,6 +19,8 @@
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "runtime/pool_choice.h"
 #endif
 
 namespace attn {
@@ -33,12 +36,7 @@ namespace {
 constexpr double kFlopsPerNs = 64;
 constexpr double kBytesPerNs = 32;
 
-// A call goes to the pool when its estimated time is over kJobsWorth jobs' fixed cost. On two
-// threads it then takes a job's cost plus half its time, and a real job costs more than the
-// measured one: each worker also allocates its workspace and reads inputs that are in the calling
-// core's cache. Counted as twice the measured job, the pool pays from twice that (t/2 + 2·job ≤ t
-// for t ≥ 4·job), which the benchmark's threads section checks (docs/performance.md).
-constexpr double kJobsWorth = 4;
+double estimated_ns(const Work& work) { return std::max(work.flops / kFlopsPerNs, work.bytes / kBytesPerNs); }
 
 thread_local bool t_in_job = false;  // this thread is running items of a job (a worker: always)
 
@@ -204,6 +202,7 @@ std::atomic<int> g_threads{1};
 std::atomic<double> g_job_ns{0};  // the pool's fixed cost of a job (Pool::measure_job_ns)
 std::atomic<unsigned> g_jobs{0};   // jobs run (detail::pool_jobs)
 std::atomic<bool> g_every_call{false};
+PoolChoice g_choice;  // which calls go to the pool (reset with the pool's size)
 
 }  // namespace
 
@@ -215,6 +214,7 @@ void set_num_threads(int n) {
   g_threads = threads;
   p.resize(threads - 1);
   g_job_ns = threads > 1 ? p.measure_job_ns() : 0;
+  g_choice.reset(g_job_ns);
 }
 
 int num_threads() { return g_threads; }
@@ -223,23 +223,36 @@ int num_threads() { return g_threads; }
 int threads_for(const Work& work) {
   const int threads = g_threads.load(std::memory_order_relaxed);
   if (threads == 1 || g_every_call.load(std::memory_order_relaxed)) return threads;
-  const double ns = std::max(work.flops / kFlopsPerNs, work.bytes / kBytesPerNs);
-  return ns > kJobsWorth * g_job_ns.load(std::memory_order_relaxed) ? threads : 1;
+  return estimated_ns(work) < g_job_ns.load(std::memory_order_relaxed) ? 1 : threads;
 }
 
-void detail::parallel_for(int count, bool use_pool, void (*call)(const void*, int), const void* fn) {
-  if (!use_pool || count <= 1 || t_in_job) {
-    for (int i = 0; i < count; ++i) call(fn, i);
-    return;
-  }
+namespace {
+
+void serially(int count, void (*call)(const void*, int), const void* fn) {
+  for (int i = 0; i < count; ++i) call(fn, i);
+}
+
+void on_pool(int count, void (*call)(const void*, int), const void* fn) {
   Pool& p = pool();
   std::lock_guard<std::mutex> lock(p.job_mutex_);
-  if (g_threads == 1) {  // resized to 1 while this caller waited
-    for (int i = 0; i < count; ++i) call(fn, i);
-    return;
-  }
+  if (g_threads == 1) return serially(count, call, fn);  // resized to 1 while this caller waited
   ++g_jobs;
   p.run(count, call, fn);
+}
+
+}  // namespace
+
+void detail::parallel_for(int count, const Work& work, void (*call)(const void*, int), const void* fn) {
+  if (count <= 1 || t_in_job || g_threads.load(std::memory_order_relaxed) == 1) return serially(count, call, fn);
+  if (g_every_call.load(std::memory_order_relaxed)) return on_pool(count, call, fn);
+  const double ns = estimated_ns(work);
+  const PoolChoice::Decision d = g_choice.decide(ns);
+  const auto run = d.pool ? on_pool : serially;
+  if (d.size_class < 0) return run(count, call, fn);
+  using clock = std::chrono::steady_clock;
+  const clock::time_point start = clock::now();
+  run(count, call, fn);
+  g_choice.record(d, ns, std::chrono::duration<double, std::nano>(clock::now() - start).count());
 }
 
 unsigned detail::pool_jobs() { return g_jobs; }
@@ -252,7 +265,7 @@ void detail::set_worker_gate(void (*gate)()) { g_worker_gate = gate; }
 void set_num_threads(int) {}
 int num_threads() { return 1; }
 int threads_for(const Work&) { return 1; }
-void detail::parallel_for(int count, bool, void (*call)(const void*, int), const void* fn) {
+void detail::parallel_for(int count, const Work&, void (*call)(const void*, int), const void* fn) {
   for (int i = 0; i < count; ++i) call(fn, i);
 }
 unsigned detail::pool_jobs() { return 0; }

@@ -20,14 +20,15 @@ struct Work {
   double bytes = 0;
 };
 
-// The threads worth using for `work`: num_threads(), or 1 when at a core's peak it would take a
-// thread less time than four of the pool's jobs (waking a worker and hearing it finish; measured
-// when the pool is sized, see parallel.cpp) — then the pool could not make it faster.
+// The threads `work` may use: num_threads(), or 1 when at a core's peak it would take a thread
+// less time than one of the pool's jobs (waking a worker and hearing it finish; measured when the
+// pool is sized, see parallel.cpp) — then the pool could not make it faster. Whether a call of
+// more goes to the pool is parallel_for's choice (runtime/pool_choice.h).
 int threads_for(const Work& work);
 
 namespace detail {
 // fn is called as call(fn, i); no allocation, so a job can start even when memory is exhausted.
-void parallel_for(int count, bool pool, void (*call)(const void* fn, int i), const void* fn);
+void parallel_for(int count, const Work& work, void (*call)(const void* fn, int i), const void* fn);
 
 // For tests: the jobs the pool has run (a call whose items all ran on the calling thread is none),
 // and a switch that sends every call of two or more items to the pool, however small (so that
@@ -42,13 +43,12 @@ void set_worker_gate(void (*gate)());
 
 // Runs fn(i) for every i in [0, count) and returns when all are done — never waiting for a worker
 // that took none; the calling thread takes items too, and takes them all, touching nothing of the
-// pool, when threads_for(work) is 1. Safe from any thread: jobs of
-// concurrent callers run one after the other, and a parallel_for inside fn runs its items
-// serially on that thread.
+// pool, when threads_for(work) is 1 or calls of this size have run faster on it (PoolChoice).
+// Safe from any thread: jobs of concurrent callers run one after the other, and a parallel_for
+// inside fn runs its items serially on that thread.
 template <class Fn>
 void parallel_for(int count, const Work& work, const Fn& fn) {
-  detail::parallel_for(
-      count, threads_for(work) > 1, [](const void* f, int i) { (*static_cast<const Fn*>(f))(i); }, &fn);
+  detail::parallel_for(count, work, [](const void* f, int i) { (*static_cast<const Fn*>(f))(i); }, &fn);
 }
 
 }  // namespace attn

@@ -1,0 +1,69 @@
+#include "runtime/pool_choice.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace attn {
+
+namespace {
+
+// Before a class's two ways are both measured: the pool from four jobs' cost. On two threads a call
+// then takes a job's cost plus half its time, and a real job costs about twice the timed one (each
+// worker allocates its workspace and reads inputs in the calling core's cache): t/2 + 2·job ≤ t
+// for t ≥ 4·job.
+constexpr double kJobsWorth = 4;
+
+}  // namespace
+
+void PoolChoice::reset(double job_ns) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  job_ns_.store(job_ns, std::memory_order_relaxed);
+  std::fill(std::begin(classes_), std::end(classes_), SizeClass{});
+}
+
+bool PoolChoice::prefers_pool(const SizeClass& c, double estimated_ns) const {
+  if (c.caller.calls < kEnough || c.pool.calls < kEnough)
+    return estimated_ns >= kJobsWorth * job_ns_.load(std::memory_order_relaxed);
+  return c.pool.ns * c.caller.work < c.caller.ns * c.pool.work;  // pool.ns/pool.work < caller.ns/caller.work
+}
+
+bool PoolChoice::prefers_pool(int size_class) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const double lowest = std::ldexp(job_ns_.load(std::memory_order_relaxed), size_class);
+  return prefers_pool(classes_[size_class], lowest);
+}
+
+PoolChoice::Decision PoolChoice::decide(double estimated_ns) {
+  const double job = job_ns_.load(std::memory_order_relaxed);
+  if (!(job > 0) || estimated_ns < job) return {false, -1};
+  if (estimated_ns >= kAmbiguous * job) return {true, -1};
+  const int size_class = std::clamp(static_cast<int>(std::log2(estimated_ns / job)), 0, kClasses - 1);
+  std::lock_guard<std::mutex> lock(mutex_);
+  SizeClass& c = classes_[size_class];
+  const bool explore = ++c.calls % kExplore == 0;
+  return {prefers_pool(c, estimated_ns) != explore, size_class};
+}
+
+void PoolChoice::record(const Decision& d, double estimated_ns, double elapsed_ns) {
+  if (d.size_class < 0 || !(estimated_ns > 0) || !(elapsed_ns >= 0)) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  SizeClass& c = classes_[d.size_class];
+  // A call the system paused (another process took the core) would outweigh many: it counts at most
+  // kOutlier times the lower of the two ways' time per estimated ns so far. Not less: a coarse clock
+  // (5 µs in a cross-origin-isolated page, more in some browsers) times most calls as 0 or a tick,
+  // and only their sum is right.
+  double per_ns = -1;
+  for (const Way* w : {&c.caller, &c.pool})
+    if (w->calls > 0 && w->ns > 0 && (per_ns < 0 || w->ns / w->work < per_ns)) per_ns = w->ns / w->work;
+  if (per_ns > 0) elapsed_ns = std::min(elapsed_ns, kOutlier * per_ns * estimated_ns);
+  Way& w = d.pool ? c.pool : c.caller;
+  w.ns += elapsed_ns;
+  w.work += estimated_ns;
+  if (++w.calls == kKept) {
+    w.ns /= 2;
+    w.work /= 2;
+    w.calls /= 2;
+  }
+}
+
+}  // namespace attn

@@ -1,0 +1,128 @@
+// The pool's choice of calls (runtime/pool_choice.h), driven with made-up timings: no clock is read.
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "runtime/pool_choice.h"
+
+namespace {
+
+constexpr double kJob = 10000;  // the pool's cost of a job, ns
+
+struct Counts {
+  int pool = 0, timed = 0;
+};
+
+// `calls` calls of `estimated` ns, each taking caller_ns on the calling thread or pool_ns on the
+// pool (per call, not per ns), recorded as parallel_for records them.
+Counts drive(attn::PoolChoice& choice, int calls, double estimated, double caller_ns, double pool_ns) {
+  Counts n;
+  for (int i = 0; i < calls; ++i) {
+    const attn::PoolChoice::Decision d = choice.decide(estimated);
+    n.pool += d.pool;
+    n.timed += d.size_class >= 0;
+    choice.record(d, estimated, d.pool ? pool_ns : caller_ns);
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("calls far below a job stay on the caller and far above go to the pool, untimed", "[pool_choice]") {
+  attn::PoolChoice choice;
+  choice.reset(kJob);
+  for (double ns : {0.0, 1.0, 0.99 * kJob}) {
+    const auto d = choice.decide(ns);
+    CHECK_FALSE(d.pool);
+    CHECK(d.size_class == -1);
+  }
+  for (double ns : {16 * kJob, 1e9}) {
+    const auto d = choice.decide(ns);
+    CHECK(d.pool);
+    CHECK(d.size_class == -1);
+  }
+  // However slow the pool was for the class below.
+  drive(choice, 1000, 15 * kJob, 1, 1e9);
+  CHECK(choice.decide(16 * kJob).pool);
+  choice.reset(0);  // one thread: nothing to choose
+  for (double ns : {0.0, 1e9}) CHECK(choice.decide(ns).size_class == -1);
+  CHECK_FALSE(choice.decide(1e9).pool);
+}
+
+TEST_CASE("a class where the pool loses stays on the caller, one where it wins goes to the pool", "[pool_choice]") {
+  attn::PoolChoice choice;
+  choice.reset(kJob);
+  // 9 jobs' estimate (class 3): the old rule's pool, which is slower here (a worker that comes late).
+  const double big = 9 * kJob;
+  CHECK(choice.prefers_pool(3));
+  Counts n = drive(choice, 2000, big, 3 * big, 3.3 * big);
+  CHECK_FALSE(choice.prefers_pool(3));
+  const Counts later = drive(choice, 3200, big, 3 * big, 3.3 * big);
+  CHECK(later.pool == 3200 / attn::PoolChoice::kExplore);  // only the exploring calls
+  CHECK(later.timed == 3200);
+  // 1.5 jobs' estimate (class 0): the old rule's caller, but the pool halves it.
+  const double small = 1.5 * kJob;
+  CHECK_FALSE(choice.prefers_pool(0));
+  n = drive(choice, 2000, small, 3 * small, 1.5 * small);
+  CHECK(choice.prefers_pool(0));
+  CHECK(drive(choice, 3200, small, 3 * small, 1.5 * small).pool == 3200 - 3200 / attn::PoolChoice::kExplore);
+  // The classes are apart: class 3 still keeps to the caller.
+  CHECK_FALSE(choice.prefers_pool(3));
+  // A new pool forgets every class.
+  choice.reset(kJob);
+  CHECK(choice.prefers_pool(3));
+  CHECK_FALSE(choice.prefers_pool(0));
+}
+
+TEST_CASE("the other way is tried in at most one call in 32 of a class, and a change is followed", "[pool_choice]") {
+  attn::PoolChoice choice;
+  choice.reset(kJob);
+  const double est = 2 * kJob;  // class 1: the caller first
+  std::vector<int> pooled;
+  for (int i = 1; i <= 320; ++i) {
+    const auto d = choice.decide(est);
+    if (d.pool) pooled.push_back(i);
+    choice.record(d, est, d.pool ? 4 * est : 3 * est);  // the pool loses
+  }
+  REQUIRE(pooled.size() == 10);
+  for (std::size_t k = 0; k < pooled.size(); ++k) CHECK(pooled[k] == 32 * int(k + 1));
+  // The pool becomes the faster way (the other core was busy and is free now): it is taken within
+  // a few hundred calls, which the exploring calls alone measure.
+  int switched_at = -1;
+  for (int i = 0; i < 2000 && switched_at < 0; ++i) {
+    const auto d = choice.decide(est);
+    choice.record(d, est, d.pool ? 1.5 * est : 3 * est);
+    if (choice.prefers_pool(1)) switched_at = i;
+  }
+  INFO("switched after " << switched_at << " calls");
+  CHECK(switched_at >= 0);
+  CHECK(switched_at < 1000);
+}
+
+TEST_CASE("one paused call does not decide a class, and a coarse clock's ticks still add up", "[pool_choice]") {
+  attn::PoolChoice choice;
+  choice.reset(kJob);
+  const double est = 9 * kJob;  // class 3
+  drive(choice, 2000, est, 3 * est, 2 * est);  // the pool wins: 2 against 3 per estimated ns
+  REQUIRE(choice.prefers_pool(3));
+  // One of its calls was paused for 10 ms (about 55 calls' time): it counts as 4 times the pool's
+  // time per ns at most, and the pool stays the choice.
+  attn::PoolChoice::Decision d;
+  while (!(d = choice.decide(est)).pool) choice.record(d, est, 3 * est);
+  choice.record(d, est, 1e7);
+  CHECK(choice.prefers_pool(3));
+  // A clock of 100 µs ticks: calls of 30 µs on the caller read 0 or 100 µs (3 in 10 a tick), the
+  // pool's of 40 µs 0 or 100 (4 in 10). The sums still tell the caller is faster.
+  attn::PoolChoice coarse;
+  coarse.reset(kJob);
+  const double mid = 3 * kJob;  // class 1: 30 µs estimated
+  int caller_calls = 0, pool_calls = 0;
+  for (int i = 0; i < 6400; ++i) {
+    const auto c = coarse.decide(mid);
+    const int k = c.pool ? pool_calls++ : caller_calls++;
+    const double tick = 1e5;
+    const double read = c.pool ? (k % 10 < 4 ? tick : 0) : (k % 10 < 3 ? tick : 0);
+    coarse.record(c, mid, read);
+  }
+  CHECK_FALSE(coarse.prefers_pool(1));
+}

@@ -427,6 +427,9 @@ EMSCRIPTEN_BINDINGS(runtime) {
   function("setNumThreads", &attn::set_num_threads);
   function("numThreads", &attn::num_threads);
   function("simdName", &simd_name);
+  // For tests only (not part of the library's API): every call of two or more items to the pool,
+  // however small (tests/js/call-path.test.mjs).
+  function("setPoolForEveryCall", &attn::detail::set_pool_for_every_call);
 }
 
 }  // namespace

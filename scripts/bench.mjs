@@ -25,6 +25,7 @@ import { measurePeak } from './bench/peak.mjs';
 import { figuresOfMerit, performanceBlock, printReport } from './bench/report.mjs';
 import { writeTable } from './bench/write-table.mjs';
 import { decodeBlock, modelBlock, prefillBlock, printSections, sectionFigures, threadsBlock, variantsBlock } from './bench/section-report.mjs';
+import { needsSharedMemory } from './bench/load-ours.mjs';
 import { SECTION_NAMES, runSections } from './bench/sections.mjs';
 import { measureShape, TIMING } from '../web/bench/schedule.mjs';
 import { FULL_SHAPES, QUICK_SHAPES, flops, label, parseShape } from './bench/shapes.mjs';
@@ -151,8 +152,8 @@ if (sectionNames.length) {
   const startHosts = browser
     ? async (list) => {
       const pages = [
-        { label: 'page 1T (not isolated)', isolated: false, specs: list.filter((h) => !(h.spec.threads > 1)).map((h) => h.spec) },
-        { label: 'page 2T (cross-origin isolated)', isolated: true, specs: list.filter((h) => h.spec.threads > 1).map((h) => h.spec) },
+        { label: 'page 1T (not isolated)', isolated: false, specs: list.filter((h) => !needsSharedMemory(h.spec)).map((h) => h.spec) },
+        { label: 'page 2T (cross-origin isolated)', isolated: true, specs: list.filter((h) => needsSharedMemory(h.spec)).map((h) => h.spec) },
       ].filter((page) => page.specs.length);
       const b = await startBrowserHosts(pages, { browser: shared });
       where = `${b.browserName} ${b.browserVersion} (${b.via})`;

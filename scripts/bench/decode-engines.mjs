@@ -7,7 +7,7 @@
 // starts again) appends them; its queries see every cached position (not causal: one query sees
 // nothing after it anyway, and a causal mask over the last seqQ × seqQ corner would hide under
 // 0.02 % of a 4096-position step's scores).
-//   ours (deps.createAttention; spec.threads; spec.parts ⊆ ['caches', 'copy', 'reads', 'peak'],
+//   ours (deps.createAttention, deps.dist; spec.threads, spec.threadedBuild (load-ours.mjs); spec.parts ⊆ ['caches', 'copy', 'reads', 'peak'],
 //     default all): a standalone KV cache (lib.createKVCache) per dtype; a plain lib.attention()
 //     call that copies all of K and V in on every step; the read-bandwidth probe
 //     (scripts/bench/bandwidth.mjs) over as many bytes as each cache holds, the limit of a step
@@ -20,6 +20,7 @@
 //     last two for seqQ 1 only: they would mask the new positions causally).
 import { ORT_SESSION_OPTIONS, createEngines, toBshd } from '../../web/bench/engines.mjs';
 import { createReader } from './bandwidth.mjs';
+import { loadOurs } from './load-ours.mjs';
 import { peakEngine } from './peak.mjs';
 import { msGroupQueryAttention, msMultiHeadAttention, standardAttention } from '../../web/bench/onnx-graphs.mjs';
 
@@ -45,15 +46,13 @@ export function splitLast(x, { batch, kvHeads, seqQ = 1, seqK, headDim }) {
 }
 
 const ALL_PARTS = ['caches', 'copy', 'reads', 'peak'];
-async function oursEngines({ threads = 1, parts = ALL_PARTS }, { createAttention }) {
-  const requested = { threads, strict: true };
-  const t0 = performance.now();
-  const lib = await createAttention(requested);
-  const loadMs = performance.now() - t0;
+async function oursEngines(spec, deps) {
+  const { parts = ALL_PARTS } = spec;
+  const { lib, requested, loadMs, tag } = await loadOurs(spec, deps);
   const { version, simd, threads: got, threadsReason } = lib.info;
   const config = (how) => ({ version, simd, threads: got, threadsReason, requested, loadMs, how });
   const cacheEngine = (dtype) => ({
-    name: `attention-wasm ${got}T cache ${dtype}`,
+    name: `attention-wasm ${tag} cache ${dtype}`,
     config: config(`lib.createKVCache({ dtype: '${dtype}', maxSeq: S }); per step: truncate(S − seqQ), append(key, value) of the step's seqQ positions, attention(query, cache, null, { heads, seqQ, out })`),
     dtype,
     async prepare(shape, { q, k, v }) {
@@ -97,7 +96,7 @@ async function oursEngines({ threads = 1, parts = ALL_PARTS }, { createAttention
   return [
     ...(parts.includes('caches') ? DTYPES.map(cacheEngine) : []),
     ...(parts.includes('copy') ? [{
-      name: `attention-wasm ${got}T attention() copying K/V`,
+      name: `attention-wasm ${tag} attention() copying K/V`,
       config: config('lib.attention(query, key, value, { heads, kvHeads, seqQ, out }): all S positions of K and V copied into wasm memory on every step'),
       async prepare({ batch, heads, kvHeads, seqQ, seqK, headDim }, { q, k, v }) {
         const out = new Float32Array(q.length);

@@ -18,7 +18,7 @@ const ENGINES = { main: createEngines, prefill: createPrefillEngines, decode: cr
 const here = (p) => fileURLToPath(new URL(p, import.meta.url));
 
 async function depsFor(kind) {
-  if (kind === 'ours') return { createAttention: (await import('../../dist/node.mjs')).createAttention };
+  if (kind === 'ours') return { createAttention: (await import('../../dist/node.mjs')).createAttention, dist: new URL('../../dist/', import.meta.url) };
   if (kind === 'ort') return { ort: await import('onnxruntime-web') };
   if (kind === 'tfjs') {
     const tf = await import('@tensorflow/tfjs-core');

@@ -13,7 +13,7 @@ import { createVariantEngines } from '/bench/variant-engines.mjs';
 const ENGINES = { main: createEngines, prefill: createPrefillEngines, decode: createDecodeEngines, variants: createVariantEngines, model: createModelEngines };
 
 async function depsFor(kind) {
-  if (kind === 'ours') return { createAttention: (await import('/dist/index.mjs')).createAttention };
+  if (kind === 'ours') return { createAttention: (await import('/dist/index.mjs')).createAttention, dist: new URL('/dist/', location.href) };
   if (kind === 'ort') return { ort: await import('/vendor/onnxruntime-web/ort.wasm.min.mjs'), ortWasmPaths: '/vendor/onnxruntime-web/' };
   if (kind === 'tfjs') {
     globalThis.tf.wasm.setWasmPaths('/vendor/tfjs-backend-wasm/');

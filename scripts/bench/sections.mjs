@@ -16,12 +16,13 @@
 //   threads: small calls on 1 and 2 threads, where waking the pool costs as much as the call (the
 //     pool is used only where it pays, src/runtime/parallel.h): decode steps over caches of 1 to
 //     16384 keys (every dtype) and causal prefills of 1 to 1024 positions, 8 query heads (2 kv
-//     heads for decode), 64 dims; 2 threads must never be slower than 1;
+//     heads for decode), 64 dims; 2 threads must never be slower than 1 (the single-threaded
+//     build's 1 thread); beside them the threaded build on 1 thread (the pool's choice alone);
 //   model: a token step as a model runs it (model-engines.mjs): every layer's cache once per
 //     token, from memory (a working set of at least 1 GiB), for three models, seqQ 1 and 4, 1 and
 //     2 threads, every cache dtype the library has; beside it, in the same rounds, the streaming
 //     read and the multiply-add peak on 1 and 2 threads, the step's limits.
-// A host with threads > 1 needs shared memory: in a browser its own cross-origin-isolated page.
+// A host with threads > 1 or the threaded build needs shared memory: in a browser a cross-origin-isolated page.
 import { TIMING, measureShape } from '../../web/bench/schedule.mjs';
 import { CANDIDATE_DTYPES } from './model-engines.mjs';
 
@@ -129,7 +130,11 @@ const PLANS = {
     timing: quick ? { ...LONG, rounds: 1, slowRounds: 1 } : LONG,
   }],
   threads: (quick) => {
-    const both = (label, spec) => [1, 2].map((threads) => ({ label: `process: ours ${threads}T (${label})`, spec: { ...spec, threads } }));
+    // 1 thread on the single-threaded build, 1 on the threaded build, 2 on the threaded build.
+    const both = (label, spec) => [
+      ...[1, 2].map((threads) => ({ label: `process: ours ${threads}T (${label})`, spec: { ...spec, threads } })),
+      { label: `process: ours 1T, threaded build (${label})`, spec: { ...spec, threads: 1, threadedBuild: true } },
+    ];
     return [{
       label: 'decode steps over short caches, 1 and 2 threads',
       hosts: both('KV caches', { section: 'decode', kind: 'ours', parts: ['caches'] }),

@@ -1,8 +1,9 @@
 // The engines of the benchmark's variants section: one attention call of this library
 // per score variant, each an engine of web/bench/host.mjs, so the variants take interleaved turns
-// like the engines of the main table. spec: { kind: 'ours', threads, variants: [name, ...] }
+// like the engines of the main table. spec: { kind: 'ours', threads, threadedBuild?, variants: [name, ...] }
 // (names from VARIANTS); the shape's own `causal` is ignored: each variant says its own.
 import { randomArray } from '../../web/random-arrays.mjs';
+import { loadOurs } from './load-ours.mjs';
 
 // BLOOM's ALiBi slopes for a power-of-two head count: 2^(−8(h+1)/H).
 const bloomSlopes = (heads) => Float32Array.from({ length: heads }, (_, h) => 2 ** (-8 * (h + 1) / heads));
@@ -35,17 +36,15 @@ export function visibleScores({ seqQ, seqK }, options) {
   return n;
 }
 
-export async function createVariantEngines({ kind, threads = 1, variants }, { createAttention }) {
+export async function createVariantEngines(spec, deps) {
+  const { kind, variants } = spec;
   if (kind !== 'ours') throw new Error(`variants section: unknown engine kind ${kind}`);
-  const requested = { threads, strict: true };
-  const t0 = performance.now();
-  const lib = await createAttention(requested);
-  const loadMs = performance.now() - t0;
+  const { lib, requested, loadMs, tag } = await loadOurs(spec, deps);
   const { version, simd, threads: got, threadsReason } = lib.info;
   return variants.map((v) => {
     const { label, options } = VARIANTS[v];
     return {
-      name: `attention-wasm ${got}T ${label}`,
+      name: `attention-wasm ${tag} ${label}`,
       config: { version, simd, threads: got, threadsReason, requested, loadMs, variant: v },
       async prepare(shape, { q, k, v: value }) {
         const { batch, heads, seqQ, seqK, headDim } = shape;

@@ -1,0 +1,28 @@
+// Loads attention-wasm for one bench host: spec.threads threads (strict), or, with
+// spec.threadedBuild, the threaded build on 1 thread (its .wasm named, maxThreads 1; relaxed SIMD
+// where the engine runs it, as 'auto' chooses). Beside the single-threaded build on 1 thread and
+// the threaded one on 2, that host tells what the pool's choice does from what the threaded build
+// costs by itself (the threads section). deps.dist: the URL of the package's dist/ folder.
+// Returns { lib, requested, loadMs, tag } (tag: the engines' thread label, '1T', '2T' or '1T-mt').
+export async function loadOurs({ threads = 1, threadedBuild = false }, { createAttention, dist }) {
+  const t0 = performance.now();
+  if (!threadedBuild) {
+    const requested = { threads, strict: true };
+    const lib = await createAttention(requested);
+    return { lib, requested, loadMs: performance.now() - t0, tag: `${lib.info.threads}T` };
+  }
+  let lib, requested;
+  for (const wasm of ['attn-relaxed-mt.wasm', 'attn-mt.wasm']) {
+    requested = { wasmUrl: new URL(wasm, dist).href, maxThreads: 1 };
+    try {
+      lib = await createAttention(requested);
+      break;
+    } catch (error) {
+      if (wasm === 'attn-mt.wasm') throw error;  // (the relaxed one: this engine lacks relaxed SIMD)
+    }
+  }
+  return { lib, requested, loadMs: performance.now() - t0, tag: `${lib.info.threads}T-mt` };
+}
+
+// Whether a host's spec needs shared memory (in a browser, a cross-origin-isolated page).
+export const needsSharedMemory = (spec) => spec.threads > 1 || Boolean(spec.threadedBuild);

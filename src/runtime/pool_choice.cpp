@@ -40,8 +40,9 @@ PoolChoice::Decision PoolChoice::decide(double estimated_ns) {
   const int size_class = std::clamp(static_cast<int>(std::log2(estimated_ns / job)), 0, kClasses - 1);
   std::lock_guard<std::mutex> lock(mutex_);
   SizeClass& c = classes_[size_class];
-  const bool explore = ++c.calls % kExplore == 0;
-  return {prefers_pool(c, estimated_ns) != explore, size_class};
+  const std::uint32_t turn = ++c.calls % kEvery;
+  const bool explore = turn >= kEvery - kBurst;
+  return {prefers_pool(c, estimated_ns) != explore, turn == kEvery - kBurst ? -1 : size_class};
 }
 
 void PoolChoice::record(const Decision& d, double estimated_ns, double elapsed_ns) {

@@ -4,10 +4,12 @@
 // a job gains from the pool (a worker takes longer to come in some engines than the sizing saw).
 // So calls from one job's cost to kAmbiguous jobs' cost are timed, per size class (a power of two
 // of jobs), on whichever thread they ran: each class goes the way whose time per estimated ns has
-// been lower, and one call in kExplore goes the other way, to follow a change. Calls below that
-// range stay on the calling thread and calls above go to the pool, untimed. The clock is not read
-// here: the caller times what decide() says to time and reports it to record(), so the choice is
-// testable without timing (tests/cpp/test_pool_choice.cpp). Safe from any thread.
+// been lower, and kBurst calls in every kEvery go the other way, to follow a change; the first of
+// them is not counted (a worker woken after a long sleep, its caches cold, is slower than one in
+// use: counted, it would keep the pool from a class it serves). Calls below that range stay on
+// the calling thread and calls above go to the pool, untimed. The clock is not read here: the
+// caller times what decide() says to time and reports it to record(), so the choice is testable
+// without timing (tests/cpp/test_pool_choice.cpp). Safe from any thread.
 #pragma once
 
 #include <atomic>
@@ -20,9 +22,10 @@ class PoolChoice {
  public:
   static constexpr double kAmbiguous = 16;  // the timed range: [1, 16) jobs' cost of estimated time
   static constexpr int kClasses = 4;        // its powers of two
-  static constexpr int kExplore = 32;       // every 32nd call of a class goes the other way
+  static constexpr int kEvery = 128;        // of every 128 calls of a class,
+  static constexpr int kBurst = 4;          // 4 in a row go the other way (1 in 32)
   static constexpr int kEnough = 4;         // calls a way needs before its time is compared
-  static constexpr int kKept = 32;          // a way's calls before its sums are halved (old calls fade)
+  static constexpr int kKept = 16;          // a way's calls before its sums are halved (old calls fade)
   static constexpr double kOutlier = 4;     // a call counts at most 4 times a way's time per ns
 
   struct Decision {

@@ -22,8 +22,7 @@ void PoolChoice::reset(double job_ns) {
 }
 
 bool PoolChoice::prefers_pool(const SizeClass& c, double estimated_ns) const {
-  if (c.caller.calls < kEnough || c.pool.calls < kEnough)
-    return estimated_ns >= kJobsWorth * job_ns_.load(std::memory_order_relaxed);
+  if (c.pairs < kEnough) return estimated_ns >= kJobsWorth * job_ns_.load(std::memory_order_relaxed);
   return c.pool.ns * c.caller.work < c.caller.ns * c.pool.work;  // pool.ns/pool.work < caller.ns/caller.work
 }
 
@@ -35,14 +34,14 @@ bool PoolChoice::prefers_pool(int size_class) const {
 
 PoolChoice::Decision PoolChoice::decide(double estimated_ns) {
   const double job = job_ns_.load(std::memory_order_relaxed);
-  if (!(job > 0) || estimated_ns < job) return {false, -1};
-  if (estimated_ns >= kAmbiguous * job) return {true, -1};
+  if (!(job > 0) || estimated_ns < job) return {false, false, -1};
+  if (estimated_ns >= kAmbiguous * job) return {true, false, -1};
   const int size_class = std::clamp(static_cast<int>(std::log2(estimated_ns / job)), 0, kClasses - 1);
   std::lock_guard<std::mutex> lock(mutex_);
   SizeClass& c = classes_[size_class];
   const std::uint32_t turn = ++c.calls % kEvery;
   const bool explore = turn >= kEvery - kBurst;
-  return {prefers_pool(c, estimated_ns) != explore, turn == kEvery - kBurst ? -1 : size_class};
+  return {prefers_pool(c, estimated_ns) != explore, explore, turn == kEvery - kBurst ? -1 : size_class};
 }
 
 void PoolChoice::record(const Decision& d, double estimated_ns, double elapsed_ns) {
@@ -54,16 +53,25 @@ void PoolChoice::record(const Decision& d, double estimated_ns, double elapsed_n
   // (5 µs in a cross-origin-isolated page, more in some browsers) times most calls as 0 or a tick,
   // and only their sum is right.
   double per_ns = -1;
-  for (const Way* w : {&c.caller, &c.pool})
-    if (w->calls > 0 && w->ns > 0 && (per_ns < 0 || w->ns / w->work < per_ns)) per_ns = w->ns / w->work;
+  for (const Time* w : {&c.caller, &c.pool})
+    if (w->ns > 0 && (per_ns < 0 || w->ns / w->work < per_ns)) per_ns = w->ns / w->work;
   if (per_ns > 0) elapsed_ns = std::min(elapsed_ns, kOutlier * per_ns * estimated_ns);
-  Way& w = d.pool ? c.pool : c.caller;
-  w.ns += elapsed_ns;
-  w.work += estimated_ns;
-  if (++w.calls == kKept) {
-    w.ns /= 2;
-    w.work /= 2;
-    w.calls /= 2;
+  if (!d.explore) {  // kept until the next burst pairs it
+    if (c.lasts == kBurst - 1) std::copy(c.last + 1, c.last + c.lasts--, c.last);
+    c.last[c.lasts++] = {elapsed_ns, estimated_ns};
+    return;
+  }
+  if (c.lasts == 0) return;  // nothing to pair it with
+  const Time other = c.last[--c.lasts];
+  Time& mine = d.pool ? c.pool : c.caller;
+  Time& theirs = d.pool ? c.caller : c.pool;
+  mine.ns += elapsed_ns;
+  mine.work += estimated_ns;
+  theirs.ns += other.ns;
+  theirs.work += other.work;
+  if (++c.pairs == kKept) {
+    for (Time* w : {&c.caller, &c.pool}) *w = {w->ns / 2, w->work / 2};
+    c.pairs /= 2;
   }
 }
 

@@ -1,6 +1,8 @@
 // The pool's choice of calls (runtime/pool_choice.h), driven with made-up timings: no clock is read.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <random>
 #include <vector>
 
 #include "runtime/pool_choice.h"
@@ -126,22 +128,41 @@ TEST_CASE("one paused call does not decide a class, and a coarse clock's ticks s
   REQUIRE(choice.prefers_pool(3));
   // One of its calls was paused for 10 ms (about 55 calls' time): it counts as 4 times the pool's
   // time per ns at most, and the pool stays the choice.
-  attn::PoolChoice::Decision d;
-  while (!(d = choice.decide(est)).pool) choice.record(d, est, 3 * est);
+  // (the call just before a burst, which pairs it: the class's 123rd call of 128)
+  drive(choice, 122 + 128 * 16 - 2000, est, 3 * est, 2 * est);
+  const attn::PoolChoice::Decision d = choice.decide(est);
+  REQUIRE((d.pool && !d.explore));
   choice.record(d, est, 1e7);
+  drive(choice, 256, est, 3 * est, 2 * est);
   CHECK(choice.prefers_pool(3));
-  // A clock of 100 µs ticks: calls of 30 µs on the caller read 0 or 100 µs (3 in 10 a tick), the
-  // pool's of 40 µs 0 or 100 (4 in 10). The sums still tell the caller is faster.
+  // A clock of 20 µs ticks reads a call of 30 µs on the caller as 20 or 40 µs, one of 40 µs on the
+  // pool as 40 or 60, by where in a tick it starts. Paired sums still tell the caller is faster.
   attn::PoolChoice coarse;
   coarse.reset(kJob);
-  const double mid = 3 * kJob;  // class 1: 30 µs estimated
-  int caller_calls = 0, pool_calls = 0;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> phase(0, 1);
+  const double tick = 20000, mid = 3 * kJob;  // class 1
   for (int i = 0; i < 6400; ++i) {
     const auto c = coarse.decide(mid);
-    const int k = c.pool ? pool_calls++ : caller_calls++;
-    const double tick = 1e5;
-    const double read = c.pool ? (k % 10 < 4 ? tick : 0) : (k % 10 < 3 ? tick : 0);
-    coarse.record(c, mid, read);
+    const double t = c.pool ? 40000 : 30000, start = phase(rng) * tick;
+    coarse.record(c, mid, std::floor((start + t) / tick) * tick - std::floor(start / tick) * tick);
   }
   CHECK_FALSE(coarse.prefers_pool(1));
+}
+
+// A class holds calls of several shapes, which take turns (a model's layers, the benchmark's dtypes):
+// each way is compared with the other on the calls next to it, not on whatever shapes it happened
+// to run. Here the pool is 20 % faster on both shapes, one of which takes twice as long per ns.
+TEST_CASE("shapes that take turns in a class: the ways are compared on neighbouring calls", "[pool_choice]") {
+  attn::PoolChoice choice;
+  choice.reset(kJob);
+  const double est = 2 * kJob;  // class 1: the caller first
+  int pooled = 0;
+  for (int i = 0; i < 6000; ++i) {
+    const double slow = (i / 200) % 2 ? 2 : 1;  // turns of 200 calls
+    const auto d = choice.decide(est);
+    pooled += i >= 3000 && d.pool;
+    choice.record(d, est, (d.pool ? 2.4 : 3) * slow * est);
+  }
+  CHECK(pooled > 3000 * 9 / 10);
 }

@@ -148,12 +148,14 @@ if (sectionNames.length) {
   const { launchBenchBrowser, startBrowserHosts } = browser ? await import('./bench/browser-hosts.mjs') : {};
   const shared = browser ? await launchBenchBrowser(engine) : null;
   // In a browser: the single-threaded hosts of a part share a page (not isolated), those with
-  // threads get a cross-origin-isolated one.
+  // threads get a cross-origin-isolated one, and the threaded build on 1 thread another.
   const startHosts = browser
     ? async (list) => {
       const pages = [
         { label: 'page 1T (not isolated)', isolated: false, specs: list.filter((h) => !needsSharedMemory(h.spec)).map((h) => h.spec) },
-        { label: 'page 2T (cross-origin isolated)', isolated: true, specs: list.filter((h) => needsSharedMemory(h.spec)).map((h) => h.spec) },
+        { label: 'page 2T (cross-origin isolated)', isolated: true, specs: list.filter((h) => h.spec.threads > 1).map((h) => h.spec) },
+        // (a page of its own: the threaded build on 1 thread never shares a page with a pool)
+        { label: 'page 1T, threaded build (cross-origin isolated)', isolated: true, specs: list.filter((h) => needsSharedMemory(h.spec) && !(h.spec.threads > 1)).map((h) => h.spec) },
       ].filter((page) => page.specs.length);
       const b = await startBrowserHosts(pages, { browser: shared });
       where = `${b.browserName} ${b.browserVersion} (${b.via})`;

@@ -260,28 +260,29 @@ function checkModel({ stdout, run }) {
   for (const dtype of dtypes.slice(1)) assert.match(merit(`a token step: float32 cache ÷ ${dtype} cache`), /seqQ 1 [\d.]+×, .* seqQ 4 [\d.]+×$/);
 }
 
-// The threads section: every small call on 1 and 2 threads, the console's rows showing the JSON's
-// medians, the table one row per pair with both times and their ratio, the figure with its goal.
+// The threads section: every small call on 1 and 2 threads and on the threaded build on 1 thread,
+// the console's rows showing the JSON's medians and both ratios, the table one row per call with
+// both times and both ratios, the figure with its goal.
 function checkThreads({ stdout, run }) {
   const parts = run.sections.threads;
   assert.deepEqual(parts.map((p) => p.results.length), [2, 2], 'two decode steps and two prefills');
   let pairs = 0;
   for (const result of parts.flatMap((p) => p.results)) {
     const names = Object.keys(result.engines);
-    assert.ok(names.length >= 2 && names.length % 2 === 0, `${result.label}: pairs of engines (${names})`);
+    assert.ok(names.length >= 3 && names.length % 3 === 0, `${result.label}: 1T, 2T and 1T-mt engines (${names})`);
     for (const name of names.filter((n) => / 1T /.test(n))) {
-      const [one, two] = [result.engines[name], result.engines[name.replace(' 1T ', ' 2T ')]];
-      assert.ok(one?.median > 0 && two?.median > 0, `${result.label}: ${name} and its 2-thread twin were timed`);
-      const row = stdout.match(new RegExp(`^\\s+${escape(result.label)}\\s+${escape(name.replace('attention-wasm 1T ', ''))}\\s+([\\d.,]+)\\s+([\\d.,]+)\\s+[\\d.]+$`, 'm'));
+      const [one, two, oneMt] = [name, name.replace(' 1T ', ' 2T '), name.replace(' 1T ', ' 1T-mt ')].map((n) => result.engines[n]);
+      assert.ok(one?.median > 0 && two?.median > 0 && oneMt?.median > 0, `${result.label}: ${name}, its 2-thread and its threaded 1-thread twins were timed`);
+      const row = stdout.match(new RegExp(`^\\s+${escape(result.label)}\\s+${escape(name.replace('attention-wasm 1T ', ''))}\\s+([\\d.,]+)\\s+([\\d.,]+)\\s+[\\d.]+\\s+[\\d.]+$`, 'm'));
       assert.ok(row, `the console report has ${name} on ${result.label}`);
       assert.ok(Math.abs(number(row[1]) - one.median) <= 0.01 * one.median + 0.005, `${name}: console ${row[1]} ms, JSON ${one.median} ms`);
       pairs++;
     }
   }
   const [[header, ...rows]] = parseTables(threadsBlock(run));
-  assert.deepEqual(header, ['shape (B, H, Sq, Sk, D)', 'call', '1 thread, ms', '2 threads, ms', '2 threads ÷ 1']);
+  assert.deepEqual(header, ['shape (B, H, Sq, Sk, D)', 'call', '1 thread, ms', '2 threads, ms', '2 threads ÷ 1', '2 threads ÷ 1 on the threaded build']);
   assert.equal(rows.length, pairs);
-  for (const row of rows) assert.match(row.slice(2).join(' '), /^[\d.,]+ [\d.,]+ [\d.]+$/, row.join(' | '));
+  for (const row of rows) assert.match(row.slice(2).join(' '), /^[\d.,]+ [\d.,]+ [\d.]+ [\d.]+$/, row.join(' | '));
   const figure = run.figuresOfMerit.find((f) => f.what.includes('small calls') && f.what.endsWith('on 2 threads ÷ on 1'));
   assert.match(figure?.figure ?? '', /^[\d.]+× \(.+, \(1,8,\d+,\d+,64\)( kvHeads 2)?\)$/, JSON.stringify(figure));
 }

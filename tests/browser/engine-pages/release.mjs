@@ -36,9 +36,9 @@ globalThis.Worker = class Worker extends NativeWorker {
 
 // Garbage of both kinds (objects, and large buffers that count against the engine's limits),
 // until the memory is collected: engines collect when they see fit, and pages cannot ask. Gives up
-// after `seconds`, not a count of rounds: a round's time varies by engine and load, and Firefox lets
-// a threaded instance's shared memory go only once its ended workers are torn down, which a busy
-// machine delays (60 rounds, about 20 s, once fell short).
+// after `seconds`, not a count of rounds: a round's time varies by engine and load, and a threaded
+// instance's memory is shared with its workers, which an engine tears down in its own time (60
+// rounds, about 20 s, once fell short in Firefox on a loaded machine).
 async function collect(done, seconds = 60) {
   const until = performance.now() + seconds * 1000;
   for (let round = 1; performance.now() < until; round++) {

@@ -12,6 +12,7 @@
 #include "kernel/attention.h"
 #include "kernel/attention_blocks.h"
 #include "kernel/work.h"
+#include "runtime/buffer.h"
 #include "runtime/parallel.h"
 
 namespace attn {
@@ -71,6 +72,7 @@ const char* attention_backward(const AttentionParams& forward, const AttentionGr
   if (forward.kv_type != KvType::f32 || forward.kv_ring != 0)
     return "attention_backward: keys and values must be float32, not a ring";
   if (forward.sinks && !g.d_sinks) return "attention_backward: d_sinks is required with sinks";
+  const ScratchScope scratch;  // the workspaces of a small call (runtime/buffer.h)
   // The forward's weights play no part; its out is replaced by a private buffer per block.
   AttentionParams p = forward;
   p.out = g.d_query;  // (only to validate as a forward call)

@@ -246,7 +246,8 @@ inline std::uint64_t stats_floats(const AttentionParams& p) {
   return kFewRows * (std::uint64_t(p.value ? round_up(p.value_dim, kTileCols) : 0) + 2);
 }
 
-// Scratch for one work item; sizes depend only on the params.
+// Scratch for one work item (from the thread's scratch when it fits, runtime/buffer.h: an item
+// runs on one thread); sizes depend only on the params.
 struct Workspace {
   int blocks = 0;  // key blocks of seq_k
   int kt_block_floats = 0;  // head_dim × kKeysPerBlock
@@ -254,7 +255,7 @@ struct Workspace {
   int v_panel_floats = 0;   // blocks × kKeysPerBlock × kTileCols: V's columns of one panel, every key
   int scores_ld = kPassKeys;  // kFewKeys for few rows
   bool few = false;         // few rows per kv head: no packing, see few_rows.h
-  FloatBuffer mem;
+  ScratchFloats mem;
   float* kt = nullptr;      // Kᵀ of one kv head in panels of kTileCols keys, see transpose_keys
   float* vp = nullptr;      // V of one kv head in panels of kTileCols columns, see panel_values
   float* packed = nullptr;  // per key block: 1 once kt and vp hold it

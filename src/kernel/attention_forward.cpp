@@ -16,6 +16,7 @@
 #include "kernel/attention_blocks.h"
 #include "kernel/few_rows.h"
 #include "kernel/work.h"
+#include "runtime/buffer.h"
 #include "runtime/parallel.h"
 
 namespace attn {
@@ -587,7 +588,7 @@ inline std::size_t size_product(std::size_t a, std::size_t b) {
 // attention_workspace_bytes counts.
 struct SplitPartials {
   int rows = 0, acc_ld = 0;
-  FloatBuffer data;
+  ScratchFloats data;  // the thread's scratch when it fits (runtime/buffer.h)
 
   SplitPartials(const AttentionParams& p, int rows_cap)
       : rows(rows_cap), acc_ld(p.value ? round_up(p.value_dim, kTileCols) : 0) {}
@@ -732,6 +733,7 @@ const char* run(const AttentionParams& p) {
 
 const char* attention(const AttentionParams& p) {
   if (const char* err = validate(p)) return err;
+  const ScratchScope scratch;  // the workspaces of a small call (runtime/buffer.h)
   return run(p);
 }
 

@@ -63,6 +63,11 @@ inline bool hold(std::size_t bytes) {
   }
   return true;
 }
+
+// Whether an allocation of `bytes` may be made (fail_after and the budget); counted as held if so.
+inline bool admit(std::size_t bytes) {
+  return !(fail_after.load() > 0 && fail_after.fetch_sub(1) == 1) && hold(bytes);
+}
 }  // namespace fault
 #endif
 
@@ -97,7 +102,7 @@ inline void* allocate_bytes(std::size_t bytes) {
     return nullptr;
   }
 #if ATTN_FAULT_INJECTION
-  if ((fault::fail_after.load() > 0 && fault::fail_after.fetch_sub(1) == 1) || !fault::hold(bytes)) {
+  if (!fault::admit(bytes)) {
     note_failed_allocation(bytes);
     return nullptr;
   }
@@ -138,6 +143,47 @@ inline void release_bytes(void* p, [[maybe_unused]] std::size_t bytes) {
 #endif
 }
 
+// A thread's scratch: the workspaces of small calls come from here, not malloc, whose lock the
+// threaded build pays on every call (dlmalloc with USE_LOCKS: 0.14 µs of a 7.6 µs one-key decode
+// step in a profile). It lives on the stack of whoever opens a ScratchScope (the kernel's entry
+// points on the calling thread, each pool worker's loop), so it is neither heap nor static data:
+// the JS side's heap-in-use figure, trim() and dispose() never see it, nothing is stranded, no
+// thread holds memory for it between calls, and the .wasm carries no bytes for it (a 160 KiB
+// thread_local array did: one build's TLS segment kept its zeros). Blocks are taken in stack
+// order (a call's split partials, then an item's workspace inside it); one that does not fit in
+// what is left, or on a thread without a scope, comes from allocate_bytes. 160 KiB holds a decode
+// step's workspace over a cache of any dtype (int4's is 125 KiB for 64 dims, whatever the keys:
+// scores for kFewRows rows) with its split's partials up to 16384 keys, and a blocked prefill's
+// of 64 positions; the stacks are 5 MiB (main) and 2 MiB (workers) in wasm.
+inline constexpr std::size_t kScratchBytes = 160 * 1024;
+
+struct Scratch {
+  alignas(kAlignment) unsigned char bytes[kScratchBytes];  // left uninitialised
+  std::size_t top = 0;  // bytes taken, each block rounded up to kAlignment
+  int live = 0;         // blocks not yet released (at 0 the whole scratch is free again)
+};
+
+// The scratch of this thread's outermost open scope (null: none).
+inline thread_local Scratch* t_scratch = nullptr;
+
+// Opens this thread's scratch for what runs until it closes; inside another scope, the outer
+// one's stays in use (its blocks may still be held).
+class ScratchScope {
+ public:
+  ScratchScope() : outer_(t_scratch != nullptr) {
+    if (!outer_) t_scratch = &scratch_;
+  }
+  ~ScratchScope() {
+    if (!outer_) t_scratch = nullptr;
+  }
+  ScratchScope(const ScratchScope&) = delete;
+  ScratchScope& operator=(const ScratchScope&) = delete;
+
+ private:
+  bool outer_;
+  Scratch scratch_;  // default-initialised: the bytes are not written
+};
+
 // An owning array of n T from allocate_bytes. Moving it moves ownership (commit a new buffer
 // only once everything it needs has been allocated: all-or-nothing updates).
 template <class T>
@@ -173,5 +219,26 @@ struct HeapBuffer {
 
 using FloatBuffer = HeapBuffer<float>;
 using ByteBuffer = HeapBuffer<std::uint8_t>;
+
+// n floats from this thread's scratch when they fit (a FloatBuffer's otherwise), for a block
+// released on the same thread, inside the scope it was taken in: a work item's workspace, a
+// call's partial results. Out of line (runtime/buffer.cpp): few places use it.
+class ScratchFloats {
+ public:
+  ScratchFloats() = default;
+  ~ScratchFloats();
+  ScratchFloats(const ScratchFloats&) = delete;
+  ScratchFloats& operator=(const ScratchFloats&) = delete;
+
+  // Contents undefined; false (and empty) if out of memory, as FloatBuffer::allocate.
+  bool allocate(std::uint64_t n);
+  float* get() const { return scratch_ ? scratch_ : heap_.get(); }
+
+ private:
+  void release();
+  float* scratch_ = nullptr;  // in t_scratch, of bytes_
+  std::size_t bytes_ = 0;
+  FloatBuffer heap_;
+};
 
 }  // namespace attn

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/buffer.h"
 #include "runtime/pool_choice.h"
 #endif
 
@@ -169,6 +170,7 @@ class Pool {
 
   void loop() {
     t_in_job = true;  // a parallel_for inside an item runs serially (it would wait for itself)
+    const ScratchScope scratch;  // this worker's, for the items' workspaces (runtime/buffer.h)
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
       wake_.wait(lock, [this] { return stopping_ || wanted_ > 0; });
@@ -223,7 +225,7 @@ int num_threads() { return g_threads; }
 int threads_for(const Work& work) {
   const int threads = g_threads.load(std::memory_order_relaxed);
   if (threads == 1 || g_every_call.load(std::memory_order_relaxed)) return threads;
-  return estimated_ns(work) < g_job_ns.load(std::memory_order_relaxed) ? 1 : threads;
+  return g_choice.below_one_job(estimated_ns(work)) ? 1 : threads;
 }
 
 namespace {

@@ -22,8 +22,9 @@ struct Work {
 
 // The threads `work` may use: num_threads(), or 1 when at a core's peak it would take a thread
 // less time than one of the pool's jobs (waking a worker and hearing it finish; measured when the
-// pool is sized, see parallel.cpp) — then the pool could not make it faster. Whether a call of
-// more goes to the pool is parallel_for's choice (runtime/pool_choice.h).
+// pool is sized, see parallel.cpp) — then the pool could not make it faster
+// (PoolChoice::below_one_job). Whether a call of more goes to the pool is parallel_for's choice
+// (runtime/pool_choice.h).
 int threads_for(const Work& work);
 
 namespace detail {

@@ -31,9 +31,14 @@ bool PoolChoice::prefers_pool(int size_class) const {
   return prefers_pool(classes_[size_class], lowest);
 }
 
+bool PoolChoice::below_one_job(double estimated_ns) const {
+  const double job = job_ns_.load(std::memory_order_relaxed);
+  return job > 0 && estimated_ns < job;
+}
+
 PoolChoice::Decision PoolChoice::decide(double estimated_ns) {
   const double job = job_ns_.load(std::memory_order_relaxed);
-  if (!(job > 0) || estimated_ns < job) return {false, false, -1};
+  if (!(job > 0) || below_one_job(estimated_ns)) return {false, false, -1};
   if (estimated_ns >= kAmbiguous * job) return {true, false, -1};
   int size_class = 0;  // floor(log2(jobs)), by halving: std::log2 for doubles would add libm's to the .wasm
   for (double jobs = estimated_ns / job; jobs >= 2 && size_class < kClasses - 1; jobs /= 2) ++size_class;

@@ -39,6 +39,9 @@ class PoolChoice {
 
   // Forgets every call: a new pool, whose job costs job_ns (0: no pool, every call on the caller).
   void reset(double job_ns);
+  // Whether a call of this estimated time costs less than one job: it stays on the calling thread,
+  // untimed (decide(), and threads_for: such a call uses one thread).
+  bool below_one_job(double estimated_ns) const;
   Decision decide(double estimated_ns);
   void record(const Decision& d, double estimated_ns, double elapsed_ns);
   // For tests: whether the class's calls go to the pool now (its bursts aside).

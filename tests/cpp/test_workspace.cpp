@@ -597,6 +597,59 @@ TEST_CASE("the layer's exported training forward size counts the tape it fills",
   CHECK(l.layer.forward(f) != nullptr);
 }
 
+// Small calls take their workspace from each thread's scratch (runtime/buffer.h), never malloc,
+// whose lock the threaded build pays per call: the caller's and, with the pool, each worker's own.
+// Counted as held all the same (the estimates above stay exact), and given back by the end.
+TEST_CASE("small calls allocate nothing from malloc: large ones do and give it back", "[workspace]") {
+  const auto decode = [](int seq_k, attn::KvType type) {
+    tcase::Case c;  // one position of 8 query heads over 2 kv heads, 64 dims
+    c.heads = 8;
+    c.kv_heads = 2;
+    c.seq_k = seq_k;
+    c.head_dim = 64;
+    c.kv_type = type;
+    return c;
+  };
+  const auto prefill = [](int seq) {
+    tcase::Case c;  // causal, 8 heads, 64 dims
+    c.heads = c.kv_heads = 8;
+    c.seq_q = c.seq_k = seq;
+    c.head_dim = 64;
+    c.causal = true;
+    return c;
+  };
+  struct Call {
+    tcase::Case c;
+    bool small;
+  };
+  const Call calls[] = {
+      {decode(1, attn::KvType::f32), true},     {decode(64, attn::KvType::f16), true},
+      {decode(1000, attn::KvType::i4), true},   {decode(4096, attn::KvType::i8), true},  // split: partials too
+      {prefill(16), true},                      {prefill(64), true},                      // few rows, blocked
+      {prefill(300), false},                    {decode(64, attn::KvType::f32), true},
+  };
+  for (int threads : {1, 2}) {
+    for (bool every_call : {false, true}) {
+      attn::set_num_threads(threads);
+      attn::detail::set_pool_for_every_call(every_call);
+      for (const Call& call : calls) {
+        tcase::Run r = tcase::make_run(call.c);
+        INFO(call.c.describe() << ", " << threads << " thread(s)" << (every_call ? ", on the pool" : ""));
+        const long live = attn::fault::live, made = attn::fault::made;
+        const std::size_t held = attn::fault::live_bytes;
+        attn::fault::peak_bytes = held;
+        REQUIRE(attn::attention(r.p) == nullptr);
+        CHECK(attn::fault::peak_bytes > held);  // a workspace was taken, and counted
+        CHECK((attn::fault::made == made) == call.small);
+        CHECK(attn::fault::live == live);
+        CHECK(attn::fault::live_bytes == held);
+      }
+    }
+  }
+  attn::detail::set_pool_for_every_call(false);
+  attn::set_num_threads(1);
+}
+
 #endif  // ATTN_FAULT_INJECTION
 
 TEST_CASE("workspace sizes past 4 GiB are whole, never wrapped in a 32-bit size_t", "[workspace]") {

@@ -10,8 +10,7 @@ std::size_t rounded(std::size_t bytes) { return (bytes + kAlignment - 1) & ~(kAl
 bool ScratchFloats::allocate(std::uint64_t n) {
   release();
   Scratch* s = t_scratch;
-  if (!s || n > kScratchBytes / sizeof(float) || n * sizeof(float) > kScratchBytes - s->top)
-    return heap_.allocate(n);
+  if (!s || n > kScratchBytes / sizeof(float) || n * sizeof(float) > kScratchBytes - s->top) return heap_.allocate(n);
   const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(float);
 #if ATTN_FAULT_INJECTION
   if (!fault::admit(bytes)) {  // counted as held like any block; `made` counts malloc's only

@@ -65,9 +65,7 @@ inline bool hold(std::size_t bytes) {
 }
 
 // Whether an allocation of `bytes` may be made (fail_after and the budget); counted as held if so.
-inline bool admit(std::size_t bytes) {
-  return !(fail_after.load() > 0 && fail_after.fetch_sub(1) == 1) && hold(bytes);
-}
+inline bool admit(std::size_t bytes) { return !(fail_after.load() > 0 && fail_after.fetch_sub(1) == 1) && hold(bytes); }
 }  // namespace fault
 #endif
 

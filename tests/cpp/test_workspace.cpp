@@ -623,10 +623,14 @@ TEST_CASE("small calls allocate nothing from malloc: large ones do and give it b
     bool small;
   };
   const Call calls[] = {
-      {decode(1, attn::KvType::f32), true},     {decode(64, attn::KvType::f16), true},
-      {decode(1000, attn::KvType::i4), true},   {decode(4096, attn::KvType::i8), true},  // split: partials too
-      {prefill(16), true},                      {prefill(64), true},                      // few rows, blocked
-      {prefill(300), false},                    {decode(64, attn::KvType::f32), true},
+      {decode(1, attn::KvType::f32), true},
+      {decode(64, attn::KvType::f16), true},
+      {decode(1000, attn::KvType::i4), true},
+      {decode(4096, attn::KvType::i8), true},  // split: partials too
+      {prefill(16), true},  // few rows
+      {prefill(64), true},  // blocked
+      {prefill(300), false},  // blocked, a workspace past the scratch
+      {decode(64, attn::KvType::f32), true},
   };
   for (int threads : {1, 2}) {
     for (bool every_call : {false, true}) {

@@ -1,4 +1,5 @@
-// Every allocation of the C++ core goes through allocate_bytes() (mostly as a HeapBuffer), so an
+// Every allocation of the C++ core goes through allocate_bytes() (mostly as a HeapBuffer; small
+// calls' workspaces come from a thread's scratch instead, ScratchFloats below), so an
 // allocation failure is a null pointer to report, never an abort (the wasm build has no
 // exceptions), and test builds can make any one allocation fail (ATTN_FAULT_INJECTION). Large
 // blocks start on a 64-byte cache line (kAlignment).
@@ -141,18 +142,18 @@ inline void release_bytes(void* p, [[maybe_unused]] std::size_t bytes) {
 #endif
 }
 
-// A thread's scratch: the workspaces of small calls come from here, not malloc, whose lock the
-// threaded build pays on every call (dlmalloc with USE_LOCKS: 0.14 µs of a 7.6 µs one-key decode
-// step in a profile). It lives on the stack of whoever opens a ScratchScope (the kernel's entry
-// points on the calling thread, each pool worker's loop), so it is neither heap nor static data:
-// the JS side's heap-in-use figure, trim() and dispose() never see it, nothing is stranded, no
-// thread holds memory for it between calls, and the .wasm carries no bytes for it (a 160 KiB
-// thread_local array did: one build's TLS segment kept its zeros). Blocks are taken in stack
-// order (a call's split partials, then an item's workspace inside it); one that does not fit in
-// what is left, or on a thread without a scope, comes from allocate_bytes. 160 KiB holds a decode
-// step's workspace over a cache of any dtype (int4's is 125 KiB for 64 dims, whatever the keys:
-// scores for kFewRows rows) with its split's partials up to 16384 keys, and a blocked prefill's
-// of 64 positions; the stacks are 5 MiB (main) and 2 MiB (workers) in wasm.
+// A thread's scratch: the workspaces of small calls come from here, not from malloc and free per
+// work item (2-3 % of a one-key decode step; in the threaded build dlmalloc's locks, USE_LOCKS,
+// took 0.14 µs of 7.6 in a profile). It lives on the stack of whoever opens a ScratchScope (the
+// kernel's entry points on the calling thread, each pool worker's loop), so it is neither heap
+// nor static data: the JS side's heap-in-use figure, trim() and dispose() never see it, nothing
+// is stranded, no thread holds memory for it between calls, and the .wasm carries no bytes for it
+// (a 160 KiB thread_local array did: one build's TLS segment kept its zeros). Blocks are taken in
+// stack order (a call's split partials, then an item's workspace inside it); one that does not
+// fit in what is left, or on a thread without a scope, comes from allocate_bytes. 160 KiB holds a
+// decode step's workspace over a cache of any dtype (int4's is 125 KiB for 64 dims, whatever the
+// keys: scores for kFewRows rows) with its split's partials up to 16384 keys, and a blocked
+// prefill's of 64 positions; the stacks are 5 MiB (main) and 2 MiB (workers) in wasm.
 inline constexpr std::size_t kScratchBytes = 160 * 1024;
 
 struct Scratch {

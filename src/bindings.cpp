@@ -430,6 +430,9 @@ EMSCRIPTEN_BINDINGS(runtime) {
   // For tests only (not part of the library's API): every call of two or more items to the pool,
   // however small (tests/js/call-path.test.mjs).
   function("setPoolForEveryCall", &attn::detail::set_pool_for_every_call);
+  // For probes only: the pool's jobs so far and its choice's state (runtime/parallel.h).
+  function("poolJobs", &attn::detail::pool_jobs);
+  function("poolChoiceState", &attn::detail::pool_choice_state);
 }
 
 }  // namespace

@@ -259,6 +259,15 @@ void detail::parallel_for(int count, const Work& work, void (*call)(const void*,
 
 unsigned detail::pool_jobs() { return g_jobs; }
 double detail::job_ns() { return g_job_ns; }
+double detail::pool_choice_state(int field) {
+  if (field == 0) return g_job_ns;
+  if (field < 0 || field > 6 * PoolChoice::kClasses) return __builtin_nan("");
+  const int size_class = (field - 1) / 6, k = (field - 1) % 6;
+  if (k == 0) return g_choice.prefers_pool(size_class);
+  const PoolChoice::Sums s = g_choice.sums(size_class);
+  const double values[] = {double(s.pairs), s.caller_ns, s.caller_work, s.pool_ns, s.pool_work};
+  return values[k - 1];
+}
 void detail::set_pool_for_every_call(bool on) { g_every_call = on; }
 void detail::set_worker_gate(void (*gate)()) { g_worker_gate = gate; }
 
@@ -272,6 +281,7 @@ void detail::parallel_for(int count, const Work&, void (*call)(const void*, int)
 }
 unsigned detail::pool_jobs() { return 0; }
 double detail::job_ns() { return 0; }
+double detail::pool_choice_state(int field) { return field == 0 ? 0 : __builtin_nan(""); }
 void detail::set_pool_for_every_call(bool) {}
 void detail::set_worker_gate(void (*)()) {}
 

@@ -36,6 +36,10 @@ void parallel_for(int count, const Work& work, void (*call)(const void* fn, int 
 // tests of thread-count independence reach the workers with small shapes).
 unsigned pool_jobs();
 double job_ns();  // the pool's fixed cost of a job as measured (0: one thread)
+// The pool's choice as it stands (Module.poolChoiceState, for probes): field 0 the job's cost in
+// ns; 1 + 6·class + k: k = 0 whether the class prefers the pool, 1 its pairs, 2-5 their sums (ns
+// and estimated ns on the caller, then on the pool); NaN past the last.
+double pool_choice_state(int field);
 void set_pool_for_every_call(bool on);
 // For tests: a function every worker calls when it wakes for a job, before it takes an item (null:
 // none), to hold a worker back as if the system had not scheduled it.

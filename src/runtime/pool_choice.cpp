@@ -36,6 +36,12 @@ bool PoolChoice::below_one_job(double estimated_ns) const {
   return job > 0 && estimated_ns < job;
 }
 
+PoolChoice::Sums PoolChoice::sums(int size_class) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const SizeClass& c = classes_[size_class];
+  return {c.pairs, c.caller.ns, c.caller.work, c.pool.ns, c.pool.work};
+}
+
 PoolChoice::Decision PoolChoice::decide(double estimated_ns) {
   const double job = job_ns_.load(std::memory_order_relaxed);
   if (!(job > 0) || below_one_job(estimated_ns)) return {false, false, -1};

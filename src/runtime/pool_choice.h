@@ -46,6 +46,13 @@ class PoolChoice {
   void record(const Decision& d, double estimated_ns, double elapsed_ns);
   // For tests: whether the class's calls go to the pool now (its bursts aside).
   bool prefers_pool(int size_class) const;
+  // For tests and probes (detail::pool_choice_state): a class's pairs and their sums, ns and
+  // estimated ns, on the caller and on the pool.
+  struct Sums {
+    int pairs;
+    double caller_ns, caller_work, pool_ns, pool_work;
+  };
+  Sums sums(int size_class) const;
 
  private:
   struct Time {

@@ -27,7 +27,7 @@ bool PoolChoice::prefers_pool(const SizeClass& c, double estimated_ns) const {
 
 bool PoolChoice::prefers_pool(int size_class) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  const double lowest = job_ns_.load(std::memory_order_relaxed) * static_cast<double>(1 << size_class);
+  const double lowest = job_ns_.load(std::memory_order_relaxed) * kFloor * static_cast<double>(1 << size_class);
   return prefers_pool(classes_[size_class], lowest);
 }
 
@@ -44,10 +44,11 @@ PoolChoice::Sums PoolChoice::sums(int size_class) const {
 
 PoolChoice::Decision PoolChoice::decide(double estimated_ns) {
   const double job = job_ns_.load(std::memory_order_relaxed);
-  if (!(job > 0) || below_one_job(estimated_ns)) return {false, false, -1};
+  if (!(job > 0) || estimated_ns < kFloor * job) return {false, false, -1};
   if (estimated_ns >= kAmbiguous * job) return {true, false, -1};
-  int size_class = 0;  // floor(log2(jobs)), by halving: std::log2 for doubles would add libm's to the .wasm
-  for (double jobs = estimated_ns / job; jobs >= 2 && size_class < kClasses - 1; jobs /= 2) ++size_class;
+  // floor(log2(jobs / kFloor)), by halving: std::log2 for doubles would add libm's to the .wasm
+  int size_class = 0;
+  for (double half_jobs = estimated_ns / (kFloor * job); half_jobs >= 2 && size_class < kClasses - 1; half_jobs /= 2) ++size_class;
   std::lock_guard<std::mutex> lock(mutex_);
   SizeClass& c = classes_[size_class];
   const std::uint32_t turn = ++c.calls % kEvery;

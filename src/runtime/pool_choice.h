@@ -1,18 +1,20 @@
 // Whether a call goes to the pool (runtime/parallel.cpp), decided by what calls of its size have
 // cost. A call's work is estimated from its shape (Work), and the pool's fixed cost of a job is
-// timed once, when the pool is sized; neither says well enough whether a call somewhat larger than
-// a job gains from the pool (a worker takes longer to come in some engines than the sizing saw).
-// So calls from one job's cost to kAmbiguous jobs' cost are timed, per size class (a power of two
-// of jobs), on whichever thread they ran. kBurst calls in every kEvery go the other way from the
-// one the class prefers, and the class prefers the way whose time per estimated ns has been lower
-// in pairs of calls next to each other: each call of a burst against one of the last calls before
-// it. Paired, the two ways are timed on the same mix of calls and load (a class holds calls of
-// several shapes, a model's layers take turns, the other core comes and goes). The first call of a
-// burst is not counted: a worker woken after a long sleep, its caches cold, is slower than one in
-// use, and counted it would keep the pool from a class it serves. Calls below that range stay on
-// the calling thread and calls above go to the pool, untimed. The clock is not read here: the
-// caller times what decide() says to time and reports it to record(), so the choice is testable
-// without timing (tests/cpp/test_pool_choice.cpp). Safe from any thread.
+// timed once, when the pool is sized; neither says well enough whether a call near a job's cost
+// gains from the pool: calls take 2-4 times their estimate on one thread, a worker takes longer to
+// come in some engines than the sizing saw, and the sizing's figure moves between pages (25-45 µs
+// in Chromium, timed on a 5 µs clock), which would move a call of about one job in or out of
+// any fixed bound. So calls from half a job's cost to kAmbiguous jobs' cost are timed, per size
+// class (a power of two of jobs), on whichever thread they ran. kBurst calls in every kEvery go the
+// other way from the one the class prefers, and the class prefers the way whose time per estimated
+// ns has been lower in pairs of calls next to each other: each call of a burst against one of the
+// last calls before it. Paired, the two ways are timed on the same mix of calls and load (a class
+// holds calls of several shapes, a model's layers take turns, the other core comes and goes). The
+// first call of a burst is not counted: a worker woken after a long sleep, its caches cold, is
+// slower than one in use, and counted it would keep the pool from a class it serves. Calls below
+// that range stay on the calling thread and calls above go to the pool, untimed. The clock is not
+// read here: the caller times what decide() says to time and reports it to record(), so the
+// choice is testable without timing (tests/cpp/test_pool_choice.cpp). Safe from any thread.
 #pragma once
 
 #include <atomic>
@@ -23,8 +25,9 @@ namespace attn {
 
 class PoolChoice {
  public:
-  static constexpr double kAmbiguous = 16;  // the timed range: [1, 16) jobs' cost of estimated time
-  static constexpr int kClasses = 4;        // its powers of two
+  static constexpr double kFloor = 0.5;      // the timed range: [0.5, 16) jobs' cost of estimated time
+  static constexpr double kAmbiguous = 16;
+  static constexpr int kClasses = 5;        // its powers of two
   static constexpr int kEvery = 128;        // of every 128 calls of a class,
   static constexpr int kBurst = 4;          // 4 in a row go the other way (1 in 32)
   static constexpr int kEnough = 4;         // pairs a class needs before they decide
@@ -39,8 +42,8 @@ class PoolChoice {
 
   // Forgets every call: a new pool, whose job costs job_ns (0: no pool, every call on the caller).
   void reset(double job_ns);
-  // Whether a call of this estimated time costs less than one job: it stays on the calling thread,
-  // untimed (decide(), and threads_for: such a call uses one thread).
+  // Whether a call of this estimated time costs less than one job: threads_for gives it one
+  // thread's items (decide() times it from kFloor jobs all the same).
   bool below_one_job(double estimated_ns) const;
   Decision decide(double estimated_ns);
   void record(const Decision& d, double estimated_ns, double elapsed_ns);

@@ -48,7 +48,8 @@ void set_worker_gate(void (*gate)());
 
 // Runs fn(i) for every i in [0, count) and returns when all are done — never waiting for a worker
 // that took none; the calling thread takes items too, and takes them all, touching nothing of the
-// pool, when threads_for(work) is 1 or calls of this size have run faster on it (PoolChoice).
+// pool, when `work` would take it under half a job's cost or calls of this size have run faster
+// on it (PoolChoice).
 // Safe from any thread: jobs of concurrent callers run one after the other, and a parallel_for
 // inside fn runs its items serially on that thread.
 template <class Fn>

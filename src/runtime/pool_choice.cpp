@@ -48,7 +48,8 @@ PoolChoice::Decision PoolChoice::decide(double estimated_ns) {
   if (estimated_ns >= kAmbiguous * job) return {true, false, -1};
   // floor(log2(jobs / kFloor)), by halving: std::log2 for doubles would add libm's to the .wasm
   int size_class = 0;
-  for (double half_jobs = estimated_ns / (kFloor * job); half_jobs >= 2 && size_class < kClasses - 1; half_jobs /= 2) ++size_class;
+  for (double half_jobs = estimated_ns / (kFloor * job); half_jobs >= 2 && size_class < kClasses - 1; half_jobs /= 2)
+    ++size_class;
   std::lock_guard<std::mutex> lock(mutex_);
   SizeClass& c = classes_[size_class];
   const std::uint32_t turn = ++c.calls % kEvery;

@@ -61,9 +61,13 @@ class Pool {
     for (int i = 0; i < workers; ++i) threads_.emplace_back([this] { loop(); });
   }
 
-  // The fixed cost of a job, in ns: the median of jobs of one item per thread in which each item
-  // waits until every thread has taken one (or 1 ms has passed) — a worker's wake-up and the
-  // caller's — with a pause before each, so the workers are asleep, as between real calls. Only
+  // The fixed cost of a job, in ns: the mean of the faster half of 16 jobs of one item per thread
+  // in which each item waits until every thread has taken one (or 1 ms has passed) — a worker's
+  // wake-up and the caller's — with a pause before each, so the workers are asleep, as between
+  // real calls. Not their median: a wake-up the system delays (V8 compiling the module on the
+  // other core while the pool is sized, another process) is the load of the moment, which the
+  // timed calls see as it comes (PoolChoice), and in Chromium the median of 8 came to 25-265 µs in
+  // pages a few seconds apart, read on a 5 µs clock (the faster half's mean is finer). Only
   // jobs that every worker joined count: a new worker may take milliseconds to start (a browser
   // starts its thread when the Worker gets to it), and a job it missed, whose items the caller
   // took alone after waiting, measures that wait. So the first job waits up to kStartWait for every
@@ -71,7 +75,7 @@ class Pool {
   // a job is taken to cost the wait. Not while a job runs (callers hold job_mutex_).
   double measure_job_ns() {
     using clock = std::chrono::steady_clock;
-    constexpr int kKept = 8, kTries = 64;
+    constexpr int kKept = 16, kTries = 64;
     constexpr std::chrono::milliseconds kStartWait{2000}, kWait{1};
     double ns[kKept];
     int kept = 0;
@@ -85,7 +89,10 @@ class Pool {
     if (kept == 0) return std::chrono::duration<double, std::nano>(kWait).count();
     for (int i = 1; i < kept; ++i)  // (a few values: an insertion sort is the least code)
       for (int k = i; k > 0 && ns[k] < ns[k - 1]; --k) std::swap(ns[k], ns[k - 1]);
-    return ns[kept / 2];
+    const int faster = (kept + 1) / 2;
+    double sum = 0;
+    for (int i = 0; i < faster; ++i) sum += ns[i];
+    return sum / faster;
   }
 
   // Runs items [0, count) on the calling thread and on up to count - 1 workers; returns when every

@@ -177,8 +177,8 @@ test('decode steps over a cache are bit-identical with 1 and 2 threads, each dty
 
 // The probe hooks behind docs/performance.md's account of the pool's choice (test-only, like
 // setPoolForEveryCall): the job's cost timed at sizing, and per size class (powers of two from half
-// a job) its preference, pairs and paired sums. Decode steps over 4,096 keys (estimated 135 µs)
-// are timed wherever the job took 8.5-270 µs; 300 of them make two bursts the other way.
+// a job) its preference, pairs and paired sums. Decode steps over the cache whose estimated time
+// is nearest four jobs are timed; 300 of them make two bursts the other way.
 test('Module.poolChoiceState: the job\'s cost, and the pairs of the class a timed call falls in', async () => {
   let M;
   const { createAttention: withModule } = makeLoaders({ ...nodePlatform, start: async (...args) => (M = await nodePlatform.start(...args)) });
@@ -189,17 +189,20 @@ test('Module.poolChoiceState: the job\'s cost, and the pairs of the class a time
     const field = (c, k) => M.poolChoiceState(1 + 6 * c + k);
     for (let c = 0; c < 5; c++) assert.equal(field(c, 1), 0, `class ${c}: no pairs yet`);
     assert.ok(Number.isNaN(M.poolChoiceState(31)) && Number.isNaN(M.poolChoiceState(-1)), 'NaN past the fields');
-    const heads = 8, kvHeads = 2, headDim = 64, seqK = 4096;
-    const estimated = heads * seqK * (2 * headDim + 2 * headDim + 8) / 64;  // ns, as parallel.cpp estimates it
+    const heads = 8, kvHeads = 2, headDim = 64;
+    const estimate = (keys) => heads * keys * (2 * headDim + 2 * headDim + 8) / 64;  // ns, as parallel.cpp estimates it
+    const jobs = (keys) => Math.abs(Math.log2(estimate(keys) / (4 * job)));
+    const seqK = [256, 1024, 4096, 16384].reduce((a, b) => (jobs(b) < jobs(a) ? b : a));
+    const estimated = estimate(seqK);
     const c = Math.min(4, Math.floor(Math.log2(estimated / (job / 2))));
     const { query, key, value } = makeInputs({ heads, kvHeads, seqQ: 1, seqK, headDim }, 5);
     const cache = lib.createKVCache({ kvHeads, headDim, maxSeq: seqK });
     cache.append(key, value);
-    const jobs = M.poolJobs();
+    const before = M.poolJobs();
     for (let i = 0; i < 300; i++) lib.attention(query, cache, null, { heads, seqQ: 1 });
     cache.dispose();
-    assert.ok(M.poolJobs() > jobs, 'some steps went to the pool');
-    assert.ok(field(c, 1) >= 4, `class ${c} (job ${job} ns): ${field(c, 1)} pairs`);
+    assert.ok(M.poolJobs() > before, 'some steps went to the pool');
+    assert.ok(field(c, 1) >= 4, `class ${c} (job ${job} ns, ${seqK} keys): ${field(c, 1)} pairs`);
     for (let k = 2; k <= 5; k++) assert.ok(field(c, k) > 0 && Number.isFinite(field(c, k)), `class ${c} sum ${k}: ${field(c, k)}`);
     assert.equal(field(c, 0), field(c, 4) / field(c, 5) < field(c, 2) / field(c, 3) ? 1 : 0, 'it prefers the way of the lower time per ns');
   } finally {

@@ -2,9 +2,9 @@
 // cost. A call's work is estimated from its shape (Work), and the pool's fixed cost of a job is
 // timed once, when the pool is sized; neither says well enough whether a call near a job's cost
 // gains from the pool: calls take 2-4 times their estimate on one thread, a worker takes longer to
-// come in some engines than the sizing saw, and the sizing's figure moves between pages (25-45 µs
-// in Chromium, timed on a 5 µs clock), which would move a call of about one job in or out of
-// any fixed bound. So calls from half a job's cost to kAmbiguous jobs' cost are timed, per size
+// come in some engines than the sizing saw, and the sizing's figure moves between pages (16-46 µs
+// in Chromium pages of one build), which would move a call of about one job in or out of any
+// fixed bound. So calls from half a job's cost to kAmbiguous jobs' cost are timed, per size
 // class (a power of two of jobs), on whichever thread they ran. kBurst calls in every kEvery go the
 // other way from the one the class prefers, and the class prefers the way whose time per estimated
 // ns has been lower in pairs of calls next to each other: each call of a burst against one of the

@@ -55,7 +55,7 @@ TEST_CASE("calls below half a job stay on the caller and from 16 jobs go to the 
 // takes 2-4 times its estimate: a decode step over 1,024 keys, estimated at 34 µs, ran 1.4 times as
 // fast on the pool, yet in a page whose job was timed at 35 µs it was below the timed range and
 // never tried there. Calls from half a job are timed; below that none goes to the pool.
-TEST_CASE("a call just under a job's cost goes to the pool where that wins; one under half a job never",
+TEST_CASE("a call just under a job's cost goes to the pool where that wins, one under half a job never",
           "[pool_choice]") {
   attn::PoolChoice choice;
   choice.reset(kJob);

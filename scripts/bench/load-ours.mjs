@@ -11,16 +11,11 @@ export async function loadOurs({ threads = 1, threadedBuild = false }, { createA
     const lib = await createAttention(requested);
     return { lib, requested, loadMs: performance.now() - t0, tag: `${lib.info.threads}T` };
   }
-  let lib, requested;
-  for (const wasm of ['attn-relaxed-mt.wasm', 'attn-mt.wasm']) {
-    requested = { wasmUrl: new URL(wasm, dist).href, maxThreads: 1 };
-    try {
-      lib = await createAttention(requested);
-      break;
-    } catch (error) {
-      if (wasm === 'attn-mt.wasm') throw error;  // (the relaxed one: this engine lacks relaxed SIMD)
-    }
-  }
+  // The threaded build 'auto' would choose: relaxed SIMD where the engine runs it (the package's
+  // own probe), so a failure to load it is reported, never measured as the SIMD128 build instead.
+  const { hasRelaxedSimd } = await import(new URL('builds.mjs', dist).href);
+  const requested = { wasmUrl: new URL(hasRelaxedSimd() ? 'attn-relaxed-mt.wasm' : 'attn-mt.wasm', dist).href, maxThreads: 1 };
+  const lib = await createAttention(requested);
   return { lib, requested, loadMs: performance.now() - t0, tag: `${lib.info.threads}T-mt` };
 }
 

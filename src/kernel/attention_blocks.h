@@ -383,7 +383,17 @@ inline float unnormalised_weight(float s, float ref) {
   return s != s ? s : s == kPosInf ? 1.0f : 0.0f;
 }
 
-inline void start_rows(const AttentionParams& p, const RowBlock& rb, Workspace& ws) {
+// In the threaded wasm builds (-pthread enables bulk memory) clang would make these zeroings
+// memory.fill, a call into the engine: Firefox takes 10-16 ns per small fill of shared memory, and
+// these were 16 of the 25 fills of a one-position prefill of 8 heads (docs/performance.md).
+// -mno-bulk-memory is refused with -pthread, and -fno-builtin-memset on the whole threaded kernel
+// grew the layers builds past their size guards; tests/package/memory-fill.test.mjs.
+#if defined(__EMSCRIPTEN_PTHREADS__)
+#define ATTN_LOOP_ZEROING __attribute__((no_builtin("memset")))
+#else
+#define ATTN_LOOP_ZEROING
+#endif
+ATTN_LOOP_ZEROING inline void start_rows(const AttentionParams& p, const RowBlock& rb, Workspace& ws) {
   std::fill(ws.row_max, ws.row_max + rb.rows, kNegInf);
   std::fill(ws.row_sum, ws.row_sum + rb.rows, 0.0f);
   if (p.value) std::fill(ws.acc, ws.acc + rb.rows * ws.acc_ld, 0.0f);

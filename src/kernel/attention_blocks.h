@@ -246,6 +246,18 @@ inline std::uint64_t stats_floats(const AttentionParams& p) {
   return kFewRows * (std::uint64_t(p.value ? round_up(p.value_dim, kTileCols) : 0) + 2);
 }
 
+// In the threaded wasm builds (-pthread enables bulk memory) clang would make a function's
+// variable-size zeroings memory.fill, a call into the engine: Firefox takes 10-16 ns per small fill
+// of shared memory, and reserve and start_rows made 20 of the 25 fills of a one-position prefill
+// of 8 heads (docs/performance.md). -mno-bulk-memory is refused with -pthread, and
+// -fno-builtin-memset on the whole threaded kernel grew the layers builds past their size guards;
+// tests/package/memory-fill.test.mjs.
+#if defined(__EMSCRIPTEN_PTHREADS__)
+#define ATTN_LOOP_ZEROING __attribute__((no_builtin("memset")))
+#else
+#define ATTN_LOOP_ZEROING
+#endif
+
 // Scratch for one work item (from the thread's scratch when it fits, runtime/buffer.h: an item
 // runs on one thread); sizes depend only on the params.
 struct Workspace {
@@ -283,7 +295,7 @@ struct Workspace {
   int key_base = 0;   // the first key the packed Kᵀ and V hold (a key block's start)
 
   // key_chunk: room for one chunk of the blocked split's keys (hold_chunk), not all of them.
-  bool reserve(const AttentionParams& p, bool allow_few = true, bool key_chunk = false) {
+  ATTN_LOOP_ZEROING bool reserve(const AttentionParams& p, bool allow_few = true, bool key_chunk = false) {
     const WorkspaceLayout l = workspace_layout(p, allow_few && takes_few_rows(p), key_chunk);
     if (!mem.allocate(l.floats())) return false;  // refuses a layout past one block's limit
     few = l.few;
@@ -383,16 +395,7 @@ inline float unnormalised_weight(float s, float ref) {
   return s != s ? s : s == kPosInf ? 1.0f : 0.0f;
 }
 
-// In the threaded wasm builds (-pthread enables bulk memory) clang would make these zeroings
-// memory.fill, a call into the engine: Firefox takes 10-16 ns per small fill of shared memory, and
-// these were 16 of the 25 fills of a one-position prefill of 8 heads (docs/performance.md).
-// -mno-bulk-memory is refused with -pthread, and -fno-builtin-memset on the whole threaded kernel
-// grew the layers builds past their size guards; tests/package/memory-fill.test.mjs.
-#if defined(__EMSCRIPTEN_PTHREADS__)
-#define ATTN_LOOP_ZEROING __attribute__((no_builtin("memset")))
-#else
-#define ATTN_LOOP_ZEROING
-#endif
+// Plain loops, not memory.fill, for these zeroings (ATTN_LOOP_ZEROING).
 ATTN_LOOP_ZEROING inline void start_rows(const AttentionParams& p, const RowBlock& rb, Workspace& ws) {
   std::fill(ws.row_max, ws.row_max + rb.rows, kNegInf);
   std::fill(ws.row_sum, ws.row_sum + rb.rows, 0.0f);

@@ -42,6 +42,38 @@ double estimated_ns(const Work& work) { return std::max(work.flops / kFlopsPerNs
 thread_local bool t_in_job = false;  // this thread is running items of a job (a worker: always)
 
 std::atomic<void (*)()> g_worker_gate{nullptr};  // detail::set_worker_gate
+std::atomic<double> g_test_tick_ns{0};             // detail::set_clock_tick
+
+// The pool's clock: steady_clock, or for tests that clock in ticks of g_test_tick_ns (a browser's).
+std::chrono::steady_clock::time_point pool_clock() {
+  using clock = std::chrono::steady_clock;
+  const clock::time_point t = clock::now();
+  const double tick = g_test_tick_ns.load(std::memory_order_relaxed);
+  if (!(tick > 0)) return t;
+  const auto ticks =
+      static_cast<std::int64_t>(std::chrono::duration<double, std::nano>(t.time_since_epoch()).count() / tick);
+  return clock::time_point(std::chrono::duration_cast<clock::duration>(
+      std::chrono::duration<double, std::nano>(static_cast<double>(ticks) * tick)));
+}
+
+// The clock's tick, the least of a few (Firefox's jitter makes some twice or more), and how many
+// reads of the clock one lasts.
+struct Tick {
+  double ns;
+  std::uint32_t reads;
+};
+Tick clock_tick() {
+  Tick tick{1e9, 1};
+  auto t = pool_clock();
+  for (std::uint32_t k = 0, reads = 0; k < 5; ++k, reads = 0) {
+    const auto from = t;
+    while ((t = pool_clock()) == from) ++reads;
+    const double ns = std::chrono::duration<double, std::nano>(t - from).count();
+    if (k > 0 && ns < tick.ns) tick = {ns, std::max<std::uint32_t>(reads, 1)};  // (the first began mid-tick)
+    if (ns > 1e6) break;  // a clock of a millisecond or more: not worth more of the load's time
+  }
+  return tick;
+}
 
 class Pool {
  public:
@@ -61,30 +93,45 @@ class Pool {
     for (int i = 0; i < workers; ++i) threads_.emplace_back([this] { loop(); });
   }
 
-  // The fixed cost of a job, in ns: the mean of the faster half of 16 jobs of one item per thread
-  // in which each item waits until every thread has taken one (or 1 ms has passed) — a worker's
-  // wake-up and the caller's — with a pause before each, so the workers are asleep, as between
-  // real calls. Not their median: a wake-up the system delays (V8 compiling the module on the
-  // other core while the pool is sized, another process) is the load of the moment, which the
-  // timed calls see as it comes (PoolChoice), and in Chromium the median of 8 came to 25-265 µs in
-  // pages a few seconds apart, read on a 5 µs clock (the faster half's mean is finer). Only
+  // The fixed cost of a job, in ns: the mean of the faster half of 16 samples, each the mean of
+  // `batch` jobs of one item per thread in which each item waits until every thread has taken one
+  // (or 1 ms has passed) — a worker's wake-up and the caller's — with a pause before each, so the
+  // workers are asleep, as between real calls. Not their median: a wake-up the system delays (V8
+  // compiling the module on the other core while the pool is sized, another process) is the load
+  // of the moment, which the timed calls see as it comes (PoolChoice), and in Chromium the median
+  // of 8 came to 25-265 µs in pages a few seconds apart (the faster half's mean is finer). Only
   // jobs that every worker joined count: a new worker may take milliseconds to start (a browser
   // starts its thread when the Worker gets to it), and a job it missed, whose items the caller
   // took alone after waiting, measures that wait. So the first job waits up to kStartWait for every
-  // worker, and a job a worker missed is measured again, up to kTries jobs; if none is complete,
-  // a job is taken to cost the wait. Not while a job runs (callers hold job_mutex_).
+  // worker, and a sample a worker missed is measured again, up to kTries; if none is complete, a
+  // job is taken to cost the wait. Not while a job runs (callers hold job_mutex_).
+  //
+  // A browser's clock is coarse (5 µs in Chromium's cross-origin-isolated pages, 20 µs in
+  // Firefox's) and a job costs 10-40 µs. The pause ends on a tick of that clock, so a job timed
+  // right after it read as whole ticks rounded down: 0 in most Firefox pages, and a job's cost of
+  // 0 kept every call off the pool. So each job starts a random part of a tick after the pause
+  // (the phase uniform, a reading's mean is the job's time) and a sample adds up enough jobs to
+  // span a few ticks (one job where the clock is fine, as in Node).
   double measure_job_ns() {
-    using clock = std::chrono::steady_clock;
     constexpr int kKept = 16, kTries = 64;
     constexpr std::chrono::milliseconds kStartWait{2000}, kWait{1};
+    const Tick tick = clock_tick();
+    const int batch = std::clamp(static_cast<int>(tick.ns / 2500), 1, 8);
     double ns[kKept];
     int kept = 0;
+    std::uint32_t random = 1;
     meet(kStartWait);
     for (int j = 0; j < kTries && kept < kKept; ++j) {
-      for (const auto until = clock::now() + std::chrono::microseconds(50); clock::now() < until;) {
+      double sum = 0;
+      for (int b = 0; b < batch && sum >= 0; ++b) {
+        for (const auto until = pool_clock() + std::chrono::microseconds(50); pool_clock() < until;) {
+        }
+        random = random * 1664525u + 1013904223u;  // (an LCG: std's engines would add their code)
+        for (std::uint32_t r = (random >> 16) % tick.reads; r > 0; --r) pool_clock();
+        const double t = meet(kWait);
+        sum = t >= 0 ? sum + t : -1;
       }
-      const double t = meet(kWait);
-      if (t >= 0) ns[kept++] = t;
+      if (sum >= 0) ns[kept++] = sum / batch;
     }
     if (kept == 0) return std::chrono::duration<double, std::nano>(kWait).count();
     for (int i = 1; i < kept; ++i)  // (a few values: an insertion sort is the least code)
@@ -92,7 +139,9 @@ class Pool {
     const int faster = (kept + 1) / 2;
     double sum = 0;
     for (int i = 0; i < faster; ++i) sum += ns[i];
-    return sum / faster;
+    // Every reading 0: the jobs were well under a tick (a clock of 100 ms or more, as privacy
+    // settings give); half of what one batch could hide is a better guess than nothing.
+    return sum > 0 ? sum / faster : tick.ns / (2 * batch);
   }
 
   // Runs items [0, count) on the calling thread and on up to count - 1 workers; returns when every
@@ -130,7 +179,7 @@ class Pool {
   // A job of one item per thread whose items wait for each other for up to `patience`: its time in
   // ns, or -1 if some worker took no item (the caller then ran it after waiting).
   double meet(std::chrono::steady_clock::duration patience) {
-    using clock = std::chrono::steady_clock;
+    using clock = std::chrono::steady_clock;  // (its time_point: the pool's clock reads it, rounded)
     struct Meeting {
       std::mutex mutex;
       std::condition_variable all_here;
@@ -141,7 +190,7 @@ class Pool {
     Meeting m;
     m.threads = static_cast<int>(threads_.size()) + 1;
     m.caller = std::this_thread::get_id();
-    const auto start = clock::now();
+    const auto start = pool_clock();
     m.until = start + patience;
     run(
         m.threads,
@@ -153,7 +202,7 @@ class Pool {
           meeting.all_here.wait_until(lock, meeting.until, [&] { return meeting.arrived == meeting.threads; });
         },
         &m);
-    const double ns = std::chrono::duration<double, std::nano>(clock::now() - start).count();
+    const double ns = std::chrono::duration<double, std::nano>(pool_clock() - start).count();
     return m.on_workers == m.threads - 1 ? ns : -1;
   }
 
@@ -258,10 +307,9 @@ void detail::parallel_for(int count, const Work& work, void (*call)(const void*,
   const PoolChoice::Decision d = g_choice.decide(ns);
   const auto run = d.pool ? on_pool : serially;
   if (d.size_class < 0) return run(count, call, fn);
-  using clock = std::chrono::steady_clock;
-  const clock::time_point start = clock::now();
+  const auto start = pool_clock();
   run(count, call, fn);
-  g_choice.record(d, ns, std::chrono::duration<double, std::nano>(clock::now() - start).count());
+  g_choice.record(d, ns, std::chrono::duration<double, std::nano>(pool_clock() - start).count());
 }
 
 unsigned detail::pool_jobs() { return g_jobs; }
@@ -277,6 +325,7 @@ double detail::pool_choice_state(int field) {
 }
 void detail::set_pool_for_every_call(bool on) { g_every_call = on; }
 void detail::set_worker_gate(void (*gate)()) { g_worker_gate = gate; }
+void detail::set_clock_tick(double ns) { g_test_tick_ns = ns; }
 
 #else  // no threads in this build
 
@@ -291,6 +340,7 @@ double detail::job_ns() { return 0; }
 double detail::pool_choice_state(int field) { return field == 0 ? 0 : __builtin_nan(""); }
 void detail::set_pool_for_every_call(bool) {}
 void detail::set_worker_gate(void (*)()) {}
+void detail::set_clock_tick(double) {}
 
 #endif
 

@@ -44,6 +44,8 @@ void set_pool_for_every_call(bool on);
 // For tests: a function every worker calls when it wakes for a job, before it takes an item (null:
 // none), to hold a worker back as if the system had not scheduled it.
 void set_worker_gate(void (*gate)());
+// For tests: the pool's clock reads in ticks of this many ns (0: as it is), as a browser's does.
+void set_clock_tick(double ns);
 }  // namespace detail
 
 // Runs fn(i) for every i in [0, count) and returns when all are done — never waiting for a worker

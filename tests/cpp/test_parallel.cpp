@@ -233,6 +233,32 @@ TEST_CASE("the pool's cost of a job is not moved by a few delayed wake-ups", "[p
   attn::set_num_threads(1);
 }
 
+// A browser's clock reads in ticks (5 µs in Chromium's cross-origin-isolated pages, 20 µs in
+// Firefox's), and a job costs about one. Timed right after a pause that ends on a tick, every job
+// read 0 in Firefox, and a job's cost of 0 kept every call off the pool.
+TEST_CASE("the pool's cost of a job is read on a browser's coarse clock", "[parallel]") {
+  attn::set_num_threads(1);
+  attn::set_num_threads(2);
+  const double fine = attn::detail::job_ns();
+  attn::set_num_threads(1);
+  for (const double tick : {5e3, 20e3, 100e3}) {
+    attn::detail::set_clock_tick(tick);
+    attn::set_num_threads(2);
+    attn::detail::set_clock_tick(0);
+    const double coarse = attn::detail::job_ns();
+    INFO("the cost of a job: " << fine << " ns on the fine clock, " << coarse << " ns on one of " << tick
+                               << " ns ticks");
+    CHECK(coarse > 0);
+    if (tick <= 20e3) CHECK(coarse > fine / 5);  // (100 µs ticks: 8 jobs a sample span one or two)
+    CHECK(coarse < std::max(5 * fine, tick));
+    // A call of 64 jobs' estimated time goes to the pool.
+    const unsigned jobs = attn::detail::pool_jobs();
+    attn::parallel_for(2, attn::Work{64 * 64 * coarse, 0}, [](int) {});
+    CHECK(attn::detail::pool_jobs() == jobs + 1);
+    attn::set_num_threads(1);
+  }
+}
+
 // The kernel and the layer ask for the pool by their calls' work: a decode step over a short
 // cache (8 heads, 2 kv heads, 64 dims), a prefill of 16 positions and a one-row projection run
 // on the calling thread with 2 threads, where every call used to wake the workers; a prefill of

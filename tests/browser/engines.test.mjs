@@ -432,6 +432,19 @@ for (const engine of testedEngines()) {
       }
     });
 
+    if (want.threads) {
+      test('the pool\'s job cost, read on the page\'s coarse clock, is not 0, and a large call goes to the pool', async () => {
+        const r = await result(browser, isolated, 'tests/browser/engine-pages/pool.html');
+        assert.equal(r.error, undefined, r.error);
+        assert.deepEqual(r.problems, []);
+        for (const [i, load] of r.loads.entries()) {
+          assert.equal(load.threads, 2, `load ${i}`);
+          assert.ok(load.jobNs > 0 && load.jobNs < 1e6, `load ${i}: the job's cost ${load.jobNs} ns`);
+          assert.equal(load.poolJobs, 1, `load ${i}: a prefill of 256 positions went to the pool`);
+        }
+      });
+    }
+
     for (const threads of want.threads ? [1, 2] : [1]) {
       test(`a disposed instance lets go of its memory (${threads} thread${threads > 1 ? 's' : ''}), though the page holds its objects; its workers end`, async () => {
         const r = await result(browser, isolated, `tests/browser/engine-pages/release.html?options=${encodeURIComponent(JSON.stringify({ threads, layers: true }))}`, 120000);

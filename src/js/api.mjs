@@ -135,9 +135,9 @@ export function createLibrary(module, { threads = module.numThreads(), threadsRe
     const out = checkOptionalTensor(shape, 'options.out', options.out, parts.out);
     const weightsOut = checkOptionalTensor(shape, 'options.weightsOut', options.weightsOut, parts.weights);
     const lseOut = checkOptionalTensor(shape, 'options.lseOut', options.lseOut, parts.lse);
-    const outputs = { out: elementCount(parts.out) };
-    if (weightsOut) outputs.weights = weightsOut.length;
-    if (lseOut) outputs.lse = lseOut.length;
+    const outputs = { out: out ?? elementCount(parts.out) };  // (the caller's arrays: staged alike, HeapArena)
+    if (weightsOut) outputs.weights = weightsOut;
+    if (lseOut) outputs.lse = lseOut;
     const copyOut = run(fn, resolved, inputs, outputs, { cacheCore });
     if (weightsOut) copyOut('weights', weightsOut);
     if (lseOut) copyOut('lse', lseOut);
@@ -176,7 +176,7 @@ export function createLibrary(module, { threads = module.numThreads(), threadsRe
     const { shape, parts } = resolved;
     const out = checkOptionalTensor(shape, 'options.out', options.out, parts.weights);
     const count = elementCount(parts.weights);
-    const copyOut = run('attentionWeights', resolved, { query, key }, { weights: count });
+    const copyOut = run('attentionWeights', resolved, { query, key }, { weights: out ?? count });
     return copyOut('weights', out ?? new Float32Array(count));
   }
 
@@ -210,7 +210,7 @@ export function createLibrary(module, { threads = module.numThreads(), threadsRe
     if (bias) checkFloat32('options.bias', bias, outFeatures, `outFeatures ${outFeatures}`, fn);
     const out = given(options.out) ? options.out : undefined;
     if (out) checkFloat32('options.out', out, rows * outFeatures, `rows ${rows} × outFeatures ${outFeatures}`, fn);
-    const call = arena.stage('linear', { input, weight, bias }, { out: rows * outFeatures });
+    const call = arena.stage('linear', { input, weight, bias }, { out: out ?? rows * outFeatures });
     const error = M.linear(call.address('input'), call.address('weight'), call.address('bias'), call.address('out'),
       rows, inFeatures, outFeatures, call.budget);
     if (error) throw call.error(error);

@@ -153,8 +153,8 @@ export function planForward(config, cacheOf, query, key, value, options) {
       average ? ', the heads\' mean (averageAttnWeights: true)' : ', per head (averageAttnWeights: true for their mean)');
   }
 
-  const outputs = { out: outCount };
-  if (weightsOut) outputs.weights = weightsCount;
+  const outputs = { out: out ?? outCount };  // (the caller's arrays: staged alike, HeapArena)
+  if (weightsOut) outputs.weights = weightsOut;
   const inputs = {
     query, key: cache ? undefined : key ?? undefined, value: cache ? undefined : value ?? undefined,
     mask: mask?.array, keyPadding, positions,

@@ -6,7 +6,9 @@
 // in Chromium pages of one build), which would move a call of about one job in or out of any
 // fixed bound. So calls from half a job's cost to kAmbiguous jobs' cost are timed, per size
 // class (a power of two of jobs), on whichever thread they ran. kBurst calls in every kEvery go the
-// other way from the one the class prefers, and the class prefers the way whose time per estimated
+// other way from the one the class prefers (in kEvery · k calls, k up to kRarest as that way has lost
+// by more: trying a way that takes 6 times as long cost 16 % of the class's time at 1 in 32, at most
+// 1 % now), and the class prefers the way whose time per estimated
 // ns has been lower in pairs of calls next to each other: each call of a burst against one of the
 // last calls before it. Paired, the two ways are timed on the same mix of calls and load (a class
 // holds calls of several shapes, a model's layers take turns, the other core comes and goes). The
@@ -29,7 +31,8 @@ class PoolChoice {
   static constexpr double kAmbiguous = 16;
   static constexpr int kClasses = 5;        // its powers of two
   static constexpr int kEvery = 128;        // of every 128 calls of a class,
-  static constexpr int kBurst = 4;          // 4 in a row go the other way (1 in 32)
+  static constexpr int kBurst = 4;          // 4 in a row go the other way (1 in 32),
+  static constexpr int kRarest = 16;        // or of up to 16 times as many, the more that way lost
   static constexpr int kEnough = 4;         // pairs a class needs before they decide
   static constexpr int kKept = 16;          // pairs before their sums are halved (old pairs fade)
   static constexpr double kOutlier = 4;     // a call counts at most 4 times a way's time per ns
@@ -66,8 +69,10 @@ class PoolChoice {
     int pairs = 0;
     Time last[kBurst - 1];  // the latest calls the preferred way ran, newest last
     int lasts = 0;
-    std::uint32_t calls = 0;
+    std::uint32_t calls = 0;     // since the call after the last burst
+    std::uint32_t gap = kEvery;  // the burst is calls gap − kBurst … gap − 1 of them
   };
+  static std::uint32_t gap_after(const SizeClass& c);
   bool prefers_pool(const SizeClass& c, double estimated_ns) const;
 
   std::atomic<double> job_ns_{0};

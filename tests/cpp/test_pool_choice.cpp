@@ -62,10 +62,13 @@ TEST_CASE("a call just under a job's cost goes to the pool where that wins, one 
   const double step = 34000 / 35000.0 * kJob;  // the decode step, in that page
   drive(choice, 2000, step, 1.9 * step, 1.35 * step);
   CHECK(drive(choice, 3200, step, 1.9 * step, 1.35 * step).pool == 3200 - 3200 / 32);
-  // Where the pool loses, it is tried in bursts only (1 call in 32).
+  // Where the pool loses (1.6 times the caller's time), it is tried in bursts only: 1 call in 32,
+  // then, once the class has its pairs, 1 in 64.
   attn::PoolChoice loses;
   loses.reset(kJob);
-  CHECK(drive(loses, 3200, step, 1.9 * step, 3 * step).pool == 3200 / 32);
+  const Counts tried = drive(loses, 3200, step, 1.9 * step, 3 * step);
+  CHECK(tried.pool > 3200 / 64);
+  CHECK(tried.pool <= 3200 / 64 + 4);
   // Under half a job: never timed, never on the pool, however fast the pool would be.
   const Counts small = drive(choice, 3200, 0.49 * kJob, 1.9 * step, 0.1 * step);
   CHECK(small.pool == 0);
@@ -88,7 +91,8 @@ TEST_CASE("a class where the pool loses stays on the caller, one where it wins g
   CHECK_FALSE(choice.prefers_pool(1));
   n = drive(choice, 2000, small, 3 * small, 1.5 * small);
   CHECK(choice.prefers_pool(1));
-  CHECK(drive(choice, 3200, small, 3 * small, 1.5 * small).pool == 3200 - 3200 / 32);
+  // (the caller, twice as slow, tried in 4 calls of 512)
+  CHECK(drive(choice, 3200, small, 3 * small, 1.5 * small).pool >= 3200 - 3200 / 128 - 8);
   // The classes are apart: class 4 still keeps to the caller.
   CHECK_FALSE(choice.prefers_pool(4));
   // A new pool forgets every class.
@@ -120,6 +124,37 @@ TEST_CASE("the other way is tried in at most one call in 32 of a class, and a ch
   INFO("switched after " << switched_at << " calls");
   CHECK(switched_at >= 0);
   CHECK(switched_at < 1000);
+}
+
+// Trying the losing way costs its extra time in 4 calls of every burst: where the pool took 6 times
+// as long (a worker that wakes late), 1 call in 32 cost the class 16 % of its time. The bursts
+// come the rarer the more that way lost, so trying costs about 1 %; it is still tried, and a
+// change is still followed.
+TEST_CASE("the losing way is tried the more rarely the more it lost: about 1 % of a class's time", "[pool_choice]") {
+  attn::PoolChoice choice;
+  choice.reset(kJob);
+  const double est = 2 * kJob;  // class 2: the caller first
+  drive(choice, 2000, est, 3 * est, 18 * est);
+  double spent = 0;
+  int pooled = 0;
+  for (int i = 0; i < 20000; ++i) {
+    const auto d = choice.decide(est);
+    pooled += d.pool;
+    spent += d.pool ? 18 * est : 3 * est;
+    choice.record(d, est, d.pool ? 18 * est : 3 * est);
+  }
+  INFO(pooled << " of 20000 calls on the pool");
+  CHECK(pooled > 0);
+  CHECK(spent / (20000 * 3 * est) < 1.02);
+  // The pool becomes twice as fast: followed, within the bursts' spacing.
+  int switched_at = -1;
+  for (int i = 0; i < 40000 && switched_at < 0; ++i) {
+    const auto d = choice.decide(est);
+    choice.record(d, est, d.pool ? 1.5 * est : 3 * est);
+    if (choice.prefers_pool(2)) switched_at = i;
+  }
+  INFO("switched after " << switched_at << " calls");
+  CHECK(switched_at >= 0);
 }
 
 // The first call of a burst that goes to the pool finds its workers asleep for long, their caches

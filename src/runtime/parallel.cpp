@@ -43,36 +43,50 @@ thread_local bool t_in_job = false;  // this thread is running items of a job (a
 
 std::atomic<void (*)()> g_worker_gate{nullptr};  // detail::set_worker_gate
 std::atomic<double> g_test_tick_ns{0};             // detail::set_clock_tick
+// A job's cost where the clock is too coarse to time one (1 ms or more): the middle of what the
+// engines' pools read (7-36 µs in Firefox and Chromium, 15-43 in Node).
+constexpr double kUntimedJob = 20e3;
 
 // The pool's clock: steady_clock, or for tests that clock in ticks of g_test_tick_ns (a browser's).
 std::chrono::steady_clock::time_point pool_clock() {
   using clock = std::chrono::steady_clock;
   const clock::time_point t = clock::now();
   const double tick = g_test_tick_ns.load(std::memory_order_relaxed);
-  if (!(tick > 0)) return t;
+  if (!(tick >= 1)) return t;
   const auto ticks =
       static_cast<std::int64_t>(std::chrono::duration<double, std::nano>(t.time_since_epoch()).count() / tick);
   return clock::time_point(std::chrono::duration_cast<clock::duration>(
       std::chrono::duration<double, std::nano>(static_cast<double>(ticks) * tick)));
 }
 
-// The clock's tick, the least of a few (Firefox's jitter makes some twice or more), and how many
-// reads of the clock one lasts.
+// Reads the clock until it moves on from `from` (at most kMaxReads times: a clock that never moves
+// must not hang the load); returns what it read last, and counts the reads in `reads`.
+constexpr std::uint32_t kMaxReads = 1u << 24;
+std::chrono::steady_clock::time_point next_tick(std::chrono::steady_clock::time_point from, std::uint32_t& reads) {
+  auto t = pool_clock();
+  for (reads = 1; t == from && reads < kMaxReads; ++reads) t = pool_clock();
+  return t;
+}
+
+// The clock's tick and how many reads of the clock one lasts: the means of four, which Firefox's
+// jitter spreads from near 0 to twice its 20 µs (the least would be far too short).
 struct Tick {
   double ns;
   std::uint32_t reads;
 };
 Tick clock_tick() {
-  Tick tick{1e9, 1};
-  auto t = pool_clock();
-  for (std::uint32_t k = 0, reads = 0; k < 5; ++k, reads = 0) {
-    const auto from = t;
-    while ((t = pool_clock()) == from) ++reads;
-    const double ns = std::chrono::duration<double, std::nano>(t - from).count();
-    if (k > 0 && ns < tick.ns) tick = {ns, std::max<std::uint32_t>(reads, 1)};  // (the first began mid-tick)
-    if (ns > 1e6) break;  // a clock of a millisecond or more: not worth more of the load's time
+  std::uint32_t reads = 0, total = 0;
+  const auto start = next_tick(pool_clock(), reads);  // (the first read may be mid-tick)
+  auto t = start;
+  int ticks = 0;
+  while (ticks < 4) {
+    t = next_tick(t, reads);
+    total += reads;
+    ++ticks;
+    if (t - start > std::chrono::milliseconds(1)) break;  // a clock of a millisecond or more: enough
   }
-  return tick;
+  return {std::chrono::duration<double, std::nano>(t - start).count() / ticks,
+          std::max<std::uint32_t>(total / ticks, 1)};
 }
 
 class Pool {
@@ -116,6 +130,9 @@ class Pool {
     constexpr int kKept = 16, kTries = 64;
     constexpr std::chrono::milliseconds kStartWait{2000}, kWait{1};
     const Tick tick = clock_tick();
+    // A clock of a millisecond or more (privacy settings give 16.7 or 100 ms) times no job, and
+    // waiting out its ticks would hold the load for seconds: the middle of what engines read.
+    if (tick.ns > 1e6) return kUntimedJob;
     const int batch = std::clamp(static_cast<int>(tick.ns / 2500), 1, 8);
     double ns[kKept];
     int kept = 0;
@@ -124,7 +141,8 @@ class Pool {
     for (int j = 0; j < kTries && kept < kKept; ++j) {
       double sum = 0;
       for (int b = 0; b < batch && sum >= 0; ++b) {
-        for (const auto until = pool_clock() + std::chrono::microseconds(50); pool_clock() < until;) {
+        const auto until = pool_clock() + std::chrono::microseconds(50);
+        for (std::uint32_t r = 0; pool_clock() < until && r < kMaxReads; ++r) {
         }
         random = random * 1664525u + 1013904223u;  // (an LCG: std's engines would add their code)
         for (std::uint32_t r = (random >> 16) % tick.reads; r > 0; --r) pool_clock();
@@ -139,9 +157,9 @@ class Pool {
     const int faster = (kept + 1) / 2;
     double sum = 0;
     for (int i = 0; i < faster; ++i) sum += ns[i];
-    // Every reading 0: the jobs were well under a tick (a clock of 100 ms or more, as privacy
-    // settings give); half of what one batch could hide is a better guess than nothing.
-    return sum > 0 ? sum / faster : tick.ns / (2 * batch);
+    // Not below half of what a sample's tick could hide (every reading 0: the jobs were well
+    // under a tick; the faster half of readings in whole ticks leans low).
+    return std::max(sum / faster, tick.ns / (2 * batch));
   }
 
   // Runs items [0, count) on the calling thread and on up to count - 1 workers; returns when every

@@ -63,9 +63,11 @@ PoolChoice::Decision PoolChoice::decide(double estimated_ns) {
 }
 
 // The bursts' spacing: kEvery calls, times how far the other way's time per estimated ns is above
-// the preferred way's, in quarters (1.25 times: 128 calls, twice: 512, 5 times and more: 2,048),
-// so that trying it costs the class about 1 % of its time (kBurst · (r − 1) / (kEvery · 4 · (r − 1))),
-// however slow it was; it is still tried, so a change (the other core freed) is followed.
+// the preferred way's, in quarters (1.25 times: 128 calls, twice: 512), so that trying it costs the
+// class about 1 % of its time (kBurst · (r − 1) / (kEvery · 4 · (r − 1))) up to kRarest quarters:
+// a timed call counts at most kOutlier times the lower way's time, so the ratio read tops out at 4
+// (a way 6 times as slow costs 1.3 %, 10 times 2.3 %). It is still tried, so a change (the other
+// core freed) is followed, in more calls the more it had lost.
 std::uint32_t PoolChoice::gap_after(const SizeClass& c) {
   if (c.pairs < kEnough || !(c.caller.work > 0) || !(c.pool.work > 0)) return kEvery;
   const double caller = c.caller.ns / c.caller.work, pool = c.pool.ns / c.pool.work;

@@ -7,8 +7,8 @@
 // fixed bound. So calls from half a job's cost to kAmbiguous jobs' cost are timed, per size
 // class (a power of two of jobs), on whichever thread they ran. kBurst calls in every kEvery go the
 // other way from the one the class prefers (in kEvery · k calls, k up to kRarest as that way has lost
-// by more: trying a way that takes 6 times as long cost 16 % of the class's time at 1 in 32, at most
-// 1 % now), and the class prefers the way whose time per estimated
+// by more: trying a way that takes 6 times as long cost 16 % of the class's time at 1 in 32, 1.3 %
+// now), and the class prefers the way whose time per estimated
 // ns has been lower in pairs of calls next to each other: each call of a burst against one of the
 // last calls before it. Paired, the two ways are timed on the same mix of calls and load (a class
 // holds calls of several shapes, a model's layers take turns, the other core comes and goes). The
@@ -32,7 +32,7 @@ class PoolChoice {
   static constexpr int kClasses = 5;        // its powers of two
   static constexpr int kEvery = 128;        // of every 128 calls of a class,
   static constexpr int kBurst = 4;          // 4 in a row go the other way (1 in 32),
-  static constexpr int kRarest = 16;        // or of up to 16 times as many, the more that way lost
+  static constexpr int kRarest = 12;        // or of up to 12 times as many, the more that way lost
   static constexpr int kEnough = 4;         // pairs a class needs before they decide
   static constexpr int kKept = 16;          // pairs before their sums are halved (old pairs fade)
   static constexpr double kOutlier = 4;     // a call counts at most 4 times a way's time per ns

@@ -1,6 +1,6 @@
 // The pool's job cost as the engine's clock reads it. A cross-origin-isolated page's clock is coarse
 // (5 µs in Chromium, 20 µs in Firefox), and a job costs about a tick: read 0, it kept every call off
-// the pool. Loads the threaded build on 2 threads three times (each sizes its pool), reads the job's
+// the pool; read as whole ticks rounded down, it came to 0 or near it. Loads the threaded build on 2 threads three times (each sizes its pool), reads the job's
 // cost (Module.poolChoiceState(0), a test probe) and whether a large call (a prefill of 256
 // positions, 8 heads, 64 dims) went to the pool. Leaves { loads: [{ threads, jobNs, poolJobs }] }
 // or { error } in window.__result for tests/browser/engines.test.mjs.

@@ -11,8 +11,10 @@ import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
-// Today's count + 1. A change that adds fills off the hot path may raise these.
-const MAX_FILLS = { 'attn-mt.wasm': 35, 'attn-relaxed-mt.wasm': 30, 'attn-layers-mt.wasm': 64, 'attn-layers-relaxed-mt.wasm': 60 };
+// Today's count + 1. A change that adds fills off the hot path may raise these: the pool's sizing
+// on a coarse clock added statics that split the zeroed data __wasm_init_memory fills once, at
+// start-up (attn-mt.wasm 34 → 38, attn-layers-mt.wasm 63 → 67; the relaxed builds 29 → 28, 59 → 58).
+const MAX_FILLS = { 'attn-mt.wasm': 39, 'attn-relaxed-mt.wasm': 29, 'attn-layers-mt.wasm': 68, 'attn-layers-relaxed-mt.wasm': 59 };
 
 function memoryFills(wasm) {
   const metrics = execFileSync(`${root}node_modules/.bin/wasm-opt`, [`${root}dist/${wasm}`, '--all-features', '--metrics'],

@@ -28,6 +28,18 @@ Counts drive(attn::PoolChoice& choice, int calls, double estimated, double calle
   return n;
 }
 
+// Calls until the class of `estimated` prefers the pool, where each takes caller_ns on the
+// calling thread and pool_ns on the pool (-1: not within `limit` calls).
+int calls_until_pool(attn::PoolChoice& choice, int limit, double estimated, double caller_ns, double pool_ns,
+                     int size_class) {
+  for (int i = 0; i < limit; ++i) {
+    const attn::PoolChoice::Decision d = choice.decide(estimated);
+    choice.record(d, estimated, d.pool ? pool_ns : caller_ns);
+    if (choice.prefers_pool(size_class)) return i;
+  }
+  return -1;
+}
+
 }  // namespace
 
 TEST_CASE("calls below half a job stay on the caller and from 16 jobs go to the pool, untimed", "[pool_choice]") {
@@ -115,12 +127,7 @@ TEST_CASE("the other way is tried in at most one call in 32 of a class, and a ch
   for (int i : pooled) CHECK(i % 128 >= 124);  // in bursts of four
   // The pool becomes the faster way (the other core was busy and is free now): it is taken within
   // a thousand calls, which the exploring calls alone measure.
-  int switched_at = -1;
-  for (int i = 0; i < 3000 && switched_at < 0; ++i) {
-    const auto d = choice.decide(est);
-    choice.record(d, est, d.pool ? 1.5 * est : 3 * est);
-    if (choice.prefers_pool(2)) switched_at = i;
-  }
+  const int switched_at = calls_until_pool(choice, 3000, est, 3 * est, 1.5 * est, 2);
   INFO("switched after " << switched_at << " calls");
   CHECK(switched_at >= 0);
   CHECK(switched_at < 1000);
@@ -147,12 +154,7 @@ TEST_CASE("the losing way is tried the more rarely the more it lost: about 1 % o
   CHECK(pooled > 0);
   CHECK(spent / (20000 * 3 * est) < 1.02);
   // The pool becomes twice as fast: followed, within the bursts' spacing.
-  int switched_at = -1;
-  for (int i = 0; i < 40000 && switched_at < 0; ++i) {
-    const auto d = choice.decide(est);
-    choice.record(d, est, d.pool ? 1.5 * est : 3 * est);
-    if (choice.prefers_pool(2)) switched_at = i;
-  }
+  const int switched_at = calls_until_pool(choice, 40000, est, 3 * est, 1.5 * est, 2);
   INFO("switched after " << switched_at << " calls");
   CHECK(switched_at >= 0);
 }

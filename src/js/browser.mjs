@@ -77,7 +77,13 @@ function ownFile({ glueUrl }) {
   return new URL(glueUrl).protocol === new URL(here()).protocol ? glueUrl : null;
 }
 
-// Until the returned stop(): the pool's workers that Emscripten's glue has just made (from
+// A worker's error event, kept from the page or worker (the glue would rethrow it).
+function silence(event) {
+  event.stopImmediatePropagation();
+  event.preventDefault();
+}
+
+// Until the returned stop(quietly): the pool's workers that Emscripten's glue has just made (from
 // `script`, a URL when known), and the Content-Security-Policy reports of this page or worker. A
 // worker that cannot start gets an error event without a message, which the glue would rethrow
 // (an uncaught "[object Event]" that ends a calling worker's script, while the load waits for the
@@ -97,8 +103,7 @@ function watchWorkers(workers, script, failed) {
     setTimeout(async () => failed(violation ? refused(violation) : own ? await notImported(own[1], own[2]) : unexplained(script, message)), 50);
   };
   const onError = (event) => {
-    event.stopImmediatePropagation();
-    event.preventDefault();
+    silence(event);
     tell(event.message);
   };
   const onMessage = ({ data }) => { if (typeof data?.attnWorkerFailed === 'string') tell(data.attnWorkerFailed); };
@@ -109,11 +114,14 @@ function watchWorkers(workers, script, failed) {
     worker.addEventListener('error', onError);
     worker.addEventListener('message', onMessage);
   }
-  return () => {
+  // quietly: the load failed and is said; a worker's error after it (its script failing a moment
+  // later) is that failure's, and unheard it would be an uncaught error of the page or worker.
+  return (quietly) => {
     globalThis.removeEventListener?.('securitypolicyviolation', onViolation);
     for (const worker of watched) {
       worker.removeEventListener('error', onError);
       worker.removeEventListener('message', onMessage);
+      if (quietly) worker.addEventListener('error', silence);
     }
   };
 }

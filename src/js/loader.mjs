@@ -157,7 +157,8 @@ async function workersLoaded(module, build, failure) {
 // compile(where) → WebAssembly.Module; read(url) → bytes (options.wasmUrl); start(build,
 // moduleOptions, opts, workerFailed) → Emscripten's module promise, where a platform that can tell
 // calls workerFailed(why) when a worker of the pool cannot start, and may set
-// moduleOptions.attnUnwatch() to stop watching; afterThreadsStarted(module) (optional).
+// moduleOptions.attnUnwatch(quietly) to stop watching (quietly: the load failed, and the workers'
+// later errors are to be silenced, not reported); afterThreadsStarted(module) (optional).
 // Returns { loadAttention, createAttention }: the first shares one instance, the second makes a
 // new one each call.
 export function makeLoaders(platform) {
@@ -207,7 +208,7 @@ export function makeLoaders(platform) {
       module = await Promise.race([started, failed]);
       makeMultiHeadAttention = await layerCode;
     } catch (error) {
-      moduleOptions.attnUnwatch?.();
+      moduleOptions.attnUnwatch?.(true);
       moduleOptions.PThread?.terminateAllThreads();
       throw error.message?.startsWith('attention-wasm') ? error : loadError(`could not instantiate ${build.wasm}: ${reason(error)}`, error);
     }
@@ -216,6 +217,7 @@ export function makeLoaders(platform) {
     const lib = createLibrary(module, {
       threads, threadsReason: plan.threadsReason, simdReason: plan.simdReason, onDispose: () => forget(lib), makeMultiHeadAttention,
     });
+    let started = false;
     try {
       if (opts.warmUp) await warmUp(lib);
       if (build.threaded) {
@@ -223,11 +225,12 @@ export function makeLoaders(platform) {
         module.setNumThreads(threads);
         platform.afterThreadsStarted?.(module);
       }
+      started = true;
     } catch (error) {
       lib.dispose();
       throw error;
     } finally {
-      moduleOptions.attnUnwatch?.();
+      moduleOptions.attnUnwatch?.(!started);
     }
     return lib;
   }

@@ -148,15 +148,19 @@ if (sectionNames.length) {
   const { launchBenchBrowser, startBrowserHosts } = browser ? await import('./bench/browser-hosts.mjs') : {};
   const shared = browser ? await launchBenchBrowser(engine) : null;
   // In a browser: the single-threaded hosts of a part share a page (not isolated), those with
-  // threads get a cross-origin-isolated one, and the threaded build on 1 thread another.
+  // threads get a cross-origin-isolated one, and the threaded build on 1 thread another; hosts
+  // that are instances of one build (the threads section) each get pages of their own.
   const startHosts = browser
     ? async (list) => {
-      const pages = [
-        { label: 'page 1T (not isolated)', isolated: false, specs: list.filter((h) => !needsSharedMemory(h.spec)).map((h) => h.spec) },
-        { label: 'page 2T (cross-origin isolated)', isolated: true, specs: list.filter((h) => h.spec.threads > 1).map((h) => h.spec) },
+      const pagesOf = (hosts, mark) => [
+        { label: `page 1T (not isolated)${mark}`, isolated: false, specs: hosts.filter((h) => !needsSharedMemory(h.spec)).map((h) => h.spec) },
+        { label: `page 2T (cross-origin isolated)${mark}`, isolated: true, specs: hosts.filter((h) => h.spec.threads > 1).map((h) => h.spec) },
         // (a page of its own: the threaded build on 1 thread never shares a page with a pool)
-        { label: 'page 1T, threaded build (cross-origin isolated)', isolated: true, specs: list.filter((h) => needsSharedMemory(h.spec) && !(h.spec.threads > 1)).map((h) => h.spec) },
-      ].filter((page) => page.specs.length);
+        { label: `page 1T, threaded build (cross-origin isolated)${mark}`, isolated: true, specs: hosts.filter((h) => needsSharedMemory(h.spec) && !(h.spec.threads > 1)).map((h) => h.spec) },
+      ];
+      const instances = [...new Set(list.map((h) => h.spec.instance ?? 0))];
+      const pages = instances.flatMap((i) => pagesOf(list.filter((h) => (h.spec.instance ?? 0) === i), i ? `, instance ${i}` : ''))
+        .filter((page) => page.specs.length);
       const b = await startBrowserHosts(pages, { browser: shared });
       where = `${b.browserName} ${b.browserVersion} (${b.via})`;
       return { ...b, close: async () => { await b.close(); sectionProblems.push(...b.problems); } };

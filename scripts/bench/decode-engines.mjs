@@ -48,11 +48,11 @@ export function splitLast(x, { batch, kvHeads, seqQ = 1, seqK, headDim }) {
 const ALL_PARTS = ['caches', 'copy', 'reads', 'peak'];
 async function oursEngines(spec, deps) {
   const { parts = ALL_PARTS } = spec;
-  const { lib, requested, loadMs, tag } = await loadOurs(spec, deps);
+  const { lib, requested, loadMs, tag, suffix } = await loadOurs(spec, deps);
   const { version, simd, threads: got, threadsReason } = lib.info;
   const config = (how) => ({ version, simd, threads: got, threadsReason, requested, loadMs, how });
   const cacheEngine = (dtype) => ({
-    name: `attention-wasm ${tag} cache ${dtype}`,
+    name: `attention-wasm ${tag} cache ${dtype}${suffix}`,
     config: config(`lib.createKVCache({ dtype: '${dtype}', maxSeq: S }); per step: truncate(S − seqQ), append(key, value) of the step's seqQ positions, attention(query, cache, null, { heads, seqQ, out })`),
     dtype,
     async prepare(shape, { q, k, v }) {
@@ -96,7 +96,7 @@ async function oursEngines(spec, deps) {
   return [
     ...(parts.includes('caches') ? DTYPES.map(cacheEngine) : []),
     ...(parts.includes('copy') ? [{
-      name: `attention-wasm ${tag} attention() copying K/V`,
+      name: `attention-wasm ${tag} attention() copying K/V${suffix}`,
       config: config('lib.attention(query, key, value, { heads, kvHeads, seqQ, out }): all S positions of K and V copied into wasm memory on every step'),
       async prepare({ batch, heads, kvHeads, seqQ, seqK, headDim }, { q, k, v }) {
         const out = new Float32Array(q.length);

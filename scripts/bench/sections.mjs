@@ -41,6 +41,11 @@ const SMOKE = { warmMs: 50, rounds: 2, turnMs: 30, settleMs: 10, slowMs: 300, sl
 // main table's, as many rounds.
 const DECODE = { ...TIMING.full, warmMs: 500, turnMs: 250, settleMs: 50 };
 
+// The threads section: small calls (microseconds) in three instances of each of three builds, so
+// shorter turns than the decode section's (a turn still holds thousands of calls).
+export const THREADS_INSTANCES = 3;
+const THREADS = { ...DECODE, turnMs: 100, settleMs: 20 };
+
 // The model section's steps last 50-500 ms and stream from memory (nothing to warm but V8's
 // tiers): per round one untimed call (the other core may have idled) and one timed call each.
 const MODEL = { warmMs: 300, rounds: 7, turnMs: 0, settleMs: 1, slowMs: 60000, slowRounds: 0, skipMs: 60000 };
@@ -130,21 +135,25 @@ const PLANS = {
     timing: quick ? { ...LONG, rounds: 1, slowRounds: 1 } : LONG,
   }],
   threads: (quick) => {
-    // 1 thread on the single-threaded build, 1 on the threaded build, 2 on the threaded build.
-    const both = (label, spec) => [
-      ...[1, 2].map((threads) => ({ label: `process: ours ${threads}T (${label})`, spec: { ...spec, threads } })),
-      { label: `process: ours 1T, threaded build (${label})`, spec: { ...spec, threads: 1, threadedBuild: true } },
-    ];
+    // 1 thread on the single-threaded build, 1 on the threaded build, 2 on the threaded build, each
+    // in THREADS_INSTANCES processes (pages): one process's figure for a small call moves by a few
+    // per cent with the process (its compiled code, where its memory lies), as much as the builds
+    // differ, so a build's time is the mean of its instances' (threads-report.mjs).
+    const instances = quick ? 2 : THREADS_INSTANCES;
+    const both = (label, spec) => Array.from({ length: instances }, (_, i) => i + 1).flatMap((instance) => [
+      ...[1, 2].map((threads) => ({ label: `process: ours ${threads}T (${label}), instance ${instance}`, spec: { ...spec, threads, instance } })),
+      { label: `process: ours 1T, threaded build (${label}), instance ${instance}`, spec: { ...spec, threads: 1, threadedBuild: true, instance } },
+    ]);
     return [{
       label: 'decode steps over short caches, 1 and 2 threads',
       hosts: both('KV caches', { section: 'decode', kind: 'ours', parts: ['caches'] }),
       shapes: (quick ? [1, 256] : [1, 4, 16, 64, 256, 1024, 4096, 16384]).map((seqK) => decodeShape(8, 2, 1, seqK, 64)),
-      timing: quick ? SMOKE : DECODE,
+      timing: quick ? SMOKE : THREADS,
     }, {
       label: 'prefills of a few positions, 1 and 2 threads',
       hosts: both('causal prefill', { section: 'variants', kind: 'ours', variants: ['causal'] }),
       shapes: (quick ? [1, 64] : [1, 4, 16, 64, 256, 1024]).map((s) => square(1, 8, s, 64)),
-      timing: quick ? SMOKE : DECODE,
+      timing: quick ? SMOKE : THREADS,
     }];
   },
   model: (quick) => {

@@ -39,12 +39,12 @@ export function visibleScores({ seqQ, seqK }, options) {
 export async function createVariantEngines(spec, deps) {
   const { kind, variants } = spec;
   if (kind !== 'ours') throw new Error(`variants section: unknown engine kind ${kind}`);
-  const { lib, requested, loadMs, tag } = await loadOurs(spec, deps);
+  const { lib, requested, loadMs, tag, suffix } = await loadOurs(spec, deps);
   const { version, simd, threads: got, threadsReason } = lib.info;
   return variants.map((v) => {
     const { label, options } = VARIANTS[v];
     return {
-      name: `attention-wasm ${tag} ${label}`,
+      name: `attention-wasm ${tag} ${label}${suffix}`,
       config: { version, simd, threads: got, threadsReason, requested, loadMs, variant: v },
       async prepare(shape, { q, k, v: value }) {
         const { batch, heads, seqQ, seqK, headDim } = shape;

@@ -261,30 +261,38 @@ function checkModel({ stdout, run }) {
 }
 
 // The threads section: every small call on 1 and 2 threads and on the threaded build on 1 thread,
-// the console's rows showing the JSON's medians and both ratios, the table one row per call with
-// both times and both ratios, the figure with its goal.
+// each build in two instances (their engines' names end ' (instance 1)' and ' (instance 2)'); the
+// console's rows show a build's time within its instances' rounds, both ratios and how far the
+// instances were apart; the table one row per call with both times and both ratios; the figures
+// with their goals.
 function checkThreads({ stdout, run }) {
   const parts = run.sections.threads;
   assert.deepEqual(parts.map((p) => p.results.length), [2, 2], 'two decode steps and two prefills');
   let pairs = 0;
   for (const result of parts.flatMap((p) => p.results)) {
     const names = Object.keys(result.engines);
-    assert.ok(names.length >= 3 && names.length % 3 === 0, `${result.label}: 1T, 2T and 1T-mt engines (${names})`);
-    for (const name of names.filter((n) => / 1T /.test(n))) {
-      const [one, two, oneMt] = [name, name.replace(' 1T ', ' 2T '), name.replace(' 1T ', ' 1T-mt ')].map((n) => result.engines[n]);
-      assert.ok(one?.median > 0 && two?.median > 0 && oneMt?.median > 0, `${result.label}: ${name}, its 2-thread and its threaded 1-thread twins were timed`);
-      const row = stdout.match(new RegExp(`^\\s+${escape(result.label)}\\s+${escape(name.replace('attention-wasm 1T ', ''))}\\s+([\\d.,]+)\\s+([\\d.,]+)\\s+[\\d.]+\\s+[\\d.]+$`, 'm'));
-      assert.ok(row, `the console report has ${name} on ${result.label}`);
-      assert.ok(Math.abs(number(row[1]) - one.median) <= 0.01 * one.median + 0.005, `${name}: console ${row[1]} ms, JSON ${one.median} ms`);
+    assert.ok(names.length >= 6 && names.length % 6 === 0, `${result.label}: 1T, 2T and 1T-mt engines in two instances (${names})`);
+    for (const name of names.filter((n) => / 1T .* \(instance 1\)$/.test(n))) {
+      const twins = [' 1T ', ' 2T ', ' 1T-mt '].map((t) => [1, 2].map((i) => result.engines[name.replace(' 1T ', t).replace('(instance 1)', `(instance ${i})`)]));
+      for (const e of twins.flat()) assert.ok(e?.median > 0, `${result.label}: ${name}, its 2-thread and its threaded 1-thread twins were timed in both instances`);
+      const call = name.replace('attention-wasm 1T ', '').replace(' (instance 1)', '');
+      const row = stdout.match(new RegExp(`^\\s+${escape(result.label)}\\s+${escape(call)}\\s+([\\d.,]+)\\s+([\\d.,]+)\\s+[\\d.]+\\s+[\\d.]+\\s+(\\d+ %), (\\d+ %), (\\d+ %)$`, 'm'));
+      assert.ok(row, `the console report has ${call} on ${result.label}, with how far its instances were apart`);
+      const rounds = twins[0].flatMap((e) => e.rounds);
+      const ms = number(row[1]) / 1000;  // (the section's times are in µs)
+      assert.ok(ms >= Math.min(...rounds) * 0.99 - 5e-6 && ms <= Math.max(...rounds) * 1.01 + 5e-6,
+        `${call}: console ${row[1]} µs, the instances' rounds ${rounds} ms`);
       pairs++;
     }
   }
   const [[header, ...rows]] = parseTables(threadsBlock(run));
-  assert.deepEqual(header, ['shape (B, H, Sq, Sk, D)', 'call', '1 thread, ms', '2 threads, ms', '2 threads ÷ 1', '2 threads ÷ 1 on the threaded build']);
+  assert.deepEqual(header, ['shape (B, H, Sq, Sk, D)', 'call', '1 thread, µs', '2 threads, µs', '2 threads ÷ 1', '2 threads ÷ 1 on the threaded build']);
   assert.equal(rows.length, pairs);
   for (const row of rows) assert.match(row.slice(2).join(' '), /^[\d.,]+ [\d.,]+ [\d.]+ [\d.]+$/, row.join(' | '));
-  const figure = run.figuresOfMerit.find((f) => f.what.includes('small calls') && f.what.endsWith('on 2 threads ÷ on 1'));
-  assert.match(figure?.figure ?? '', /^[\d.]+× \(.+, \(1,8,\d+,\d+,64\)( kvHeads 2)?\)$/, JSON.stringify(figure));
+  for (const end of ['on 2 threads ÷ on 1', '(the pool\'s choice alone)']) {
+    const figure = run.figuresOfMerit.find((f) => f.what.includes('small calls') && f.what.endsWith(end));
+    assert.match(figure?.figure ?? '', /^[\d.]+× \(.+, \(1,8,\d+,\d+,64\)( kvHeads 2)?\)$/, JSON.stringify(figure));
+  }
 }
 
 function checkSections({ stdout, run }) {

@@ -79,7 +79,7 @@ async function oursEngines(spec, deps) {
     const dtype = DTYPES.find((d) => READ_KINDS[d] === kind);
     let reader = null;
     return {
-      name: readerName(dtype),
+      name: `${readerName(dtype)}${suffix}`,
       config: { ...config(`scripts/bench/bandwidth.mjs: one streaming pass of v128.load (8 per 128 bytes, into 4 i32x4.add chains) over a buffer of cache.bytes of the step's ${kind} cache`), simd: 'simd128', threads: 1 },
       async prepare({ batch, kvHeads, seqK, headDim }) {
         const cache = lib.createKVCache({ batch, kvHeads, headDim, maxSeq: seqK, dtype });
@@ -92,7 +92,7 @@ async function oursEngines(spec, deps) {
   };
   // The peak of the build our engines run (relaxed SIMD's FMA or SIMD128's mul + add), timed in
   // the same rounds: config.flopsPerCall ÷ its time is GFLOP/s.
-  const peak = () => peakEngine(simd === 'relaxed-simd' ? 'relaxed' : 'simd128', PEAK_NAME, config());
+  const peak = () => peakEngine(simd === 'relaxed-simd' ? 'relaxed' : 'simd128', `${PEAK_NAME}${suffix}`, config());
   return [
     ...(parts.includes('caches') ? DTYPES.map(cacheEngine) : []),
     ...(parts.includes('copy') ? [{

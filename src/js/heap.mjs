@@ -155,19 +155,21 @@ export class HeapArena {
   stage(fn, inputs, outputs = {}) {
     const offsets = {};
     let bytes = 0;
-    const place = (name, byteLength, array) => {
-      const skew = this.shared && array ? array.byteOffset & 7 : 0;  // (the block starts 8-byte aligned)
-      offsets[name] = bytes + skew;
-      bytes += alignUp(byteLength + skew);
-    };
+    // Each array at `bytes` plus its skew (the block starts 8-byte aligned). (Inline, not a helper
+    // closure: this runs on every call.)
     for (const name in inputs) {
       const array = inputs[name];
-      if (array) place(name, array.byteLength, array);
+      if (!array) continue;
+      const skew = this.shared ? array.byteOffset & 7 : 0;
+      offsets[name] = bytes + skew;
+      bytes += alignUp(array.byteLength + skew);
     }
     for (const name in outputs) {
       const output = outputs[name];
-      if (typeof output === 'number') place(name, output * 4);
-      else place(name, output.byteLength, output);
+      const array = typeof output === 'number' ? null : output;
+      const skew = this.shared && array ? array.byteOffset & 7 : 0;
+      offsets[name] = bytes + skew;
+      bytes += alignUp((array ? array.byteLength : output * 4) + skew);
     }
     const M = this.module;
     checkMemory(M, fn, bytes, { block: bytes });

@@ -269,20 +269,32 @@ function checkThreads({ stdout, run }) {
   const parts = run.sections.threads;
   assert.deepEqual(parts.map((p) => p.results.length), [2, 2], 'two decode steps and two prefills');
   let pairs = 0;
-  for (const result of parts.flatMap((p) => p.results)) {
-    const names = Object.keys(result.engines);
-    assert.ok(names.length >= 6 && names.length % 6 === 0, `${result.label}: 1T, 2T and 1T-mt engines in two instances (${names})`);
-    for (const name of names.filter((n) => / 1T .* \(instance 1\)$/.test(n))) {
-      const twins = [' 1T ', ' 2T ', ' 1T-mt '].map((t) => [1, 2].map((i) => result.engines[name.replace(' 1T ', t).replace('(instance 1)', `(instance ${i})`)]));
-      for (const e of twins.flat()) assert.ok(e?.median > 0, `${result.label}: ${name}, its 2-thread and its threaded 1-thread twins were timed in both instances`);
-      const call = name.replace('attention-wasm 1T ', '').replace(' (instance 1)', '');
-      const row = stdout.match(new RegExp(`^\\s+${escape(result.label)}\\s+${escape(call)}\\s+([\\d.,]+)\\s+([\\d.,]+)\\s+[\\d.]+\\s+[\\d.]+\\s+(\\d+ %), (\\d+ %), (\\d+ %)$`, 'm'));
-      assert.ok(row, `the console report has ${call} on ${result.label}, with how far its instances were apart`);
-      const rounds = twins[0].flatMap((e) => e.rounds);
-      const ms = number(row[1]) / 1000;  // (the section's times are in µs)
-      assert.ok(ms >= Math.min(...rounds) * 0.99 - 5e-6 && ms <= Math.max(...rounds) * 1.01 + 5e-6,
-        `${call}: console ${row[1]} µs, the instances' rounds ${rounds} ms`);
-      pairs++;
+  const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
+  const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  for (const part of parts) {
+    for (const result of part.results) {
+      const names = Object.keys(result.engines);
+      assert.ok(names.length >= 6 && names.length % 6 === 0, `${result.label}: 1T, 2T and 1T-mt engines in two instances (${names})`);
+      for (const name of names.filter((n) => / 1T .* \(instance 1\)$/.test(n))) {
+        const twinNames = [' 1T ', ' 2T ', ' 1T-mt '].map((t) => [1, 2].map((i) => name.replace(' 1T ', t).replace('(instance 1)', `(instance ${i})`)));
+        const twins = twinNames.map((pair) => pair.map((n) => result.engines[n]));
+        for (const e of twins.flat()) assert.ok(e?.median > 0, `${result.label}: ${name}, its 2-thread and its threaded 1-thread twins were timed in both instances`);
+        for (const [a, b] of twinNames) assert.notEqual(part.engines[a].host, part.engines[b].host, `${a} and ${b}: instances in hosts of their own`);
+        const call = name.replace('attention-wasm 1T ', '').replace(' (instance 1)', '');
+        const row = stdout.match(new RegExp(`^\\s+${escape(result.label)}\\s+${escape(call)}\\s+([\\d.,]+)\\s+([\\d.,]+)\\s+[\\d.]+\\s+[\\d.]+\\s+(\\d+) %, (\\d+) %, (\\d+) %$`, 'm'));
+        assert.ok(row, `the console report has ${call} on ${result.label}, with how far its instances were apart`);
+        // A build's time: the median over rounds of its instances' mean (µs in the report, ms in the JSON).
+        twins.slice(0, 2).forEach((instances, k) => {
+          const want = 1000 * median(instances[0].rounds.map((_, r) => mean(instances.map((e) => e.rounds[r]))));
+          assert.ok(Math.abs(number(row[1 + k]) - want) <= 0.005 * want + 0.005, `${call}: console ${row[1 + k]} µs, the instances' mean per round ${want} µs`);
+        });
+        twins.forEach((instances, k) => {
+          const medians = instances.map((e) => e.median);
+          const apart = Math.round((100 * (Math.max(...medians) - Math.min(...medians))) / mean(medians));
+          assert.ok(Math.abs(Number(row[3 + k]) - apart) <= 1, `${call}: instances apart ${row[3 + k]} %, from the JSON ${apart} %`);
+        });
+        pairs++;
+      }
     }
   }
   const [[header, ...rows]] = parseTables(threadsBlock(run));

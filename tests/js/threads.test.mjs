@@ -7,6 +7,8 @@ import { after, before, test } from 'node:test';
 import { makeLoaders } from '../../dist/loader.mjs';
 import { nodePlatform } from '../../dist/node.mjs';
 import { HeapArena } from '../../dist/heap.mjs';
+import { makeCallBlock } from '../../dist/call-block.mjs';
+import { makeRotary } from '../../dist/rotary.mjs';
 import { browserCores, chooseThreads } from '../../dist/threads.mjs';
 import { createAttention, EXPECTED_SIMD, makeInputs, pinned, randomTensor, rng } from './helpers.mjs';
 
@@ -240,6 +242,33 @@ test('a threaded build stages each view at its own address modulo 8, with the sa
     assert.ok(want.every((x, i) => Object.is(x, out[i])), 'outputs');
     const weights = single.attentionWeights(query, key, shape);
     assert.ok(weights.every((x, i) => Object.is(x, weightsOut[i])), 'weights');
+  } finally {
+    lib.dispose();
+  }
+});
+
+// rotary() stages a whole tensor in a threaded build's shared memory in one piece: at its own
+// remainder modulo 8 too, with the single-threaded build's results.
+test('a threaded build stages rotary()\'s tensor at its address modulo 8, with the same results', async () => {
+  let M;
+  const { createAttention: withModule } = makeLoaders({ ...nodePlatform, start: async (...args) => (M = await nodePlatform.start(...args)) });
+  const lib = await withModule({ ...pinned, threads: 2 });
+  try {
+    const arena = new HeapArena(M), remainders = [];
+    const spy = Object.assign(Object.create(arena), {
+      stage: (fn, inputs, outputs) => {
+        const call = arena.stage(fn, inputs, outputs);
+        remainders.push(call.address('chunk') % 8);
+        return call;
+      },
+    });
+    const rotary = makeRotary(M, spy, makeCallBlock(M));
+    const shape = { batch: 1, heads: 2, seq: 5, headDim: 8 };
+    const x = randomTensor(2 * 5 * 8 + 1, rng(3)).subarray(1);  // an odd float into a larger array
+    const got = rotary(x, shape);
+    assert.deepEqual(remainders, [4], 'the chunk at x\'s remainder');
+    const want = single.rotary(x, shape);
+    assert.ok(want.every((v, i) => Object.is(v, got[i])), 'results');
   } finally {
     lib.dispose();
   }

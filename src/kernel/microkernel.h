@@ -66,16 +66,15 @@ inline void micro_tile(const float* a, const float* b, std::ptrdiff_t ldb, int k
   }
 }
 
-// Row-count dispatch (1..kTileRows) for one column strip of N vectors.
+// Row-count dispatch for one column strip of N vectors: a whole tile, or the one row a matrix of
+// odd rows ends with (every caller passes 1..kTileRows; tiles of 3 and 4 rows, never reached, were
+// compiled for every instantiation all the same).
+static_assert(kTileRows == 2, "tile_rows dispatches a tile of kTileRows rows or a single row");
 template <int N, Init I, int AI, int AK>
 inline void tile_rows(int rows, const float* a, const float* b, std::ptrdiff_t ldb, int k_len, float* c,
                       std::ptrdiff_t ldc, const float* c_init) {
-  switch (rows) {
-    case 4: micro_tile<4, N, I, AI, AK>(a, b, ldb, k_len, c, ldc, c_init); break;
-    case 3: micro_tile<3, N, I, AI, AK>(a, b, ldb, k_len, c, ldc, c_init); break;
-    case 2: micro_tile<2, N, I, AI, AK>(a, b, ldb, k_len, c, ldc, c_init); break;
-    default: micro_tile<1, N, I, AI, AK>(a, b, ldb, k_len, c, ldc, c_init); break;
-  }
+  if (rows == kTileRows) micro_tile<kTileRows, N, I, AI, AK>(a, b, ldb, k_len, c, ldc, c_init);
+  else micro_tile<1, N, I, AI, AK>(a, b, ldb, k_len, c, ldc, c_init);
 }
 
 // C[rows × cols] = init + A[rows × k_len] · B[k_len × cols], in tiles of kTileRows rows (tile t

@@ -236,20 +236,28 @@ TEST_CASE("the pool's cost of a job is not moved by a few delayed wake-ups", "[p
 // A browser's clock reads in ticks (5 µs in Chromium's cross-origin-isolated pages, 20 µs in
 // Firefox's), and a job costs about one. Timed right after a pause that ends on a tick, every job
 // read 0 in Firefox, and a job's cost of 0 kept every call off the pool.
+// Each reading is a timing of its own: on a loaded machine (ThreadSanitizer, the other tests on the
+// other core) one sizing can read several times another, so a pair that disagrees is measured again,
+// up to three times.
 TEST_CASE("the pool's cost of a job is read on a browser's coarse clock", "[parallel]") {
-  attn::set_num_threads(1);
-  attn::set_num_threads(2);
-  const double fine = attn::detail::job_ns();
-  attn::set_num_threads(1);
-  for (const double tick : {5e3, 20e3}) {
+  const auto sized = [](double tick) {
+    attn::set_num_threads(1);
     attn::detail::set_clock_tick(tick);
     attn::set_num_threads(2);
     attn::detail::set_clock_tick(0);
-    const double coarse = attn::detail::job_ns();
+    return attn::detail::job_ns();
+  };
+  for (const double tick : {5e3, 20e3}) {
+    double fine = 0, coarse = 0;
+    bool agree = false;
+    for (int attempt = 0; attempt < 3 && !agree; ++attempt) {
+      fine = sized(0);
+      coarse = sized(tick);
+      agree = coarse > fine / 5 && coarse < 5 * fine;  // (every reading 0 would give at most tick / 16)
+    }
     INFO("the cost of a job: " << fine << " ns on the fine clock, " << coarse << " ns on one of " << tick
                                << " ns ticks");
-    CHECK(coarse > fine / 5);  // (every reading 0 would give at most tick / 16)
-    CHECK(coarse < 5 * fine);
+    CHECK(agree);
     // A call of 64 jobs' estimated time goes to the pool.
     const unsigned jobs = attn::detail::pool_jobs();
     attn::parallel_for(2, attn::Work{64 * 64 * coarse, 0}, [](int) {});

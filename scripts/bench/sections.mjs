@@ -43,7 +43,7 @@ const DECODE = { ...TIMING.full, warmMs: 500, turnMs: 250, settleMs: 50 };
 
 // The threads section: small calls (microseconds) in three instances of each of three builds, so
 // shorter turns than the decode section's (a turn still holds thousands of calls).
-export const THREADS_INSTANCES = 3;
+const THREADS_INSTANCES = 3;
 const THREADS = { ...DECODE, turnMs: 100, settleMs: 20 };
 
 // The model section's steps last 50-500 ms and stream from memory (nothing to warm but V8's

@@ -95,6 +95,13 @@ export function checkMemory(M, fn, bytes, { block = 0, what = 'this call', hint 
   }
 }
 
+// Places `name`'s byteLength bytes at `bytes` plus `skew` (its remainder modulo 8 in a shared
+// heap; the block starts 8-byte aligned) in `offsets`; returns where the next one goes.
+function place(offsets, bytes, name, byteLength, skew) {
+  offsets[name] = bytes + skew;
+  return bytes + alignUp(byteLength + skew);
+}
+
 export class HeapArena {
   constructor(module) {
     this.module = module;
@@ -155,21 +162,14 @@ export class HeapArena {
   stage(fn, inputs, outputs = {}) {
     const offsets = {};
     let bytes = 0;
-    // Each array at `bytes` plus its skew (the block starts 8-byte aligned). (Inline, not a helper
-    // closure: this runs on every call.)
     for (const name in inputs) {
       const array = inputs[name];
-      if (!array) continue;
-      const skew = this.shared ? array.byteOffset & 7 : 0;
-      offsets[name] = bytes + skew;
-      bytes += alignUp(array.byteLength + skew);
+      if (array) bytes = place(offsets, bytes, name, array.byteLength, this.shared ? array.byteOffset & 7 : 0);
     }
     for (const name in outputs) {
       const output = outputs[name];
-      const array = typeof output === 'number' ? null : output;
-      const skew = this.shared && array ? array.byteOffset & 7 : 0;
-      offsets[name] = bytes + skew;
-      bytes += alignUp((array ? array.byteLength : output * 4) + skew);
+      if (typeof output === 'number') bytes = place(offsets, bytes, name, output * 4, 0);
+      else bytes = place(offsets, bytes, name, output.byteLength, this.shared ? output.byteOffset & 7 : 0);
     }
     const M = this.module;
     checkMemory(M, fn, bytes, { block: bytes });

@@ -138,10 +138,9 @@ export function makeRotary(M, arena, block) {
     const { rows, rowFloats, pieces, pieceRow } = chunking(r, kindOf(M.HEAPF32.buffer) === 'SharedArrayBuffer');
     const src = overlapsPartially(x, r.out) ? x.slice() : x;
     const out = r.out ?? new Float32Array(r.count);
-    // (Whole, in a shared heap: given as `src`, the chunk is placed at src's address modulo 8, where
-    // V8 copies into shared memory 6-8 times faster than across remainders; heap.mjs.)
-    const chunkOutput = pieces === 1 && rows === r.seq ? src : rows * rowFloats;
-    const call = arena.stage(FN, { positions: r.positions, cos: r.tables?.cos, sin: r.tables?.sin }, { chunk: chunkOutput });
+    // (A chunk of all of x is given as `src`: in a shared heap it is placed at src's address modulo
+    // 8, where V8 copies into shared memory 6-8 times faster than across remainders; heap.mjs.)
+    const call = arena.stage(FN, { positions: r.positions, cos: r.tables?.cos, sin: r.tables?.sin }, { chunk: rows === r.seq ? src : rows * rowFloats });
     const chunk = call.address('chunk');
     for (let t0 = 0; t0 < r.seq; t0 += rows) {
       const n = Math.min(rows, r.seq - t0), piece = n * pieceRow;

@@ -16,6 +16,7 @@ import { test } from 'node:test';
 import { performanceBlock } from '../../scripts/bench/report.mjs';
 import { peakName, readName, stepName } from '../../scripts/bench/model-engines.mjs';
 import { decodeBlock, modelBlock, prefillBlock, threadsBlock, variantsBlock } from '../../scripts/bench/section-report.mjs';
+import { median } from '../../web/bench/schedule.mjs';
 
 const BENCH = fileURLToPath(new URL('../../scripts/bench.mjs', import.meta.url));
 
@@ -270,7 +271,6 @@ function checkThreads({ stdout, run }) {
   assert.deepEqual(parts.map((p) => p.results.length), [2, 2], 'two decode steps and two prefills');
   let pairs = 0;
   const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
-  const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   for (const part of parts) {
     for (const result of part.results) {
       const names = Object.keys(result.engines);
